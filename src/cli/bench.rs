@@ -1,0 +1,554 @@
+//! `bakeoff bench URL`: load an OpenAI-compatible endpoint and measure it.
+
+use crate::client::control::list_models;
+use crate::client::{post_request_bytes, StreamOpts, Target, Trace};
+use crate::load::{self, Arrival, Mode, Plan, Prepared, Source};
+use crate::metrics::summary::{Collector, RunStats};
+use crate::workload::prompt::{self, MatchedPrompt, PromptSpec};
+use crate::workload::Endpoint;
+use anyhow::{bail, Context, Result};
+use clap::{Args, ValueEnum};
+use serde::Serialize;
+use serde_json::{json, Value};
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Debug, Clone, Copy, ValueEnum, Serialize, PartialEq)]
+#[serde(rename_all = "kebab-case")]
+pub enum EndpointArg {
+    Chat,
+    Completions,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, Serialize, PartialEq)]
+#[serde(rename_all = "kebab-case")]
+pub enum ArrivalArg {
+    Constant,
+    Poisson,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct BenchArgs {
+    /// Base URL of the engine, e.g. http://127.0.0.1:8000 (a trailing /v1 is accepted).
+    pub url: String,
+    /// Model to request (default: the first model /v1/models lists).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// API flavour.
+    #[arg(long, value_enum, default_value = "chat")]
+    pub endpoint: EndpointArg,
+    /// Build a matched prompt of exactly this many prompt tokens of the endpoint's tokenizer.
+    #[arg(long, default_value_t = 128, conflicts_with = "prompt")]
+    pub prompt_tokens: u64,
+    /// Send this literal prompt instead of a sized one.
+    #[arg(long)]
+    pub prompt: Option<String>,
+    /// A local tokenizer.json used to size the prompt (else the server's /tokenize, else calibration).
+    #[arg(long)]
+    pub tokenizer: Option<PathBuf>,
+    /// Let requests share a prefix (no per-request nonce), so prefix caches can hit.
+    #[arg(long)]
+    pub allow_prefix_cache: bool,
+    #[arg(long, default_value_t = 128)]
+    pub max_tokens: u64,
+    #[arg(long, default_value_t = 0.0)]
+    pub temperature: f64,
+    /// Sampling seed sent with every request (also seeds Poisson arrivals and the bootstrap).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Send ignore_eos: true so every request generates exactly --max-tokens (vLLM, llama.cpp).
+    #[arg(long)]
+    pub ignore_eos: bool,
+    /// Closed loop: this many requests in flight at all times.
+    #[arg(long, default_value_t = 1, conflicts_with = "rate")]
+    pub concurrency: usize,
+    /// Open loop: start requests at this rate (requests/second) regardless of completions.
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// Open-loop arrival process.
+    #[arg(long, value_enum, default_value = "constant", requires = "rate")]
+    pub arrival: ArrivalArg,
+    /// Measured requests (default 32 unless --duration is given).
+    #[arg(long)]
+    pub requests: Option<u64>,
+    /// Stop starting requests after this many seconds of the measured phase.
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// Requests sent first and excluded from statistics.
+    #[arg(long, default_value_t = 0)]
+    pub warmup: u64,
+    /// Name of the environment variable holding the API key (the key never goes on the command line).
+    #[arg(long)]
+    pub api_key_env: Option<String>,
+    /// JSON object merged into every request body, e.g. '{"top_p":0.9}'.
+    #[arg(long)]
+    pub extra_body: Option<String>,
+    /// Per-request limit, seconds.
+    #[arg(long, default_value_t = 600.0)]
+    pub timeout: f64,
+    /// Longest silence inside a response before it counts as a stall, seconds.
+    #[arg(long, default_value_t = 60.0)]
+    pub stall_timeout: f64,
+    /// Write the summary as JSON here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Write one JSON line per request here (with raw per-chunk arrival offsets).
+    #[arg(long)]
+    pub requests_jsonl: Option<PathBuf>,
+    /// Never show a progress bar.
+    #[arg(long)]
+    pub no_progress: bool,
+}
+
+/// Everything `--json` writes.
+#[derive(Debug, Serialize)]
+pub struct BenchReport {
+    pub bakeoff_version: &'static str,
+    pub tool: &'static str,
+    pub started_at: String,
+    pub url: String,
+    pub model: String,
+    pub endpoint: EndpointArg,
+    pub sampling: Value,
+    pub load: Value,
+    pub prompt: Value,
+    #[serde(flatten)]
+    pub stats: RunStats,
+}
+
+/// Sends the same body for every request except the per-request prompt.
+struct BodySource {
+    target: Target,
+    endpoint: Endpoint,
+    base: serde_json::Map<String, Value>,
+    prompt: PromptKind,
+    api_key: Option<String>,
+}
+
+enum PromptKind {
+    Matched(MatchedPrompt),
+    Literal { text: String, nonce: bool },
+}
+
+impl BodySource {
+    fn text(&self, index: u64) -> (String, Option<u64>) {
+        match &self.prompt {
+            PromptKind::Matched(m) => (m.text(index), Some(m.target_tokens)),
+            PromptKind::Literal { text, nonce } => {
+                if *nonce {
+                    (format!("[bakeoff {index:07}]\n{text}"), None)
+                } else {
+                    (text.clone(), None)
+                }
+            }
+        }
+    }
+}
+
+impl Source for BodySource {
+    fn prepare(&self, index: u64) -> Prepared {
+        let (text, tokens) = self.text(index);
+        let mut body = self.base.clone();
+        match self.endpoint {
+            Endpoint::Chat => {
+                body.insert(
+                    "messages".into(),
+                    json!([{"role": "user", "content": text}]),
+                );
+            }
+            Endpoint::Completions => {
+                body.insert("prompt".into(), Value::String(text));
+            }
+        }
+        let bytes = serde_json::to_vec(&body).expect("JSON body");
+        Prepared {
+            bytes: post_request_bytes(
+                &self.target,
+                self.endpoint.path(),
+                &bytes,
+                self.api_key.as_deref(),
+                true,
+            ),
+            prompt_tokens: tokens,
+        }
+    }
+}
+
+pub fn read_api_key(var: Option<&str>) -> Result<Option<String>> {
+    match var {
+        None => Ok(None),
+        Some(name) => match std::env::var(name) {
+            Ok(v) if !v.is_empty() => Ok(Some(v)),
+            _ => bail!("--api-key-env {name}: the environment variable {name} is not set (export it, or drop the flag)"),
+        },
+    }
+}
+
+pub fn run(args: BenchArgs) -> Result<()> {
+    crate::clock::raise_nofile_limit();
+    // One thread: chunk wakeups never cross threads and the client leaves the other cores to
+    // the engine under test.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let report = rt.block_on(bench(args.clone()))?;
+    print_report(&report);
+    if let Some(p) = &args.json {
+        let bytes = serde_json::to_vec_pretty(&report)?;
+        crate::evidence::write_atomic(p, &bytes)?;
+        eprintln!("summary written to {}", p.display());
+    }
+    if report.stats.ok == 0 {
+        bail!(
+            "no request succeeded ({} failed); see the failures above",
+            report.stats.failed
+        );
+    }
+    Ok(())
+}
+
+fn validate(args: &BenchArgs) -> Result<(Target, Option<serde_json::Map<String, Value>>)> {
+    let target = Target::parse(&args.url).map_err(|e| anyhow::anyhow!(e))?;
+    if args.concurrency == 0 {
+        bail!("--concurrency must be at least 1");
+    }
+    if let Some(r) = args.rate {
+        if !(r > 0.0 && r.is_finite()) {
+            bail!("--rate must be a positive number of requests per second, got {r}");
+        }
+    }
+    if let Some(d) = args.duration {
+        if !(d > 0.0 && d.is_finite()) {
+            bail!("--duration must be a positive number of seconds, got {d}");
+        }
+    }
+    if args.requests == Some(0) {
+        bail!("--requests must be at least 1");
+    }
+    if args.max_tokens == 0 {
+        bail!("--max-tokens must be at least 1");
+    }
+    if args.timeout <= 0.0 || args.stall_timeout <= 0.0 {
+        bail!("--timeout and --stall-timeout must be positive seconds");
+    }
+    let extra = match &args.extra_body {
+        None => None,
+        Some(s) => match serde_json::from_str::<Value>(s) {
+            Ok(Value::Object(m)) => Some(m),
+            Ok(_) => bail!("--extra-body must be a JSON object, like '{{\"top_p\": 0.9}}'"),
+            Err(e) => bail!("--extra-body is not valid JSON ({e}); quote it for the shell, like '{{\"top_p\": 0.9}}'"),
+        },
+    };
+    if let Some(t) = &args.tokenizer {
+        if !t.is_file() {
+            bail!(
+                "--tokenizer {}: no such file (give the path of a Hugging Face tokenizer.json)",
+                t.display()
+            );
+        }
+    }
+    Ok((target, extra))
+}
+
+async fn bench(args: BenchArgs) -> Result<BenchReport> {
+    let (target, extra) = validate(&args)?;
+    let api_key = read_api_key(args.api_key_env.as_deref())?;
+    let control_timeout = Duration::from_secs(30);
+    let models = list_models(&target, api_key.as_deref(), control_timeout)
+        .await
+        .map_err(|e| anyhow::anyhow!(e))?;
+    let model = match &args.model {
+        Some(m) => {
+            if !models.contains(m) {
+                eprintln!(
+                    "warning: /v1/models does not list '{m}' (it lists {}); sending it anyway",
+                    models.join(", ")
+                );
+            }
+            m.clone()
+        }
+        None => models[0].clone(),
+    };
+    let endpoint = match args.endpoint {
+        EndpointArg::Chat => Endpoint::Chat,
+        EndpointArg::Completions => Endpoint::Completions,
+    };
+    let nonce = !args.allow_prefix_cache;
+    let (prompt_kind, prompt_record) = match &args.prompt {
+        Some(text) => (
+            PromptKind::Literal {
+                text: text.clone(),
+                nonce,
+            },
+            json!({"strategy": "literal", "nonce": nonce, "chars": text.chars().count()}),
+        ),
+        None => {
+            eprintln!(
+                "sizing a {}-token matched prompt against {target} ...",
+                args.prompt_tokens
+            );
+            let m = prompt::build(&PromptSpec {
+                target: &target,
+                model: &model,
+                endpoint,
+                tokens: args.prompt_tokens,
+                tokenizer: args.tokenizer.as_deref(),
+                api_key: api_key.as_deref(),
+                nonce,
+                timeout: Duration::from_secs_f64(args.timeout.min(300.0)),
+            })
+            .await
+            .map_err(|e| anyhow::anyhow!("matched prompt: {e}"))?;
+            let rec = serde_json::to_value(&m)?;
+            (PromptKind::Matched(m), rec)
+        }
+    };
+
+    let mut base = serde_json::Map::new();
+    base.insert("model".into(), json!(model));
+    base.insert("max_tokens".into(), json!(args.max_tokens));
+    base.insert("temperature".into(), json!(args.temperature));
+    base.insert("seed".into(), json!(args.seed));
+    base.insert("stream".into(), json!(true));
+    base.insert("stream_options".into(), json!({"include_usage": true}));
+    if args.ignore_eos {
+        base.insert("ignore_eos".into(), json!(true));
+    }
+    if let Some(extra) = &extra {
+        for (k, v) in extra {
+            base.insert(k.clone(), v.clone());
+        }
+    }
+    // Recorded sampling: what was actually sent, minus the prompt.
+    let sampling = Value::Object(base.clone());
+
+    let mode = match args.rate {
+        Some(rate) => Mode::Open {
+            rate,
+            arrival: match args.arrival {
+                ArrivalArg::Constant => Arrival::Constant,
+                ArrivalArg::Poisson => Arrival::Poisson { seed: args.seed },
+            },
+        },
+        None => Mode::Closed {
+            concurrency: args.concurrency,
+        },
+    };
+    let requests = match (args.requests, args.duration) {
+        (None, None) => Some(32),
+        (r, _) => r,
+    };
+    let plan = Plan {
+        mode,
+        requests,
+        duration: args.duration.map(Duration::from_secs_f64),
+        warmup: args.warmup,
+    };
+    let load_record = json!({
+        "mode": match mode { Mode::Closed{..} => "closed-loop", Mode::Open{..} => "open-loop" },
+        "concurrency": if args.rate.is_none() { Some(args.concurrency) } else { None },
+        "rate_per_s": args.rate,
+        "arrival": args.rate.map(|_| args.arrival),
+        "requests": requests,
+        "duration_s": args.duration,
+        "warmup": args.warmup,
+        "timeout_s": args.timeout,
+        "stall_timeout_s": args.stall_timeout,
+        "prefix_cache_nonce": nonce,
+        "api_key_env": args.api_key_env,
+    });
+
+    let expected_prompt = match &prompt_kind {
+        PromptKind::Matched(m) => Some(m.target_tokens),
+        PromptKind::Literal { .. } => None,
+    };
+    let source = Arc::new(BodySource {
+        target: target.clone(),
+        endpoint,
+        base,
+        prompt: prompt_kind,
+        api_key,
+    });
+    let opts = StreamOpts {
+        timeout: Duration::from_secs_f64(args.timeout),
+        stall: Duration::from_secs_f64(args.stall_timeout),
+        collect: false,
+    };
+    let started_at = crate::clock::wall_rfc3339();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Trace>();
+    let total = requests.map(|r| r + args.warmup);
+    let show_progress = !args.no_progress && std::io::stderr().is_terminal();
+    let jsonl = args.requests_jsonl.clone();
+    // The collector runs on its own thread: aggregation and file I/O stay off the runtime
+    // threads that timestamp chunks.
+    let collector =
+        std::thread::spawn(move || collect(rx, expected_prompt, jsonl, total, show_progress));
+    eprintln!(
+        "running {} against {target} (model {model}) ...",
+        match mode {
+            Mode::Closed { concurrency } => format!("closed loop at concurrency {concurrency}"),
+            Mode::Open { rate, .. } => format!("open loop at {rate} requests/s"),
+        }
+    );
+    let window = load::run(target.clone(), plan, source, opts, tx).await;
+    let collected = collector
+        .join()
+        .map_err(|_| anyhow::anyhow!("the collector thread panicked"))??;
+    if let Err(e) = window {
+        bail!("{e}");
+    }
+    let stats = collected.summarize(args.seed);
+    Ok(BenchReport {
+        bakeoff_version: crate::VERSION,
+        tool: "bakeoff bench",
+        started_at,
+        url: target.to_string(),
+        model,
+        endpoint: args.endpoint,
+        sampling,
+        load: load_record,
+        prompt: prompt_record,
+        stats,
+    })
+}
+
+fn collect(
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<Trace>,
+    expected_prompt: Option<u64>,
+    jsonl: Option<PathBuf>,
+    total: Option<u64>,
+    show_progress: bool,
+) -> Result<Collector> {
+    let mut out = match &jsonl {
+        Some(p) => Some(std::io::BufWriter::new(std::fs::File::create(p).with_context(|| {
+            format!("cannot create {} (--requests-jsonl); check the directory exists and is writable", p.display())
+        })?)),
+        None => None,
+    };
+    let bar = if show_progress {
+        let b = match total {
+            Some(n) => indicatif::ProgressBar::new(n),
+            None => indicatif::ProgressBar::new_spinner(),
+        };
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} requests  {msg}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        Some(b)
+    } else {
+        None
+    };
+    let mut c = Collector::default();
+    let mut run_start: Option<u64> = None;
+    while let Some(t) = rx.blocking_recv() {
+        c.add(&t, expected_prompt);
+        if let Some(w) = out.as_mut() {
+            let start = *run_start.get_or_insert(t.send_ns);
+            let line = request_line(&t, start);
+            serde_json::to_writer(&mut *w, &line)?;
+            w.write_all(b"\n")
+                .with_context(|| "cannot write --requests-jsonl (disk full?)".to_string())?;
+        }
+        if let Some(b) = &bar {
+            b.inc(1);
+            b.set_message(format!("{} ok, {} failed", c.ok(), c.failed));
+        }
+    }
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    if let Some(mut w) = out {
+        w.flush()
+            .context("cannot finish --requests-jsonl (disk full?)")?;
+    }
+    Ok(c)
+}
+
+/// One line of `--requests-jsonl`: the metrics and the raw per-chunk arrival offsets.
+fn request_line(t: &Trace, run_start: u64) -> Value {
+    let m = crate::metrics::RequestMetrics::from_trace(t);
+    json!({
+        "index": t.index,
+        "warmup": t.warmup,
+        "ok": t.ok(),
+        "error": t.error,
+        "status": t.status,
+        "response_id": t.response_id,
+        "send_offset_ms": (t.send_ns as i64 - run_start as i64) as f64 / 1e6,
+        "schedule_lag_ms": t.intended_ns.map(|i| t.send_ns.saturating_sub(i) as f64 / 1e6),
+        "connect_ms": t.connect_ns.map(|c| c as f64 / 1e6),
+        "metrics": m,
+        "usage": t.usage,
+        "finish_reason": t.finish_reason,
+        "client_prompt_tokens": t.client_prompt_tokens,
+        "chunk_offsets_ns": t.events.iter().map(|e| e.t_ns).collect::<Vec<_>>(),
+        "chunk_kinds": t.events.iter().map(|e| e.kind).collect::<Vec<_>>(),
+    })
+}
+
+fn print_report(r: &BenchReport) {
+    let s = &r.stats;
+    let load = match r.load["mode"].as_str() {
+        Some("open-loop") => format!(
+            "open loop at {} req/s ({})",
+            r.load["rate_per_s"],
+            r.load["arrival"].as_str().unwrap_or("constant")
+        ),
+        _ => format!("closed loop at concurrency {}", r.load["concurrency"]),
+    };
+    let prompt = match r.prompt["strategy"].as_str() {
+        Some("literal") => "literal prompt".to_string(),
+        Some(strategy) => format!(
+            "{} prompt tokens, sized by {strategy}",
+            r.prompt["target_tokens"]
+        ),
+        None => "prompt".to_string(),
+    };
+    println!(
+        "bakeoff bench {}  model {}  {}  {load}  {prompt}  max_tokens {}",
+        r.url,
+        r.model,
+        match r.endpoint {
+            EndpointArg::Chat => "chat",
+            EndpointArg::Completions => "completions",
+        },
+        r.sampling["max_tokens"]
+    );
+    println!(
+        "requests: {} ok, {} failed, {} warmup excluded; window {}; output {} tok/s; {} req/s",
+        s.ok,
+        s.failed,
+        s.warmup_excluded,
+        s.window_s
+            .map(|w| format!("{w:.2} s"))
+            .unwrap_or("-".into()),
+        s.aggregate_output_tok_s
+            .map(|x| format!("{x:.1}"))
+            .unwrap_or("-".into()),
+        s.request_rate_per_s
+            .map(|x| format!("{x:.2}"))
+            .unwrap_or("-".into())
+    );
+    for (class, f) in &s.failures_by_class {
+        println!("  failed: {} x {class}: {}", f.count, f.example);
+    }
+    if s.prompt_token_mismatches > 0 {
+        println!(
+            "  warning: {} requests' usage.prompt_tokens differ from the matched target ({})",
+            s.prompt_token_mismatches,
+            s.prompt_token_mismatch_example.as_deref().unwrap_or("")
+        );
+    }
+    if s.requests_without_usage > 0 {
+        println!(
+            "  note: {} successful requests carried no usage; token metrics are null for them",
+            s.requests_without_usage
+        );
+    }
+    print!("{}", s.table());
+}

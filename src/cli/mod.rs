@@ -1,0 +1,5 @@
+//! One file per subcommand.
+
+pub mod bench;
+pub mod engine;
+pub mod selftest;

@@ -1,0 +1,439 @@
+//! `bakeoff selftest`: bakeoff's own timing error, measured against the reference engine.
+//!
+//! The engine runs as a child process and records, on CLOCK_MONOTONIC, when it handed each SSE
+//! event to its socket. The client records when each event arrived, on the same clock. The
+//! difference is what the client adds; nothing here is simulated.
+
+use crate::client::control::{delete_json, get_json};
+use crate::client::trace::kind;
+use crate::client::{post_request_bytes, StreamOpts, Target, Trace};
+use crate::load::{self, Mode, Plan, Prepared, Source};
+use crate::metrics::stats::Distribution;
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use serde::Serialize;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Args, Debug, Clone)]
+pub struct SelftestArgs {
+    /// Concurrency levels to drive, in order.
+    #[arg(long, value_delimiter = ',', default_value = "1,16,256,1024")]
+    pub levels: Vec<usize>,
+    /// Requests per stream at each level (the first wave is reported apart).
+    #[arg(long, default_value_t = 3)]
+    pub waves: u64,
+    /// Tokens generated per request.
+    #[arg(long, default_value_t = 64)]
+    pub max_tokens: u64,
+    /// Per-stream decode rate of the engine.
+    #[arg(long, default_value_t = 100.0)]
+    pub decode_tok_s: f64,
+    /// Write the results as JSON here.
+    #[arg(long)]
+    pub json: Option<std::path::PathBuf>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct LevelResult {
+    pub concurrency: usize,
+    pub requests_ok: usize,
+    pub requests_failed: usize,
+    pub chunks: u64,
+    /// Requests whose client event count differed from the engine's emission count.
+    pub unmatched_requests: usize,
+    /// Client arrival minus engine emission, per SSE event, ms.
+    pub added_delay_ms: Option<Distribution>,
+    /// Client TTFT minus engine TTFT (first content emission minus request receipt), ms.
+    pub ttft_error_ms_all: Option<Distribution>,
+    pub ttft_error_ms_after_first_wave: Option<Distribution>,
+    /// |client chunk gap − engine chunk gap| for output chunks, ms.
+    pub chunk_gap_error_ms: Option<Distribution>,
+    pub client_cpu_us_per_chunk: f64,
+    pub peak_rss_mib: f64,
+    pub wall_s: f64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct SelftestReport {
+    pub bakeoff_version: &'static str,
+    pub tool: &'static str,
+    pub started_at: String,
+    pub host: HostFacts,
+    pub max_tokens: u64,
+    pub decode_tok_s: f64,
+    pub waves: u64,
+    pub levels: Vec<LevelResult>,
+    pub memory_model: &'static str,
+}
+
+#[derive(Debug, Serialize)]
+pub struct HostFacts {
+    pub cpus: usize,
+    pub cpu_model: String,
+    pub kernel: String,
+}
+
+pub fn host_facts() -> HostFacts {
+    let cpu_model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|s| s.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".into());
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into());
+    HostFacts {
+        cpus: std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1),
+        cpu_model,
+        kernel,
+    }
+}
+
+/// A reference engine child process, killed on drop.
+pub struct EngineChild {
+    child: Child,
+    pub url: String,
+}
+
+impl EngineChild {
+    /// Starts `bakeoff engine` (this same executable) with the given profile file.
+    pub fn spawn(profile: &std::path::Path) -> Result<EngineChild> {
+        let exe = std::env::current_exe().context("cannot find the bakeoff executable")?;
+        let mut child = Command::new(exe)
+            .args(["engine", "--port", "0", "--profile"])
+            .arg(profile)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .context("cannot start the reference engine")?;
+        let stdout = child.stdout.take().expect("piped stdout");
+        let mut line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .context("reading the engine's listening line")?;
+        let url = match line.trim().rsplit_once(' ') {
+            Some((_, u)) if u.starts_with("http://") => u.to_string(),
+            _ => {
+                let _ = child.kill();
+                bail!(
+                    "the reference engine did not start (printed {:?})",
+                    line.trim()
+                );
+            }
+        };
+        Ok(EngineChild { child, url })
+    }
+}
+
+impl Drop for EngineChild {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+struct FixedSource {
+    target: Target,
+    max_tokens: u64,
+}
+
+impl Source for FixedSource {
+    fn prepare(&self, index: u64) -> Prepared {
+        let body = json!({
+            "model": "selftest",
+            "messages": [{"role": "user", "content": format!("[bakeoff {index:07}] selftest")}],
+            "max_tokens": self.max_tokens,
+            "temperature": 0.0,
+            "seed": 0,
+            "ignore_eos": true,
+            "stream": true,
+            "stream_options": {"include_usage": true},
+        });
+        let bytes = serde_json::to_vec(&body).expect("JSON");
+        Prepared {
+            bytes: post_request_bytes(&self.target, "/v1/chat/completions", &bytes, None, true),
+            prompt_tokens: None,
+        }
+    }
+}
+
+fn cpu_ns() -> u64 {
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage fills the struct we own.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let tv = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+pub fn peak_rss_mib() -> f64 {
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    ru.ru_maxrss as f64 / 1024.0
+}
+
+struct Emission {
+    recv_ns: u64,
+    emit_ns: Vec<u64>,
+}
+
+fn parse_emissions(v: &Value) -> Result<HashMap<String, Emission>> {
+    let reqs = v
+        .get("requests")
+        .and_then(|r| r.as_array())
+        .context("the engine's /debug/emissions has no 'requests' list")?;
+    let mut map = HashMap::with_capacity(reqs.len());
+    for r in reqs {
+        let id = r
+            .get("id")
+            .and_then(|i| i.as_str())
+            .unwrap_or_default()
+            .to_string();
+        let recv_ns = r.get("recv_ns").and_then(|x| x.as_u64()).unwrap_or(0);
+        let emit_ns = r
+            .get("emit_ns")
+            .and_then(|e| e.as_array())
+            .map(|a| a.iter().filter_map(|x| x.as_u64()).collect())
+            .unwrap_or_default();
+        map.insert(id, Emission { recv_ns, emit_ns });
+    }
+    Ok(map)
+}
+
+async fn level(target: &Target, c: usize, args: &SelftestArgs) -> Result<LevelResult> {
+    let t = Duration::from_secs(30);
+    delete_json(target, "/debug/emissions", None, t)
+        .await
+        .map_err(|e| anyhow::anyhow!("clearing the emission log: {e}"))?;
+    let source = Arc::new(FixedSource {
+        target: target.clone(),
+        max_tokens: args.max_tokens,
+    });
+    let plan = Plan {
+        mode: Mode::Closed { concurrency: c },
+        requests: Some(c as u64 * args.waves),
+        duration: None,
+        warmup: 0,
+    };
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Trace>();
+    let gather = tokio::spawn(async move {
+        let mut v = Vec::new();
+        while let Some(t) = rx.recv().await {
+            v.push(t);
+        }
+        v
+    });
+    let opts = StreamOpts {
+        timeout: Duration::from_secs(300),
+        stall: Duration::from_secs(60),
+        collect: false,
+    };
+    let cpu0 = cpu_ns();
+    let wall0 = crate::clock::mono_ns();
+    load::run(target.clone(), plan, source, opts, tx)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let traces = gather.await?;
+    let cpu = cpu_ns() - cpu0;
+    let wall_s = (crate::clock::mono_ns() - wall0) as f64 / 1e9;
+    let (_, em) = get_json(target, "/debug/emissions", None, t)
+        .await
+        .map_err(|e| anyhow::anyhow!("reading the emission log: {e}"))?;
+    let em = parse_emissions(&em)?;
+
+    let mut delays = Vec::new();
+    let mut ttft_all = Vec::new();
+    let mut ttft_later = Vec::new();
+    let mut gap_err = Vec::new();
+    let mut chunks = 0u64;
+    let mut unmatched = 0;
+    let mut failed = 0;
+    for tr in &traces {
+        chunks += tr.events.len() as u64;
+        if tr.error.is_some() {
+            failed += 1;
+            continue;
+        }
+        let Some(e) = tr.response_id.as_ref().and_then(|id| em.get(id)) else {
+            unmatched += 1;
+            continue;
+        };
+        if e.emit_ns.len() != tr.events.len() {
+            unmatched += 1;
+            continue;
+        }
+        let mut prev: Option<(u64, u64)> = None;
+        let mut first_content = None;
+        for (ev, &emit) in tr.events.iter().zip(&e.emit_ns) {
+            let arrival = tr.send_ns + ev.t_ns;
+            delays.push((arrival as f64 - emit as f64) / 1e6);
+            if ev.kind & kind::OUTPUT != 0 {
+                if let Some((pa, pe)) = prev {
+                    let cg = (arrival - pa) as f64;
+                    let eg = emit as f64 - pe as f64;
+                    gap_err.push((cg - eg).abs() / 1e6);
+                }
+                prev = Some((arrival, emit));
+            }
+            if first_content.is_none() && ev.kind & kind::CONTENT != 0 {
+                first_content = Some((ev.t_ns, emit));
+            }
+        }
+        if let Some((client_ttft, emit)) = first_content {
+            let engine_ttft = emit.saturating_sub(e.recv_ns) as f64;
+            let err = (client_ttft as f64 - engine_ttft) / 1e6;
+            ttft_all.push(err);
+            if tr.index >= c as u64 {
+                ttft_later.push(err);
+            }
+        }
+    }
+    Ok(LevelResult {
+        concurrency: c,
+        requests_ok: traces.len() - failed,
+        requests_failed: failed,
+        chunks,
+        unmatched_requests: unmatched,
+        added_delay_ms: Distribution::from_samples(&delays, 1),
+        ttft_error_ms_all: Distribution::from_samples(&ttft_all, 1),
+        ttft_error_ms_after_first_wave: Distribution::from_samples(&ttft_later, 1),
+        chunk_gap_error_ms: Distribution::from_samples(&gap_err, 1),
+        client_cpu_us_per_chunk: if chunks > 0 {
+            cpu as f64 / 1e3 / chunks as f64
+        } else {
+            0.0
+        },
+        peak_rss_mib: peak_rss_mib(),
+        wall_s,
+    })
+}
+
+pub fn run(args: SelftestArgs) -> Result<()> {
+    if args.levels.is_empty() || args.levels.contains(&0) {
+        bail!("--levels needs positive concurrency levels, like 1,16,256");
+    }
+    if args.waves < 2 {
+        bail!("--waves must be at least 2 (the first wave is reported apart)");
+    }
+    crate::clock::raise_nofile_limit();
+    let dir = std::env::temp_dir().join(format!("bakeoff-selftest-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let profile = dir.join("selftest.toml");
+    std::fs::write(
+        &profile,
+        format!(
+            "model = \"selftest\"\nttft_ms = 20\nprefill_tok_s = 100000\ndecode_tok_s = {}\ncontext_tokens = 32768\nkv_tokens = 100000000\n",
+            args.decode_tok_s
+        ),
+    )?;
+    let engine = EngineChild::spawn(&profile)?;
+    let target = Target::parse(&engine.url).map_err(|e| anyhow::anyhow!(e))?;
+    // One thread: chunk wakeups never cross threads and the client leaves the other cores to
+    // the engine under test.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let started_at = crate::clock::wall_rfc3339();
+    let mut levels = Vec::new();
+    rt.block_on(async {
+        // Wait for the engine's health (it may declare a startup time).
+        for _ in 0..100 {
+            if let Ok((200, _)) = get_json(&target, "/health", None, Duration::from_secs(2)).await {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        for &c in &args.levels {
+            eprintln!(
+                "selftest: concurrency {c} ({} requests of {} tokens) ...",
+                c as u64 * args.waves,
+                args.max_tokens
+            );
+            let r = level(&target, c, &args).await?;
+            levels.push(r);
+        }
+        anyhow::Ok(())
+    })?;
+    drop(engine);
+    let _ = std::fs::remove_dir_all(&dir);
+    let report = SelftestReport {
+        bakeoff_version: crate::VERSION,
+        tool: "bakeoff selftest",
+        started_at,
+        host: host_facts(),
+        max_tokens: args.max_tokens,
+        decode_tok_s: args.decode_tok_s,
+        waves: args.waves,
+        levels,
+        memory_model: "in flight: 16 bytes per received chunk (offset + kind) plus one request body; after a request completes: one ~150-byte metrics record per request and 4 bytes per output chunk gap; chunk text is never kept",
+    };
+    print_report(&report);
+    if let Some(p) = &args.json {
+        crate::evidence::write_atomic(p, &serde_json::to_vec_pretty(&report)?)?;
+        eprintln!("written to {}", p.display());
+    }
+    Ok(())
+}
+
+fn f(d: &Option<Distribution>, pick: fn(&Distribution) -> f64) -> String {
+    d.as_ref()
+        .map(|d| format!("{:.3}", pick(d)))
+        .unwrap_or_else(|| "-".into())
+}
+
+fn print_report(r: &SelftestReport) {
+    println!(
+        "bakeoff selftest  {} cpus ({})  {} tokens/request at {} tok/s, {} waves",
+        r.host.cpus, r.host.cpu_model, r.max_tokens, r.decode_tok_s, r.waves
+    );
+    println!(
+        "{:>6} {:>7} {:>9} | {:>8} {:>8} {:>8} | {:>9} {:>9} | {:>8} | {:>7} {:>8} {:>6}",
+        "conc",
+        "ok/fail",
+        "chunks",
+        "add p50",
+        "add p99",
+        "add max",
+        "ttft p99",
+        "ttft p99*",
+        "gap p99",
+        "cpu/chk",
+        "rss MiB",
+        "wall s"
+    );
+    for l in &r.levels {
+        println!(
+            "{:>6} {:>7} {:>9} | {:>8} {:>8} {:>8} | {:>9} {:>9} | {:>8} | {:>6.2}µ {:>8.1} {:>6.1}",
+            l.concurrency,
+            format!("{}/{}", l.requests_ok, l.requests_failed),
+            l.chunks,
+            f(&l.added_delay_ms, |d| d.p50),
+            f(&l.added_delay_ms, |d| d.p99),
+            f(&l.added_delay_ms, |d| d.max),
+            f(&l.ttft_error_ms_all, |d| d.p99),
+            f(&l.ttft_error_ms_after_first_wave, |d| d.p99),
+            f(&l.chunk_gap_error_ms, |d| d.p99),
+            l.client_cpu_us_per_chunk,
+            l.peak_rss_mib,
+            l.wall_s
+        );
+        if l.unmatched_requests > 0 {
+            println!(
+                "       {} requests could not be matched to the engine's emission log",
+                l.unmatched_requests
+            );
+        }
+    }
+    println!("times in ms; add = client arrival - engine emission per chunk; ttft p99* = after the first wave; cpu/chk = client CPU per received chunk");
+}

@@ -1,0 +1,519 @@
+//! One completion request: validation, admission, the timing model, and the emitted events.
+//!
+//! Timing model (docs/reference-engine.md states it for users):
+//! - admission = recv_ns when KV space is free at once, else the moment it was granted;
+//! - the first answer token (visible content, or a tool call's header) is emitted at
+//!   `T1 = admission + ttft_ms + uncached_prompt_tokens / prefill_tok_s`;
+//! - R reasoning tokens occupy the R decode intervals just before T1 (compressed evenly into
+//!   [admission, T1] when they do not fit);
+//! - after T1, token i+1 follows token i by one interval
+//!   `1/decode_tok_s × (1 + concurrency_slowdown·(running−1)) × (1 + long_context_decode_slowdown·prompt/1000)`,
+//!   with deadlines accumulated absolutely from T1 (no drift);
+//! - a chunk is written at the deadline of its last token.
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::emissions::{self, Kind, Record};
+use super::generate::{self, Finish, Output};
+use super::http::{self, Conn, Request};
+use super::json;
+use super::request::{self, Completion};
+use super::server::App;
+use super::state::{mix64, Model};
+use super::timer::sleep_until_ns;
+use crate::clock::mono_ns;
+
+/// Write a complete (non-streamed) response and record it as one event of `kind`.
+async fn respond_once(
+    conn: &mut Conn,
+    mut rec: Record,
+    status: u16,
+    body: &str,
+    kind: Kind,
+) -> bool {
+    let bytes = http::response(
+        status,
+        "application/json",
+        body.as_bytes(),
+        Some(&rec.id),
+        false,
+    );
+    let t = mono_ns();
+    rec.head_ns = t;
+    rec.push(t, kind);
+    let ok = conn.write(&bytes).await;
+    emissions::commit(rec);
+    ok
+}
+
+/// Uniform in [0, 1) from the seed and a request sequence number.
+fn unit(seed: u64, stream: u64, seq: u64) -> f64 {
+    (mix64(mix64(seed ^ stream) ^ seq) >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// Handle a completion request; false when the connection must close.
+pub async fn handle(app: &Arc<App>, conn: &mut Conn, req: &Request, chat: bool) -> bool {
+    let n = app.next_id.fetch_add(1, Relaxed) + 1;
+    let id = if chat {
+        format!("chatcmpl-{n}")
+    } else {
+        format!("cmpl-{n}")
+    };
+    let rec = Record::new(id, req.recv_ns);
+    let c = match request::parse(&req.body, chat) {
+        Ok(c) => c,
+        Err(msg) => {
+            let body = json::error_body(400, "invalid_request_error", &msg);
+            return respond_once(conn, rec, 400, &body, Kind::Error).await;
+        }
+    };
+    let Some(model) = app.model(&c.model).cloned() else {
+        let msg = format!("The model `{}` does not exist.", c.model);
+        let body = json::error_body(404, "not_found_error", &msg);
+        return respond_once(conn, rec, 404, &body, Kind::Error).await;
+    };
+    let p = &model.profile;
+    let prompt_tokens = c.prompt_ids.len() as u64;
+    if prompt_tokens >= p.context_tokens {
+        let body = format!(
+            "{{\"error\":{{\"code\":400,\"type\":\"exceed_context_size_error\",\"message\":\"request ({prompt_tokens} tokens) exceeds the available context size ({} tokens)\",\"n_prompt_tokens\":{prompt_tokens},\"n_ctx\":{}}}}}",
+            p.context_tokens, p.context_tokens
+        );
+        return respond_once(conn, rec, 400, &body, Kind::Error).await;
+    }
+    let seq = model.seq.fetch_add(1, Relaxed) + 1;
+    if p.error_rate > 0.0 && unit(app.seed, 0xe77, seq) < p.error_rate {
+        model.counters.request_errors.fetch_add(1, Relaxed);
+        let body = json::error_body(
+            500,
+            "internal_server_error",
+            &format!("simulated internal error (error_rate) on request {seq}"),
+        );
+        return respond_once(conn, rec, 500, &body, Kind::Error).await;
+    }
+    run(app, conn, rec, &model, c, seq).await
+}
+
+/// Per-request constants of the timing model.
+struct Timing {
+    /// ns per token for one stream, before the concurrency factor.
+    base_iv: f64,
+    concurrency_slowdown: f64,
+    tokens_per_chunk: usize,
+    /// Speculative decoding: (acceptance, draft tokens, expected tokens per step).
+    spec: Option<(f64, u32, f64)>,
+}
+
+impl Timing {
+    fn interval(&self, model: &Model) -> f64 {
+        let running = model.running.load(Relaxed).max(1) as f64;
+        self.base_iv * (1.0 + self.concurrency_slowdown * (running - 1.0))
+    }
+}
+
+/// One event to write: tokens [a, b) of a phase.
+#[derive(Clone, Copy)]
+enum Ev {
+    Reasoning(usize, usize),
+    Answer(usize, usize),
+}
+
+async fn run(
+    app: &Arc<App>,
+    conn: &mut Conn,
+    rec: Record,
+    model: &Arc<Model>,
+    c: Completion,
+    seq: u64,
+) -> bool {
+    let p = &model.profile;
+    let prompt_tokens = c.prompt_ids.len();
+    let budget = (c.max_tokens).min(p.context_tokens - prompt_tokens as u64) as usize;
+    // Filler depends on --seed, the request's seed and prompt; with temperature > 0 and no seed it
+    // also depends on the request's sequence number (a fresh sample each time).
+    let mut text_seed = mix64(app.seed) ^ mix64(c.seed.map_or(0, |s| s.wrapping_add(1)));
+    text_seed ^= c.prompt_ids.iter().fold(0x7e47u64, |h, &i| mix64(h ^ i));
+    if c.seed.is_none() && c.temperature.is_some_and(|t| t > 0.0) {
+        text_seed ^= mix64(seq ^ 0x5eed);
+    }
+    let call_id = format!("call_{}", rec.id.rsplit('-').next().unwrap_or("0"));
+    let out = generate::generate(
+        p,
+        &generate::Input {
+            chat: c.chat,
+            user: &c.user,
+            prompt: &c.prompt,
+            prompt_tokens,
+            tool_results: &c.tool_results,
+            tools: &c.tools,
+            tool_choice: c.tool_choice.as_ref(),
+            response_format: c.response_format.as_ref(),
+            ignore_eos: c.ignore_eos,
+            budget,
+            text_seed,
+        },
+        &call_id,
+    );
+
+    // Admission: reserve prompt + budget KV tokens (FIFO).
+    let admission = model
+        .admit((prompt_tokens + budget) as u64, rec.recv_ns)
+        .await;
+    let adm = admission.at_ns;
+    let counters = &model.counters;
+    counters
+        .prompt_tokens
+        .fetch_add(prompt_tokens as u64, Relaxed);
+    let use_cache = p.prefix_cache && c.cache_prompt;
+    let cached = if use_cache {
+        let hit = model.cache_lookup(&c.prompt_ids);
+        counters
+            .prefix_cache_queries
+            .fetch_add(prompt_tokens as u64, Relaxed);
+        counters.prefix_cache_hits.fetch_add(hit as u64, Relaxed);
+        hit
+    } else {
+        0
+    };
+    let prefill_ns = if p.prefill_tok_s > 0.0 {
+        (prompt_tokens - cached) as f64 * 1e9 / p.prefill_tok_s
+    } else {
+        0.0
+    };
+    let t1 = adm + (p.ttft_ms * 1e6 + prefill_ns).round() as u64;
+    let lc = 1.0 + p.long_context_decode_slowdown * prompt_tokens as f64 / 1000.0;
+    let timing = Timing {
+        base_iv: 1e9 / p.decode_tok_s * lc,
+        concurrency_slowdown: p.concurrency_slowdown,
+        tokens_per_chunk: p.tokens_per_chunk.max(1) as usize,
+        spec: (p.spec_acceptance > 0.0).then(|| {
+            (
+                p.spec_acceptance,
+                p.spec_draft_tokens as u32,
+                p.spec_expected_tokens(),
+            )
+        }),
+    };
+    let mut spec_rng = ChaCha8Rng::seed_from_u64(mix64(app.seed ^ 0x5bec) ^ mix64(seq));
+
+    let created = crate::clock::unix_secs();
+    let object = match (c.chat, c.stream) {
+        (true, true) => "chat.completion.chunk",
+        (true, false) => "chat.completion",
+        (false, _) => "text_completion",
+    };
+    let mut head = String::with_capacity(128);
+    head.push_str("{\"id\":");
+    json::push_str(&mut head, &rec.id);
+    head.push_str(&format!(
+        ",\"object\":\"{object}\",\"created\":{created},\"model\":"
+    ));
+    json::push_str(&mut head, &p.model);
+    head.push(',');
+
+    let total = out.completion_tokens();
+    let n_reason = out.reasoning_ends.len();
+    let n_answer = out.answer_tokens();
+    let crash_armed = p.crash_after_requests.is_some_and(|n| seq >= n);
+    let stall_at = if c.stream { p.stall_after_chunks } else { None };
+
+    let mut w = Writer {
+        conn,
+        rec,
+        buf: Vec::with_capacity(512),
+        payload: String::with_capacity(512),
+        events: 0,
+        stall_at,
+    };
+
+    if c.stream {
+        let h = http::stream_head(&w.rec.id);
+        let t = mono_ns();
+        w.rec.head_ns = t;
+        if !w.conn.write(&h).await {
+            return w.gone();
+        }
+    }
+    let mut role_pending = c.chat;
+    if c.stream && c.chat && p.early_role_chunk {
+        w.payload.clear();
+        w.payload.push_str(&head);
+        w.payload
+            .push_str("\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\"},\"logprobs\":null,\"finish_reason\":null}]}");
+        if let Some(r) = w.event(Kind::Role).await {
+            return r;
+        }
+        role_pending = false;
+    }
+
+    // Reasoning schedule: R tokens in the R intervals before t1 (compressed when they don't fit).
+    let r_full = if c.chat {
+        p.reasoning_tokens as f64
+    } else {
+        0.0
+    };
+    let (r_start, r_iv) = if n_reason > 0 {
+        let iv = timing.interval(model);
+        let span = (t1 - adm) as f64;
+        if r_full * iv <= span {
+            (span - r_full * iv, iv)
+        } else {
+            (0.0, span / r_full)
+        }
+    } else {
+        (0.0, 0.0)
+    };
+
+    let k = timing.tokens_per_chunk;
+    let mut emitted = 0usize; // tokens written so far (both phases)
+    let mut r_done = 0usize;
+    let mut a_done = 0usize;
+    let mut a_off = 0.0f64; // offset of the last answer token from t1, ns
+    let mut cache_inserted = !use_cache;
+    while emitted < total {
+        let (deadline, ev) = if r_done < n_reason {
+            let g = if r_done == 0 {
+                1
+            } else {
+                k.min(n_reason - r_done)
+            };
+            let last = (r_done + g - 1) as f64;
+            let d = adm + (r_start + last * r_iv).round() as u64;
+            (d, Ev::Reasoning(r_done, r_done + g))
+        } else {
+            let rem = n_answer - a_done;
+            let g = if a_done == 0 {
+                1
+            } else if let Some((alpha, draft, e)) = timing.spec {
+                let mut acc = 0;
+                while acc < draft && spec_rng.gen_bool(alpha) {
+                    acc += 1;
+                }
+                counters.spec_draft_tokens.fetch_add(draft as u64, Relaxed);
+                counters.spec_accepted_tokens.fetch_add(acc as u64, Relaxed);
+                a_off += timing.interval(model) * e;
+                (1 + acc as usize).min(rem)
+            } else {
+                let g = k.min(rem);
+                a_off += timing.interval(model) * g as f64;
+                g
+            };
+            (t1 + a_off.round() as u64, Ev::Answer(a_done, a_done + g))
+        };
+        let g = match ev {
+            Ev::Reasoning(a, b) | Ev::Answer(a, b) => b - a,
+        };
+        sleep_until_ns(deadline).await;
+        if crash_armed && emitted + g > total / 2 {
+            eprintln!(
+                "reference engine: simulated crash after {} requests",
+                p.crash_after_requests.unwrap_or(seq)
+            );
+            std::process::exit(70);
+        }
+        if !cache_inserted {
+            model.cache_insert(&c.prompt_ids);
+            cache_inserted = true;
+        }
+        if c.stream {
+            w.payload.clear();
+            w.payload.push_str(&head);
+            let kind = match ev {
+                Ev::Reasoning(a, b) => {
+                    if c.chat {
+                        w.payload.push_str("\"choices\":[{\"index\":0,\"delta\":{");
+                        if role_pending {
+                            w.payload.push_str("\"role\":\"assistant\",");
+                        }
+                        w.payload.push_str("\"reasoning_content\":");
+                        json::push_str(&mut w.payload, out.reasoning_text(a, b));
+                        w.payload.push('}');
+                    }
+                    Kind::Reasoning
+                }
+                Ev::Answer(a, b) => {
+                    if !c.chat {
+                        w.payload.push_str("\"choices\":[{\"index\":0,\"text\":");
+                        json::push_str(&mut w.payload, out.answer_text(a, b));
+                        Kind::Content
+                    } else {
+                        w.payload.push_str("\"choices\":[{\"index\":0,\"delta\":{");
+                        if role_pending {
+                            w.payload.push_str("\"role\":\"assistant\",");
+                        }
+                        let kind = if let Some(tc) = &out.tool {
+                            w.payload.push_str("\"tool_calls\":[{\"index\":0,");
+                            if a == 0 {
+                                w.payload.push_str("\"id\":");
+                                json::push_str(&mut w.payload, &tc.id);
+                                w.payload
+                                    .push_str(",\"type\":\"function\",\"function\":{\"name\":");
+                                json::push_str(&mut w.payload, &tc.name);
+                                w.payload.push_str(",\"arguments\":");
+                            } else {
+                                w.payload.push_str("\"function\":{\"arguments\":");
+                            }
+                            json::push_str(&mut w.payload, out.answer_text(a, b));
+                            w.payload.push_str("}}]");
+                            Kind::Tool
+                        } else {
+                            w.payload.push_str("\"content\":");
+                            json::push_str(&mut w.payload, out.answer_text(a, b));
+                            Kind::Content
+                        };
+                        w.payload.push('}');
+                        kind
+                    }
+                }
+            };
+            role_pending = false;
+            w.payload
+                .push_str(",\"logprobs\":null,\"finish_reason\":null}]}");
+            if let Some(r) = w.event(kind).await {
+                counters
+                    .generation_tokens
+                    .fetch_add(emitted as u64, Relaxed);
+                return r;
+            }
+        }
+        emitted += g;
+        match ev {
+            Ev::Reasoning(_, b) => r_done = b,
+            Ev::Answer(_, b) => a_done = b,
+        }
+    }
+    counters.generation_tokens.fetch_add(total as u64, Relaxed);
+
+    let usage = format!(
+        "{{\"prompt_tokens\":{prompt_tokens},\"completion_tokens\":{total},\"total_tokens\":{},\"prompt_tokens_details\":{{\"cached_tokens\":{cached}}},\"completion_tokens_details\":{{\"reasoning_tokens\":{n_reason}}}}}",
+        prompt_tokens + total
+    );
+    let finish = out.finish;
+    if c.stream {
+        w.payload.clear();
+        w.payload.push_str(&head);
+        if c.chat {
+            w.payload.push_str("\"choices\":[{\"index\":0,\"delta\":{}");
+        } else {
+            w.payload
+                .push_str("\"choices\":[{\"index\":0,\"text\":\"\"");
+        }
+        w.payload.push_str(&format!(
+            ",\"logprobs\":null,\"finish_reason\":\"{}\"}}]}}",
+            finish.as_str()
+        ));
+        if let Some(r) = w.event(Kind::Finish).await {
+            return r;
+        }
+        if c.include_usage {
+            w.payload.clear();
+            w.payload.push_str(&head);
+            w.payload.push_str("\"choices\":[],\"usage\":");
+            w.payload.push_str(&usage);
+            w.payload.push('}');
+            if let Some(r) = w.event(Kind::Usage).await {
+                return r;
+            }
+        }
+        if let Some(r) = w.stall_check().await {
+            return r;
+        }
+        let t = mono_ns();
+        w.rec.push(t, Kind::Done);
+        let ok = w.conn.write(http::DONE_AND_END).await;
+        emissions::commit(w.rec);
+        if ok {
+            counters.request_success.fetch_add(1, Relaxed);
+        }
+        drop(admission);
+        return ok;
+    }
+    drop(admission);
+    let body = non_stream_body(&head, c.chat, &out, finish, &usage);
+    counters.request_success.fetch_add(1, Relaxed);
+    respond_once(w.conn, w.rec, 200, &body, Kind::Done).await
+}
+
+fn non_stream_body(head: &str, chat: bool, out: &Output, finish: Finish, usage: &str) -> String {
+    let mut b = String::with_capacity(out.answer.len() + out.reasoning.len() + 512);
+    b.push_str(head);
+    b.push_str("\"choices\":[{\"index\":0,");
+    if chat {
+        b.push_str("\"message\":{\"role\":\"assistant\",\"content\":");
+        if out.tool.is_some() {
+            b.push_str("null");
+        } else {
+            json::push_str(&mut b, &out.answer);
+        }
+        if !out.reasoning.is_empty() {
+            b.push_str(",\"reasoning_content\":");
+            json::push_str(&mut b, &out.reasoning);
+        }
+        if let Some(tc) = &out.tool {
+            b.push_str(",\"tool_calls\":[{\"id\":");
+            json::push_str(&mut b, &tc.id);
+            b.push_str(",\"type\":\"function\",\"function\":{\"name\":");
+            json::push_str(&mut b, &tc.name);
+            b.push_str(",\"arguments\":");
+            json::push_str(&mut b, &out.answer);
+            b.push_str("}}]");
+        }
+        b.push('}');
+    } else {
+        b.push_str("\"text\":");
+        json::push_str(&mut b, &out.answer);
+    }
+    b.push_str(&format!(
+        ",\"logprobs\":null,\"finish_reason\":\"{}\"}}],\"usage\":{usage}}}",
+        finish.as_str()
+    ));
+    b
+}
+
+/// Writes SSE events, records their timestamps, applies the stall fault.
+struct Writer<'a> {
+    conn: &'a mut Conn,
+    rec: Record,
+    buf: Vec<u8>,
+    payload: String,
+    events: u64,
+    stall_at: Option<u64>,
+}
+
+impl Writer<'_> {
+    /// The stall fault: after K events, stop writing, keep the connection until the client leaves.
+    /// Some(keep_alive) when the request is over.
+    async fn stall_check(&mut self) -> Option<bool> {
+        if self.stall_at == Some(self.events) {
+            emissions::commit(std::mem::take(&mut self.rec));
+            self.conn.drain_until_closed().await;
+            return Some(false);
+        }
+        None
+    }
+
+    /// Write `self.payload` as one SSE event. Some(keep_alive) when the request is over.
+    async fn event(&mut self, kind: Kind) -> Option<bool> {
+        if let Some(r) = self.stall_check().await {
+            return Some(r);
+        }
+        http::sse_chunk(&mut self.buf, &self.payload);
+        let t = mono_ns();
+        self.rec.push(t, kind);
+        self.events += 1;
+        if !self.conn.write(&self.buf).await {
+            return Some(self.gone());
+        }
+        None
+    }
+
+    /// The client went away mid-stream.
+    fn gone(&mut self) -> bool {
+        emissions::commit(std::mem::take(&mut self.rec));
+        false
+    }
+}

@@ -1,0 +1,127 @@
+//! The reference engine: an OpenAI-compatible HTTP/1.1 server with a declared performance model
+//! and declared faults. It lets users dry-run campaigns, and it is the ground truth against which
+//! the load client proves its timing accuracy (`GET /debug/emissions` gives the CLOCK_MONOTONIC
+//! time of every event it wrote). The user-facing reference is docs/reference-engine.md.
+
+pub mod completion;
+pub mod emissions;
+pub mod generate;
+pub mod http;
+pub mod json;
+pub mod profile;
+pub mod request;
+pub mod server;
+pub mod state;
+pub mod timer;
+pub mod tokenizer;
+pub mod tools;
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+pub use profile::{Profile, ToolBehavior};
+
+/// Load every profile; model ids must be unique.
+pub fn load_profiles<P: AsRef<std::path::Path>>(
+    paths: impl IntoIterator<Item = P>,
+) -> anyhow::Result<Vec<Profile>> {
+    let mut out = Vec::new();
+    let mut seen = HashSet::new();
+    for p in paths {
+        let prof = Profile::load(p.as_ref())?;
+        if !seen.insert(prof.model.clone()) {
+            anyhow::bail!(
+                "profile {}: field `model`: model id `{}` is already served by another profile",
+                p.as_ref().display(),
+                prof.model
+            );
+        }
+        out.push(prof);
+    }
+    if out.is_empty() {
+        anyhow::bail!("give at least one --profile FILE");
+    }
+    Ok(out)
+}
+
+/// Where and how to serve.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub profiles: Vec<Profile>,
+    pub host: String,
+    pub port: u16,
+    pub seed: u64,
+}
+
+/// Bind, print the listening line, serve until SIGINT/SIGTERM. Runs inside a tokio runtime.
+pub async fn serve(opts: Options) -> anyhow::Result<()> {
+    use std::io::Write;
+    let start_ns = crate::clock::mono_ns();
+    let addr = tokio::net::lookup_host((opts.host.as_str(), opts.port))
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot resolve --host {}: {e}", opts.host))?
+        .next()
+        .ok_or_else(|| anyhow::anyhow!("cannot resolve --host {}", opts.host))?;
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket
+        .bind(addr)
+        .map_err(|e| anyhow::anyhow!("cannot bind {addr}: {e}"))?;
+    let listener = socket.listen(4096)?;
+    let local = listener.local_addr()?;
+    let shown_host = if local.is_ipv6() {
+        format!("[{}]", local.ip())
+    } else {
+        local.ip().to_string()
+    };
+    {
+        let mut out = std::io::stdout().lock();
+        writeln!(
+            out,
+            "bakeoff engine listening on http://{shown_host}:{}",
+            local.port()
+        )?;
+        out.flush()?;
+    }
+    for p in &opts.profiles {
+        if let Some(line) = p.fail_at_startup.clone() {
+            let at = start_ns + (p.startup_ms * 1e6) as u64;
+            tokio::spawn(async move {
+                timer::sleep_until_ns(at).await;
+                eprintln!("{line}");
+                std::process::exit(1);
+            });
+        }
+    }
+    let app = Arc::new(server::App {
+        models: opts
+            .profiles
+            .into_iter()
+            .map(|p| Arc::new(state::Model::new(p)))
+            .collect(),
+        seed: opts.seed,
+        start_ns,
+        next_id: std::sync::atomic::AtomicU64::new(0),
+    });
+    let server = tokio::spawn(server::serve(listener, app));
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+    server.abort();
+    Ok(())
+}
+
+/// The profile paths of an engine invocation (used by lanes that start the engine themselves).
+pub fn profile_args(paths: &[PathBuf]) -> Vec<String> {
+    paths
+        .iter()
+        .flat_map(|p| ["--profile".to_string(), p.display().to_string()])
+        .collect()
+}

@@ -1,0 +1,15 @@
+//! bakeoff: evidence-grade bake-offs of LLM serving configurations.
+//!
+//! The binary is a thin CLI over these modules; integration tests use them directly.
+
+pub mod cli;
+pub mod client;
+pub mod clock;
+pub mod engine;
+pub mod evidence;
+pub mod load;
+pub mod metrics;
+pub mod workload;
+
+/// The version written into every artifact.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

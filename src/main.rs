@@ -1,0 +1,32 @@
+use clap::{Parser, Subcommand};
+
+/// Evidence-grade bake-offs of LLM serving configurations.
+#[derive(Parser, Debug)]
+#[command(name = "bakeoff", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Measure a streaming OpenAI-compatible endpoint (TTFT, decode speed, chunk gaps, failures).
+    Bench(bakeoff::cli::bench::BenchArgs),
+    /// Serve the reference engine: an OpenAI-compatible server with a declared performance model.
+    Engine(bakeoff::cli::engine::EngineArgs),
+    /// Measure bakeoff's own timing error against the reference engine's emission log.
+    Selftest(bakeoff::cli::selftest::SelftestArgs),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Bench(a) => bakeoff::cli::bench::run(a),
+        Command::Engine(a) => bakeoff::cli::engine::run(a),
+        Command::Selftest(a) => bakeoff::cli::selftest::run(a),
+    };
+    if let Err(e) = result {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}

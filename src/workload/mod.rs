@@ -1,0 +1,33 @@
+//! Workloads: what is sent to an endpoint. Today: prompts sized to an exact token count of the
+//! endpoint's own tokenizer (`prompt`), built from deterministic filler text (`filler`).
+
+pub mod filler;
+pub mod prompt;
+
+use serde::Serialize;
+
+/// Which OpenAI-compatible API a workload is sent to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Endpoint {
+    /// `/v1/chat/completions`: the content is wrapped in the model's chat template.
+    Chat,
+    /// `/v1/completions`: the prompt is sent raw (only a BOS token, if any, is added).
+    Completions,
+}
+
+impl Endpoint {
+    pub fn path(&self) -> &'static str {
+        match self {
+            Endpoint::Chat => "/v1/chat/completions",
+            Endpoint::Completions => "/v1/completions",
+        }
+    }
+
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Endpoint::Chat => "chat",
+            Endpoint::Completions => "completions",
+        }
+    }
+}

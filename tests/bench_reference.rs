@@ -1,0 +1,288 @@
+//! `bakeoff bench` against the reference engine, whose declared timing is the ground truth.
+
+#[path = "support/reference.rs"]
+mod reference;
+use reference::{bench, metric, text, Engine};
+
+const BASE: &str =
+    "model = \"ref\"\nttft_ms = 50\nprefill_tok_s = 0\ndecode_tok_s = 80\ncontext_tokens = 8192\n";
+
+fn run(profile_extra: &str, args: &[&str]) -> serde_json::Value {
+    let _g = reference::serial();
+    let e = Engine::start(&format!("{BASE}{profile_extra}"));
+    let out = e.path("bench.json");
+    let (o, v) = bench(&e.url, args, &out);
+    assert!(o.status.success(), "{}", text(&o));
+    v.expect("summary written")
+}
+
+const SMALL: &[&str] = &[
+    "--requests",
+    "8",
+    "--max-tokens",
+    "40",
+    "--prompt-tokens",
+    "64",
+    "--ignore-eos",
+];
+
+#[test]
+fn ttft_and_decode_match_the_declared_profile() {
+    let v = run("", SMALL);
+    let ttft = metric(&v, "ttft_ms", "p50");
+    let decode = metric(&v, "decode_tok_s", "p50");
+    assert!(
+        (ttft - 50.0).abs() <= 1.0,
+        "TTFT p50 {ttft} ms, declared 50"
+    );
+    assert!(
+        (decode - 80.0).abs() <= 0.8,
+        "decode p50 {decode} tok/s, declared 80"
+    );
+    assert_eq!(v["ok"], 8);
+    assert_eq!(v["failed"], 0);
+    // The matched prompt is exact on the engine's own tokenizer.
+    assert_eq!(metric(&v, "prompt_tokens", "min"), 64.0);
+    assert_eq!(metric(&v, "prompt_tokens", "max"), 64.0);
+    assert_eq!(metric(&v, "completion_tokens", "p50"), 40.0);
+    assert_eq!(v["prompt_token_mismatches"], 0);
+    assert!(v["definitions"]["ttft_ms"]
+        .as_str()
+        .unwrap()
+        .contains("visible content"));
+    assert_eq!(v["bakeoff_version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(v["sampling"]["temperature"], 0.0);
+    assert_eq!(v["sampling"]["ignore_eos"], true);
+}
+
+#[test]
+fn early_role_chunk_does_not_move_ttft() {
+    let v = run("early_role_chunk = true\n", SMALL);
+    let ttft = metric(&v, "ttft_ms", "p50");
+    let ttfb = metric(&v, "ttfb_ms", "p50");
+    assert!((ttft - 50.0).abs() <= 1.0, "TTFT p50 {ttft}");
+    assert!(
+        ttfb < 10.0,
+        "TTFB {ttfb} should be the early head, not the first token"
+    );
+}
+
+#[test]
+fn reasoning_moves_ttfo_but_not_ttft() {
+    // 4 reasoning tokens at 80 tok/s = 50 ms before the first visible token.
+    let v = run("reasoning_tokens = 4\n", SMALL);
+    let ttft = metric(&v, "ttft_ms", "p50");
+    let ttfo = metric(&v, "ttfo_ms", "p50");
+    assert!((ttft - 50.0).abs() <= 1.0, "TTFT p50 {ttft}");
+    assert!(
+        ttfo < ttft - 30.0,
+        "TTFO {ttfo} should precede TTFT {ttft} by the reasoning"
+    );
+    assert_eq!(metric(&v, "reasoning_tokens", "p50"), 4.0);
+}
+
+#[test]
+fn several_tokens_per_chunk_widen_chunk_gaps_not_itl() {
+    let v = run("tokens_per_chunk = 3\n", SMALL);
+    let itl = metric(&v, "itl_ms", "p50");
+    let gap = metric(&v, "chunk_gap_ms", "p50");
+    assert!((itl - 12.5).abs() < 0.2, "ITL {itl}");
+    let ratio = gap / itl;
+    assert!((ratio - 3.0).abs() < 0.1, "gap {gap} / ITL {itl} = {ratio}");
+}
+
+#[test]
+fn http_500s_are_classified_and_the_run_completes() {
+    // A literal prompt: no sizing requests, so the declared fault hits measured requests only.
+    let v = run(
+        "error_rate = 0.5\n",
+        &["--requests", "20", "--max-tokens", "4", "--prompt", "hello"],
+    );
+    let failed = v["failed"].as_u64().unwrap();
+    assert!(failed > 0 && failed < 20, "failed {failed}");
+    assert_eq!(v["ok"].as_u64().unwrap() + failed, 20);
+    let f = &v["failures_by_class"]["http-status"];
+    assert_eq!(f["count"].as_u64().unwrap(), failed);
+    assert!(f["example"].as_str().unwrap().contains("HTTP 500"), "{f}");
+    // Failed requests never enter percentiles.
+    assert_eq!(v["metrics"]["ttft_ms"]["n"].as_u64().unwrap(), 20 - failed);
+}
+
+#[test]
+fn a_stall_is_classified() {
+    let e = Engine::start(&format!("{BASE}stall_after_chunks = 3\n"));
+    let out = e.path("b.json");
+    let (o, v) = bench(
+        &e.url,
+        &[
+            "--requests",
+            "2",
+            "--max-tokens",
+            "20",
+            "--prompt-tokens",
+            "32",
+            "--stall-timeout",
+            "0.5",
+        ],
+        &out,
+    );
+    // Every request failed, so the command fails, but the summary is still written.
+    assert!(!o.status.success());
+    assert!(text(&o).contains("no request succeeded"), "{}", text(&o));
+    let v = v.expect("summary written even when every request failed");
+    assert_eq!(v["failures_by_class"]["stall"]["count"], 2);
+}
+
+#[test]
+fn a_crash_mid_run_is_classified_and_reported() {
+    let e = Engine::start(&format!("{BASE}crash_after_requests = 3\n"));
+    let out = e.path("b.json");
+    let (o, v) = bench(
+        &e.url,
+        &["--requests", "6", "--max-tokens", "20", "--prompt", "hello"],
+        &out,
+    );
+    let v = v.unwrap_or_else(|| panic!("summary written: {}", text(&o)));
+    assert_eq!(v["ok"], 2, "{v}");
+    assert_eq!(v["failed"], 4);
+    let classes = v["failures_by_class"].as_object().unwrap();
+    // The cut stream is incomplete; the later requests can't connect.
+    assert!(
+        classes.contains_key("incomplete") || classes.contains_key("io"),
+        "{classes:?}"
+    );
+    assert!(classes.contains_key("connect"), "{classes:?}");
+}
+
+#[test]
+fn open_loop_records_schedule_lag() {
+    let v = run(
+        "",
+        &[
+            "--rate",
+            "20",
+            "--arrival",
+            "poisson",
+            "--requests",
+            "10",
+            "--max-tokens",
+            "4",
+            "--prompt-tokens",
+            "32",
+        ],
+    );
+    assert_eq!(v["ok"], 10);
+    assert_eq!(v["load"]["mode"], "open-loop");
+    let lag = metric(&v, "schedule_lag_ms", "p99");
+    assert!(lag < 50.0, "lag {lag}");
+}
+
+#[test]
+fn warmup_is_excluded_and_jsonl_has_raw_offsets() {
+    let e = Engine::start(BASE);
+    let out = e.path("b.json");
+    let jl = e.path("r.jsonl");
+    let (o, v) = bench(
+        &e.url,
+        &[
+            "--requests",
+            "3",
+            "--warmup",
+            "2",
+            "--max-tokens",
+            "5",
+            "--prompt-tokens",
+            "32",
+            "--requests-jsonl",
+            jl.to_str().unwrap(),
+        ],
+        &out,
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let v = v.unwrap();
+    assert_eq!(v["warmup_excluded"], 2);
+    assert_eq!(v["metrics"]["ttft_ms"]["n"], 3);
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&jl)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 5);
+    assert_eq!(lines.iter().filter(|l| l["warmup"] == true).count(), 2);
+    for l in &lines {
+        let offs = l["chunk_offsets_ns"].as_array().unwrap();
+        // role/content chunks, finish, usage, [DONE]
+        assert!(offs.len() >= 5 + 2, "{l}");
+        assert_eq!(l["usage"]["completion_tokens"], 5);
+        assert_eq!(l["metrics"]["output_chunks"], 5);
+        assert_eq!(l["client_prompt_tokens"], 32);
+    }
+}
+
+#[test]
+fn bad_input_gets_one_clear_line() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["bench", "localhost:1"], "http://"),
+        (&["bench", "http://127.0.0.1:1"], "cannot connect"),
+        (
+            &["bench", "http://127.0.0.1:9", "--concurrency", "0"],
+            "--concurrency",
+        ),
+        (
+            &["bench", "http://127.0.0.1:9", "--extra-body", "{oops"],
+            "--extra-body",
+        ),
+        (
+            &[
+                "bench",
+                "http://127.0.0.1:9",
+                "--api-key-env",
+                "BAKEOFF_SURELY_UNSET_VAR",
+            ],
+            "BAKEOFF_SURELY_UNSET_VAR",
+        ),
+        (
+            &["engine", "--profile", "/nonexistent/p.toml"],
+            "/nonexistent/p.toml",
+        ),
+    ];
+    for (args, needle) in cases {
+        let o = std::process::Command::new(reference::BIN)
+            .args(*args)
+            .output()
+            .unwrap();
+        assert!(!o.status.success(), "{args:?} succeeded");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains(needle),
+            "{args:?}: stderr {err:?} lacks {needle:?}"
+        );
+        assert!(
+            err.trim().lines().count() <= 2,
+            "{args:?}: not one clear line: {err}"
+        );
+    }
+}
+
+#[test]
+fn a_server_that_is_not_openai_compatible() {
+    // A plain HTTP server with no /v1/models.
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for s in l.incoming().take(4) {
+            let mut s = s.unwrap();
+            let mut b = [0u8; 4096];
+            let _ = s.read(&mut b);
+            let _ = s.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Type: text/html\r\nContent-Length: 9\r\nConnection: close\r\n\r\nnot here!");
+        }
+    });
+    let o = std::process::Command::new(reference::BIN)
+        .args(["bench", &format!("http://127.0.0.1:{port}")])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("OpenAI-compatible"), "{err}");
+}

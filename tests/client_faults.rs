@@ -1,0 +1,196 @@
+//! The client against misbehaving servers: every problem is a classified failure with a message,
+//! never a panic and never a latency sample.
+
+use bakeoff::client::trace::kind;
+use bakeoff::client::{post_request_bytes, Conn, ErrorClass, StreamOpts, Target, Trace};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+/// Serves `parts` (written with a pause between them) to every connection, then either keeps the
+/// connection open for `hold` or closes it.
+async fn serve(parts: Vec<Vec<u8>>, hold: Duration) -> Target {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = l.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut s, _)) = l.accept().await else {
+                return;
+            };
+            let parts = parts.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 65536];
+                let _ = s.read(&mut buf).await;
+                for p in parts {
+                    if s.write_all(&p).await.is_err() {
+                        return;
+                    }
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                tokio::time::sleep(hold).await;
+            });
+        }
+    });
+    Target::parse(&format!("http://127.0.0.1:{port}")).unwrap()
+}
+
+fn chunked(events: &[&str]) -> Vec<Vec<u8>> {
+    let mut v = vec![
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+            .to_vec(),
+    ];
+    for e in events {
+        v.push(format!("{:x}\r\n{e}\r\n", e.len()).into_bytes());
+    }
+    v
+}
+
+async fn one(target: &Target, stall: Duration) -> Trace {
+    let mut c = Conn::connect(target, Duration::from_secs(5)).await.unwrap();
+    let req = post_request_bytes(target, "/v1/chat/completions", b"{}", None, true);
+    let mut t = Trace::default();
+    let opts = StreamOpts {
+        timeout: Duration::from_secs(10),
+        stall,
+        collect: true,
+    };
+    c.stream(&req, &opts, &mut t).await;
+    t
+}
+
+const CONTENT: &str = "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\n";
+const USAGE: &str = "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":1,\"total_tokens\":4}}\n\n";
+
+#[tokio::test]
+async fn a_good_stream_is_measured() {
+    let mut parts = chunked(&[CONTENT, USAGE, "data: [DONE]\n\n"]);
+    parts.push(b"0\r\n\r\n".to_vec());
+    let t = one(&serve(parts, Duration::ZERO).await, Duration::from_secs(5)).await;
+    assert!(t.error.is_none(), "{:?}", t.error);
+    assert_eq!(t.events.len(), 3);
+    assert_eq!(t.events[0].kind, kind::CONTENT);
+    assert!(t.first_byte_ns.unwrap() <= t.events[0].t_ns);
+    assert_eq!(t.usage.unwrap().completion_tokens, Some(1));
+    assert_eq!(t.output.unwrap().content, "hi");
+}
+
+#[tokio::test]
+async fn connection_refused_is_a_connect_failure() {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    drop(l);
+    let target = Target::parse(&format!("http://127.0.0.1:{port}")).unwrap();
+    let e = Conn::connect(&target, Duration::from_secs(2))
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(e.class, ErrorClass::Connect);
+    assert!(e.message.contains("cannot connect"), "{}", e.message);
+}
+
+#[tokio::test]
+async fn http_error_keeps_status_and_body() {
+    let body = "{\"error\":{\"message\":\"model overloaded\"}}";
+    let parts = vec![format!(
+        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()];
+    let t = one(&serve(parts, Duration::ZERO).await, Duration::from_secs(5)).await;
+    let e = t.error.unwrap();
+    assert_eq!(e.class, ErrorClass::HttpStatus);
+    assert_eq!(e.status, Some(503));
+    assert!(e.message.contains("model overloaded"), "{}", e.message);
+}
+
+#[tokio::test]
+async fn json_body_instead_of_sse() {
+    let body = "{\"choices\":[{\"message\":{\"content\":\"hi\"}}]}";
+    let parts = vec![format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()];
+    let t = one(&serve(parts, Duration::ZERO).await, Duration::from_secs(5)).await;
+    let e = t.error.unwrap();
+    assert_eq!(e.class, ErrorClass::NotSse);
+    assert!(e.message.contains("application/json"), "{}", e.message);
+}
+
+#[tokio::test]
+async fn not_http_at_all() {
+    let parts = vec![b"SSH-2.0-OpenSSH_9.2\r\n".to_vec()];
+    let t = one(&serve(parts, Duration::ZERO).await, Duration::from_secs(5)).await;
+    let e = t.error.unwrap();
+    assert_eq!(e.class, ErrorClass::NotSse);
+    assert!(
+        e.message.contains("did not answer with HTTP"),
+        "{}",
+        e.message
+    );
+}
+
+#[tokio::test]
+async fn malformed_chunk() {
+    let t = one(
+        &serve(chunked(&[CONTENT, "data: {not json\n\n"]), Duration::ZERO).await,
+        Duration::from_secs(5),
+    )
+    .await;
+    let e = t.error.unwrap();
+    assert_eq!(e.class, ErrorClass::MalformedChunk);
+    assert!(e.message.contains("{not json"), "{}", e.message);
+}
+
+#[tokio::test]
+async fn stream_that_ends_without_done() {
+    let mut parts = chunked(&[CONTENT, USAGE]);
+    parts.push(b"0\r\n\r\n".to_vec());
+    let t = one(&serve(parts, Duration::ZERO).await, Duration::from_secs(5)).await;
+    let e = t.error.unwrap();
+    assert_eq!(e.class, ErrorClass::Incomplete);
+    assert!(e.message.contains("[DONE]"), "{}", e.message);
+}
+
+#[tokio::test]
+async fn connection_dropped_mid_stream() {
+    let t = one(
+        &serve(chunked(&[CONTENT, "data: {\"choi"]), Duration::ZERO).await,
+        Duration::from_secs(5),
+    )
+    .await;
+    let e = t.error.unwrap();
+    assert_eq!(e.class, ErrorClass::Incomplete);
+    assert!(e.message.contains("closed the connection"), "{}", e.message);
+}
+
+#[tokio::test]
+async fn stall_is_detected() {
+    let t = one(
+        &serve(chunked(&[CONTENT]), Duration::from_secs(5)).await,
+        Duration::from_millis(300),
+    )
+    .await;
+    let e = t.error.unwrap();
+    assert_eq!(e.class, ErrorClass::Stall);
+    assert!(e.message.contains("stall"), "{}", e.message);
+}
+
+#[tokio::test]
+async fn error_event_inside_stream() {
+    let t = one(
+        &serve(
+            chunked(&[
+                CONTENT,
+                "data: {\"error\":{\"message\":\"CUDA out of memory\"}}\n\n",
+            ]),
+            Duration::ZERO,
+        )
+        .await,
+        Duration::from_secs(5),
+    )
+    .await;
+    let e = t.error.unwrap();
+    assert_eq!(e.class, ErrorClass::EngineError);
+    assert!(e.message.contains("CUDA out of memory"));
+}
