@@ -194,3 +194,65 @@ async fn error_event_inside_stream() {
     assert_eq!(e.class, ErrorClass::EngineError);
     assert!(e.message.contains("CUDA out of memory"));
 }
+
+/// A server that closes the first (pre-opened, idle) connection without answering, like a
+/// keep-alive timeout, and serves later ones.
+#[tokio::test]
+async fn a_stale_keep_alive_connection_is_retried_once() {
+    use bakeoff::load::{self, Mode, Plan, Prepared, Source};
+    use std::sync::Arc;
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = l.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        let mut n = 0;
+        loop {
+            let Ok((mut s, _)) = l.accept().await else {
+                return;
+            };
+            n += 1;
+            if n == 1 {
+                drop(s);
+                continue;
+            }
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 65536];
+                let _ = s.read(&mut buf).await;
+                let mut parts = chunked(&[CONTENT, USAGE, "data: [DONE]\n\n"]);
+                parts.push(b"0\r\n\r\n".to_vec());
+                for p in parts {
+                    let _ = s.write_all(&p).await;
+                }
+            });
+        }
+    });
+    let target = Target::parse(&format!("http://127.0.0.1:{port}")).unwrap();
+    struct Src(Target);
+    impl Source for Src {
+        fn prepare(&self, _i: u64) -> Prepared {
+            Prepared {
+                bytes: post_request_bytes(&self.0, "/v1/chat/completions", b"{}", None, true),
+                prompt_tokens: None,
+            }
+        }
+    }
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let plan = Plan {
+        mode: Mode::Closed { concurrency: 1 },
+        requests: Some(1),
+        duration: None,
+        warmup: 0,
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    load::run(
+        target.clone(),
+        plan,
+        Arc::new(Src(target)),
+        StreamOpts::default(),
+        tx,
+    )
+    .await
+    .unwrap();
+    let t = rx.recv().await.unwrap();
+    assert!(t.error.is_none(), "{:?}", t.error);
+    assert!(t.connect_ns.is_some(), "the retry used a fresh connection");
+}

@@ -3,7 +3,7 @@
 //! Connections are opened before the clock starts so the first wave measures the engine, not
 //! TCP setup. Each finished request's trace goes to a channel; the caller aggregates.
 
-use crate::client::{Conn, RequestError, StreamOpts, Target, Trace};
+use crate::client::{Conn, ErrorClass, RequestError, StreamOpts, Target, Trace};
 use crate::clock::mono_ns;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -105,22 +105,37 @@ async fn one(
         client_prompt_tokens: prepared.prompt_tokens,
         ..Default::default()
     };
-    if conn.as_ref().map(|c| !c.reusable).unwrap_or(true) {
-        let t0 = mono_ns();
-        match Conn::connect(target, opts.stall.min(Duration::from_secs(30))).await {
-            Ok(c) => {
-                *conn = Some(c);
-                trace.connect_ns = Some(mono_ns() - t0);
-            }
-            Err(e) => {
-                trace.send_ns = mono_ns();
-                trace.error = Some(e);
-                return trace;
+    // A keep-alive connection the server has silently closed (idle timeout, restart) fails
+    // before any byte comes back; that request never reached the engine, so it is retried once
+    // on a fresh connection. A fresh connection that fails the same way is a real failure.
+    for attempt in 0..2 {
+        let fresh = conn.as_ref().map(|c| !c.reusable).unwrap_or(true) || attempt > 0;
+        if fresh {
+            let t0 = mono_ns();
+            match Conn::connect(target, opts.stall.min(Duration::from_secs(30))).await {
+                Ok(c) => {
+                    *conn = Some(c);
+                    trace.connect_ns = Some(mono_ns() - t0);
+                }
+                Err(e) => {
+                    trace.send_ns = mono_ns();
+                    trace.error = Some(e);
+                    return trace;
+                }
             }
         }
+        let c = conn.as_mut().expect("connected above");
+        c.stream(&prepared.bytes, opts, &mut trace).await;
+        let stale = !fresh
+            && trace.first_byte_ns.is_none()
+            && matches!(&trace.error, Some(e) if e.class == ErrorClass::Io);
+        if !stale {
+            break;
+        }
+        trace.error = None;
+        trace.events.clear();
+        trace.end_ns = None;
     }
-    let c = conn.as_mut().expect("connected above");
-    c.stream(&prepared.bytes, opts, &mut trace).await;
     trace
 }
 
