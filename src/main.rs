@@ -16,6 +16,8 @@ enum Command {
     Engine(bakeoff::cli::engine::EngineArgs),
     /// Measure bakeoff's own timing error against the reference engine's emission log.
     Selftest(bakeoff::cli::selftest::SelftestArgs),
+    /// Re-hash an evidence bundle and name every file that changed, went missing or is unlisted.
+    Verify(bakeoff::cli::verify::VerifyArgs),
 }
 
 fn main() {
@@ -24,6 +26,7 @@ fn main() {
         Command::Bench(a) => bakeoff::cli::bench::run(a),
         Command::Engine(a) => bakeoff::cli::engine::run(a),
         Command::Selftest(a) => bakeoff::cli::selftest::run(a),
+        Command::Verify(a) => bakeoff::cli::verify::run(a),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

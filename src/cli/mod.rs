@@ -3,3 +3,4 @@
 pub mod bench;
 pub mod engine;
 pub mod selftest;
+pub mod verify;

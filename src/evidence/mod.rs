@@ -1,5 +1,7 @@
 //! Evidence files: every file is written atomically (temp file, fsync, rename).
 
+pub mod manifest;
+
 use std::io::Write;
 use std::path::Path;
 
