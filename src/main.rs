@@ -11,7 +11,7 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Measure a streaming OpenAI-compatible endpoint (TTFT, decode speed, chunk gaps, failures).
-    Bench(bakeoff::cli::bench::BenchArgs),
+    Bench(Box<bakeoff::cli::bench::BenchArgs>),
     /// Serve the reference engine: an OpenAI-compatible server with a declared performance model.
     Engine(bakeoff::cli::engine::EngineArgs),
     /// Measure bakeoff's own timing error against the reference engine's emission log.
@@ -23,7 +23,7 @@ enum Command {
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Bench(a) => bakeoff::cli::bench::run(a),
+        Command::Bench(a) => bakeoff::cli::bench::run(*a),
         Command::Engine(a) => bakeoff::cli::engine::run(a),
         Command::Selftest(a) => bakeoff::cli::selftest::run(a),
         Command::Verify(a) => bakeoff::cli::verify::run(a),

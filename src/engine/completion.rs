@@ -45,9 +45,9 @@ async fn respond_once(
     let t = mono_ns();
     rec.head_ns = t;
     rec.push(t, kind);
-    let ok = conn.write(&bytes).await;
+    // Commit before the write: a client that reads the log right after the response finds it.
     emissions::commit(rec);
-    ok
+    conn.write(&bytes).await
 }
 
 /// Uniform in [0, 1) from the seed and a request sequence number.
@@ -309,10 +309,10 @@ async fn run(
         };
         sleep_until_ns(deadline).await;
         if crash_armed && emitted + g > total / 2 {
-            eprintln!(
+            super::log_line(&format!(
                 "reference engine: simulated crash after {} requests",
                 p.crash_after_requests.unwrap_or(seq)
-            );
+            ));
             std::process::exit(70);
         }
         if !cache_inserted {
@@ -424,8 +424,8 @@ async fn run(
         }
         let t = mono_ns();
         w.rec.push(t, Kind::Done);
-        let ok = w.conn.write(http::DONE_AND_END).await;
         emissions::commit(w.rec);
+        let ok = w.conn.write(http::DONE_AND_END).await;
         if ok {
             counters.request_success.fetch_add(1, Relaxed);
         }

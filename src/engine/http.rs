@@ -71,6 +71,7 @@ impl Conn {
                         let path = full.split('?').next().unwrap_or("/").to_string();
                         let mut close = req.version == Some(0);
                         let mut content_length: Option<usize> = None;
+                        let mut expect_continue = false;
                         for h in req.headers.iter() {
                             let name = h.name;
                             if name.eq_ignore_ascii_case("content-length") {
@@ -90,6 +91,8 @@ impl Conn {
                                     "chunked request bodies are not supported; send Content-Length"
                                         .into(),
                                 ));
+                            } else if name.eq_ignore_ascii_case("expect") {
+                                expect_continue = h.value.eq_ignore_ascii_case(b"100-continue");
                             } else if name.eq_ignore_ascii_case("connection") {
                                 let v = String::from_utf8_lossy(h.value).to_ascii_lowercase();
                                 if v.contains("close") {
@@ -102,6 +105,17 @@ impl Conn {
                         let len = content_length.unwrap_or(0);
                         if len > MAX_BODY {
                             return Err(ReadError::Bad(413, "request body too large".into()));
+                        }
+                        if expect_continue && self.buf.len() < head_len + len {
+                            // curl sends `Expect: 100-continue` for large bodies and waits for this.
+                            if self
+                                .stream
+                                .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
+                                .await
+                                .is_err()
+                            {
+                                return Err(ReadError::Closed);
+                            }
                         }
                         while self.buf.len() < head_len + len {
                             let want = head_len + len - self.buf.len();

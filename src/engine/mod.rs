@@ -17,7 +17,6 @@ pub mod tokenizer;
 pub mod tools;
 
 use std::collections::HashSet;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 pub use profile::{Profile, ToolBehavior};
@@ -58,11 +57,15 @@ pub struct Options {
 pub async fn serve(opts: Options) -> anyhow::Result<()> {
     use std::io::Write;
     let start_ns = crate::clock::mono_ns();
-    let addr = tokio::net::lookup_host((opts.host.as_str(), opts.port))
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot resolve --host {}: {e}", opts.host))?
-        .next()
-        .ok_or_else(|| anyhow::anyhow!("cannot resolve --host {}", opts.host))?;
+    // Resolve without tokio's blocking pool (its idle thread would delay a clean exit).
+    let host = opts.host.trim_start_matches('[').trim_end_matches(']');
+    let addr = match host.parse::<std::net::IpAddr>() {
+        Ok(ip) => std::net::SocketAddr::new(ip, opts.port),
+        Err(_) => std::net::ToSocketAddrs::to_socket_addrs(&(host, opts.port))
+            .map_err(|e| anyhow::anyhow!("cannot resolve --host {}: {e}", opts.host))?
+            .next()
+            .ok_or_else(|| anyhow::anyhow!("cannot resolve --host {}", opts.host))?,
+    };
     let socket = if addr.is_ipv4() {
         tokio::net::TcpSocket::new_v4()?
     } else {
@@ -73,6 +76,9 @@ pub async fn serve(opts: Options) -> anyhow::Result<()> {
         .bind(addr)
         .map_err(|e| anyhow::anyhow!("cannot bind {addr}: {e}"))?;
     let listener = socket.listen(4096)?;
+    // Handlers first: a caller may signal as soon as it has read the listening line.
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
     let local = listener.local_addr()?;
     let shown_host = if local.is_ipv6() {
         format!("[{}]", local.ip())
@@ -93,7 +99,7 @@ pub async fn serve(opts: Options) -> anyhow::Result<()> {
             let at = start_ns + (p.startup_ms * 1e6) as u64;
             tokio::spawn(async move {
                 timer::sleep_until_ns(at).await;
-                eprintln!("{line}");
+                log_line(&line);
                 std::process::exit(1);
             });
         }
@@ -109,19 +115,18 @@ pub async fn serve(opts: Options) -> anyhow::Result<()> {
         next_id: std::sync::atomic::AtomicU64::new(0),
     });
     let server = tokio::spawn(server::serve(listener, app));
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
+        _ = int.recv() => {}
         _ = term.recv() => {}
     }
     server.abort();
     Ok(())
 }
 
-/// The profile paths of an engine invocation (used by lanes that start the engine themselves).
-pub fn profile_args(paths: &[PathBuf]) -> Vec<String> {
-    paths
-        .iter()
-        .flat_map(|p| ["--profile".to_string(), p.display().to_string()])
-        .collect()
+/// Write one line to stderr; never panics (stderr may be a closed pipe).
+pub fn log_line(line: &str) {
+    use std::io::Write;
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "{line}");
+    let _ = err.flush();
 }

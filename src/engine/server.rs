@@ -49,7 +49,7 @@ pub async fn serve(listener: TcpListener, app: Arc<App>) {
             }
             Err(e) => {
                 // EMFILE and friends: back off briefly instead of spinning.
-                eprintln!("reference engine: accept failed: {e}");
+                super::log_line(&format!("reference engine: accept failed: {e}"));
                 tokio::time::sleep(std::time::Duration::from_millis(5)).await;
             }
         }

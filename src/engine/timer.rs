@@ -7,13 +7,14 @@
 //! thousand streams cost one wakeup per distinct deadline rather than one thread each.
 //!
 //! Waking a thread and then a tokio task costs tens of microseconds. While the fire rate is low
-//! (under [`SPIN_MAX_RATE`] per second) entries are fired [`SPIN_MARGIN_NS`] early and the task
-//! spins on the clock for the rest, so a single stream is emitted within a few microseconds of its
-//! deadline; under load the margin drops to zero and no CPU is spent spinning.
+//! (under [`SPIN_MAX_RATE`] per second) entries fire a little early (a margin learnt from the
+//! observed wake latency, at most [`SPIN_MARGIN_MAX_NS`]) and the task spins on the clock for the
+//! rest, so a single stream is emitted within microseconds of its deadline. Under load nobody
+//! spins, and above [`BATCH_MIN_RATE`] the thread batches wakeups at least [`BATCH_GAP_NS`] apart.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Condvar, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -21,19 +22,21 @@ use tokio::sync::oneshot;
 
 use crate::clock::mono_ns;
 
-/// How early entries fire while the timer is lightly loaded (the task spins the rest).
-pub const SPIN_MARGIN_NS: u64 = 120_000;
+/// Upper bound of the early-fire margin (the task spins the rest).
+pub const SPIN_MARGIN_MAX_NS: u64 = 150_000;
 /// Above this many fires per second, entries fire at their deadline and nobody spins.
 pub const SPIN_MAX_RATE: u64 = 1_000;
-/// The margin in force (SPIN_MARGIN_NS or 0), updated by the timer thread.
-static MARGIN_NS: AtomicU64 = AtomicU64::new(SPIN_MARGIN_NS);
+/// Whether the early-fire-and-spin mode is on (set by the timer thread from the fire rate).
+static SPINNING: AtomicBool = AtomicBool::new(true);
+/// Smoothed wake latency (fire time → task resumed), ns.
+static WAKE_LATENCY_NS: AtomicU64 = AtomicU64::new(60_000);
+/// Rate window, ns.
+const WINDOW_NS: u64 = 50_000_000;
 /// Above this many fires per second the timer batches: it sleeps at least [`BATCH_GAP_NS`]
 /// between wakeups and fires everything that came due, so entries are at most that much late.
 pub const BATCH_MIN_RATE: u64 = 20_000;
 /// Shortest sleep between two wakeups while batching.
 pub const BATCH_GAP_NS: u64 = 100_000;
-/// Rate window, ns.
-const WINDOW_NS: u64 = 50_000_000;
 
 struct Entry {
     deadline: u64,
@@ -107,12 +110,7 @@ fn run(t: &'static Timer) {
         let now = mono_ns();
         if now - window_start >= WINDOW_NS {
             let rate = window_fires * 1_000_000_000 / (now - window_start);
-            let margin = if rate <= SPIN_MAX_RATE {
-                SPIN_MARGIN_NS
-            } else {
-                0
-            };
-            MARGIN_NS.store(margin, Relaxed);
+            SPINNING.store(rate <= SPIN_MAX_RATE, Relaxed);
             gap = if rate >= BATCH_MIN_RATE {
                 BATCH_GAP_NS
             } else {
@@ -159,12 +157,21 @@ fn run(t: &'static Timer) {
 /// Sleep until CLOCK_MONOTONIC reaches `deadline_ns` (returns at once when it has passed).
 /// Never returns before the deadline.
 pub async fn sleep_until_ns(deadline_ns: u64) {
-    let margin = MARGIN_NS.load(Relaxed);
-    wait_until(deadline_ns.saturating_sub(margin)).await;
-    if margin > 0 {
-        while mono_ns() < deadline_ns {
-            std::hint::spin_loop();
-        }
+    if !SPINNING.load(Relaxed) {
+        return wait_until(deadline_ns).await;
+    }
+    let lat = WAKE_LATENCY_NS.load(Relaxed);
+    let margin = (lat + lat / 4 + 10_000).clamp(20_000, SPIN_MARGIN_MAX_NS);
+    let wake_at = deadline_ns.saturating_sub(margin);
+    if wake_at > mono_ns() {
+        wait_until(wake_at).await;
+        // Learn the wake latency (outliers clipped so one preemption does not inflate it).
+        let seen = mono_ns().saturating_sub(wake_at).min(SPIN_MARGIN_MAX_NS);
+        let new = (lat as i64 + (seen as i64 - lat as i64) / 8) as u64;
+        WAKE_LATENCY_NS.store(new, Relaxed);
+    }
+    while mono_ns() < deadline_ns {
+        std::hint::spin_loop();
     }
 }
 

@@ -163,7 +163,7 @@ fn coerce(raw: &str, schema: &Value) -> Option<Value> {
             .iter()
             .find(|v| match v {
                 Value::String(s) => s.eq_ignore_ascii_case(raw),
-                other => other.to_string() == raw,
+                other => serde_json::from_str::<Value>(raw).ok().as_ref() == Some(other),
             })
             .cloned();
     }

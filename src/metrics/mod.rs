@@ -133,7 +133,7 @@ mod tests {
             first_byte_ns: Some(2_000_000),
             events: vec![
                 ev(2, kind::ROLE),
-                ev(0, 0).clone(),
+                ev(0, 0),
                 ev(10, kind::REASONING),
                 ev(30, kind::CONTENT),
                 ev(40, kind::CONTENT),
