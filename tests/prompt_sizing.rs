@@ -68,6 +68,8 @@ struct Fake {
     refuse_empty: bool,
     usage_calls: u64,
     tokenize_calls: u64,
+    /// The nonce number of every real request's prompt.
+    usage_numbers: Vec<u64>,
 }
 
 impl Fake {
@@ -80,6 +82,7 @@ impl Fake {
             refuse_empty: false,
             usage_calls: 0,
             tokenize_calls: 0,
+            usage_numbers: Vec::new(),
         }
     }
 
@@ -105,9 +108,22 @@ impl Backend for Fake {
 
     async fn prompt_tokens(&mut self, text: &str) -> Result<u64, String> {
         self.usage_calls += 1;
+        if let Some(rest) = text.strip_prefix("[bakeoff ") {
+            let digits: String = rest
+                .chars()
+                .take_while(|c| *c != ']')
+                .filter(|c| *c != ' ')
+                .collect();
+            self.usage_numbers.push(digits.parse().unwrap());
+        }
         if std::env::var_os("FAKE_LOG").is_some() {
             let words = text.split(' ').count();
-            eprintln!("usage #{}: {} words -> {}", self.usage_calls, words, self.reported(text));
+            eprintln!(
+                "usage #{}: {} words -> {}",
+                self.usage_calls,
+                words,
+                self.reported(text)
+            );
         }
         if text.is_empty() && self.refuse_empty {
             return Err("HTTP 400: prompt cannot be empty".into());
@@ -185,6 +201,32 @@ async fn server_tokenize_hits_exact_counts() {
 }
 
 #[tokio::test]
+async fn real_sizing_requests_never_use_a_bench_request_number() {
+    for tokenize in [true, false] {
+        for toy in [
+            PLAIN,
+            Toy {
+                two_token_words: true,
+                pair_digits: true,
+            },
+        ] {
+            let mut fake = Fake::new(Endpoint::Chat, tokenize);
+            fake.toy = toy;
+            fake.long_extra = 2;
+            let p = size(&mut fake, None, 1001, true).await.unwrap();
+            assert_matched(&fake, &p, 1001);
+            assert!(!fake.usage_numbers.is_empty());
+            assert!(
+                fake.usage_numbers.iter().all(|&n| n >= 98_000_000),
+                "{:?}",
+                fake.usage_numbers
+            );
+            assert!(p.excerpt.starts_with("[bakeoff 0"), "{}", p.excerpt);
+        }
+    }
+}
+
+#[tokio::test]
 async fn explicit_local_tokenizer_wins_over_server_tokenize() {
     let counter = |t: &str| -> Result<u64, String> { Ok(toy_count(PLAIN, t)) };
     let mut fake = Fake::new(Endpoint::Chat, true);
@@ -207,7 +249,7 @@ async fn calibration_stays_within_its_request_budget() {
             assert_eq!(p.template_overhead, fake.overhead() as i64);
             assert_eq!(p.sizing_requests, fake.usage_calls);
             assert!(
-                p.sizing_requests <= 8,
+                p.sizing_requests <= 10,
                 "N={tokens} {endpoint:?}: {} requests",
                 p.sizing_requests
             );

@@ -14,6 +14,9 @@
 //! 4. Verify with a real request that `usage.prompt_tokens` is N; when it is not, move the target by
 //!    the difference once and verify again; still off is an error naming the strategy.
 //!
+//! Every real sizing request carries the reserved request number [`SIZING_INDEX`], so the prefix
+//! cache it leaves behind never holds a whole bench prompt.
+//!
 //! In calibration the counter *is* a real request, so the whole search stays within
 //! [`CALIBRATION_BUDGET`] requests (typically 4–6) and its last request is the verification.
 //!
@@ -39,12 +42,17 @@ pub const MAX_TOKENS: u64 = 1_000_000;
 pub const CALIBRATION_BUDGET: u64 = 12;
 /// Words of filler in the short probe that measures the overhead and checks the nonce.
 const PROBE_WORDS: u64 = 8;
-/// Request numbers whose nonce must count the same, with a cheap counter.
-const NONCE_CHECK: &[u64] = &[0, 1, 12_345_678, 99_999_999];
-/// The same check in calibration, where every count is a real request.
-const NONCE_CHECK_CALIBRATION: &[u64] = &[0, 73_914_625];
-/// The request number used for the final full-length nonce check.
-const NONCE_CHECK_LAST: u64 = 99_999_999;
+/// The request number every real sizing request carries. Real requests warm the server's prefix
+/// cache, so they use numbers a bench never reaches (numbers wrap at 10^8): request 0 of the bench
+/// must not find its whole prompt cached.
+pub const SIZING_INDEX: u64 = 99_999_999;
+/// Request numbers whose nonce must count the same as `SIZING_INDEX`, with a cheap counter
+/// (`/tokenize` and local counts leave no trace in the server's cache).
+const NONCE_CHECK: &[u64] = &[0, 1, 12_345_678];
+/// The same check in calibration, where every count is a real request: one more reserved number.
+const NONCE_CHECK_CALIBRATION: &[u64] = &[98_765_432];
+/// The request number of the final full-length nonce check (tokenizer strategies only).
+const NONCE_CHECK_LAST: u64 = 0;
 /// Filler words never exceed this (a guard against a counter that stops growing).
 const MAX_WORDS: u64 = 4 * MAX_TOKENS;
 /// Characters of the prompt kept in the serialized record.
@@ -102,7 +110,7 @@ pub struct MatchedPrompt {
     pub content_tokens: u64,
     /// `usage.prompt_tokens` minus `content_tokens`: the chat template (or BOS), measured.
     pub template_overhead: i64,
-    /// `usage.prompt_tokens` the endpoint reported for the final prompt (request 0).
+    /// `usage.prompt_tokens` the endpoint reported for the final prompt (request [`SIZING_INDEX`]).
     pub verified_prompt_tokens: u64,
     pub nonce: bool,
     /// How the nonce line is written; null without a nonce.
@@ -127,8 +135,9 @@ pub struct MatchedPrompt {
 
 impl MatchedPrompt {
     /// The content for request `index`: the nonce line (when on) and the filler. Every index has
-    /// the same token count; numbers wrap modulo 10^8, so give each request of a server a different
-    /// index (e.g. `repetition * requests + i`) to keep prefix caches cold.
+    /// the same token count. Numbers wrap modulo 10^8; give each request of a server a different
+    /// index below 98,000,000 (e.g. `repetition * requests + i`) to keep prefix caches cold: the
+    /// sizing requests used 99,999,999 and 98,765,432.
     pub fn text(&self, index: u64) -> String {
         match self.nonce_format {
             Some(f) => {
@@ -320,13 +329,6 @@ impl<B: Backend> Sizer<'_, '_, B> {
         matches!(self.counter, Counter::Usage)
     }
 
-    fn what(&self) -> &'static str {
-        match self.endpoint {
-            Endpoint::Chat => "chat",
-            Endpoint::Completions => "completions",
-        }
-    }
-
     /// One real request; in calibration, within the budget.
     async fn usage(&mut self, text: &str) -> Result<u64, String> {
         if self.calibrating() && self.usage_requests >= CALIBRATION_BUDGET {
@@ -364,7 +366,7 @@ impl<B: Backend> Sizer<'_, '_, B> {
 
         // 1. The counter: an explicit tokenizer wins, then the server's /tokenize, then usage.
         if !matches!(self.counter, Counter::Local(_)) {
-            let probe = self.content(0, &probe_body);
+            let probe = self.content(SIZING_INDEX, &probe_body);
             self.tokenize_requests += 1;
             match self.backend.tokenize(&probe).await? {
                 Some(n) => {
@@ -394,7 +396,7 @@ impl<B: Backend> Sizer<'_, '_, B> {
                 }
             }
         } else {
-            let probe = self.content(0, &probe_body);
+            let probe = self.content(SIZING_INDEX, &probe_body);
             let c = self.count(&probe).await?;
             let u = self.usage(&probe).await?;
             u as i64 - c as i64
@@ -412,7 +414,7 @@ impl<B: Backend> Sizer<'_, '_, B> {
             for format in [NonceFormat::Compact, NonceFormat::Spaced] {
                 self.nonce = Some(format);
                 let mut counts = Vec::new();
-                for &i in indices {
+                for &i in std::iter::once(&SIZING_INDEX).chain(indices) {
                     let text = self.content(i, &probe_body);
                     counts.push(self.count(&text).await?);
                 }
@@ -440,7 +442,7 @@ impl<B: Backend> Sizer<'_, '_, B> {
         };
         let calibrating = self.calibrating();
         let nonce_on = self.nonce.is_some();
-        let what = self.what();
+        let what = self.endpoint.as_str();
         let too_small = |min: u64| -> String {
             let min_total = if calibrating {
                 min as i64
@@ -460,7 +462,7 @@ impl<B: Backend> Sizer<'_, '_, B> {
             )
         };
         let probe_point = {
-            let text = self.content(0, &probe_body);
+            let text = self.content(SIZING_INDEX, &probe_body);
             (PROBE_WORDS, self.count(&text).await?)
         };
         let mut adjustment = 0i64;
@@ -473,9 +475,9 @@ impl<B: Backend> Sizer<'_, '_, B> {
 
         // 4. Verification with a real request (in calibration the last count was that request).
         let mut verified = if self.calibrating() {
-            self.count(&self.content(0, &body)).await?
+            self.count(&self.content(SIZING_INDEX, &body)).await?
         } else {
-            self.usage(&self.content(0, &body)).await?
+            self.usage(&self.content(SIZING_INDEX, &body)).await?
         };
         if verified != tokens {
             let d = verified as i64 - tokens as i64;
@@ -491,7 +493,7 @@ impl<B: Backend> Sizer<'_, '_, B> {
                 }
                 Err(FitError::Other(e)) => return Err(e),
             };
-            verified = self.usage(&self.content(0, &body)).await?;
+            verified = self.usage(&self.content(SIZING_INDEX, &body)).await?;
             if verified != tokens {
                 let hint = match strategy {
                     Strategy::LocalTokenizer => "is --tokenizer the tokenizer.json of the served model? Without --tokenizer bakeoff uses the server's /tokenize or calibrates against usage.prompt_tokens",
@@ -500,25 +502,24 @@ impl<B: Backend> Sizer<'_, '_, B> {
                 };
                 return Err(format!(
                     "the endpoint reported {verified} prompt tokens for a {} prompt sized to {tokens} with {} (first {first}, then off by {:+} after one adjustment of {adjustment:+}); {hint}",
-                    self.what(),
+                    self.endpoint.as_str(),
                     strategy.as_str(),
                     verified as i64 - tokens as i64
                 ));
             }
         }
 
-        // The full-length prompt counts the same for a far request number, too.
-        let text0 = self.content(0, &body);
+        // The full-length prompt counts the same for another request number, too.
         let content_tokens = if self.calibrating() {
             (tokens as i64 - overhead).max(0) as u64
         } else {
-            let c0 = self.count(&text0).await?;
+            let c0 = self.count(&self.content(SIZING_INDEX, &body)).await?;
             if self.nonce.is_some() {
                 let last = self.content(NONCE_CHECK_LAST, &body);
                 let c1 = self.count(&last).await?;
                 if c1 != c0 {
                     return Err(format!(
-                        "the endpoint's tokenizer ({}) counts request {NONCE_CHECK_LAST} of the prompt as {c1} tokens and request 0 as {c0}; pass --allow-prefix-cache to send prompts without a nonce",
+                        "the endpoint's tokenizer ({}) counts request {NONCE_CHECK_LAST} of the prompt as {c1} tokens and request {SIZING_INDEX} as {c0}; pass --allow-prefix-cache to send prompts without a nonce",
                         strategy.as_str()
                     ));
                 }
@@ -540,7 +541,7 @@ impl<B: Backend> Sizer<'_, '_, B> {
             adjustment,
             sizing_requests: self.usage_requests,
             tokenize_requests: self.tokenize_requests,
-            excerpt: excerpt_of(&text0),
+            excerpt: excerpt_of(&self.content(0, &body)),
             notes: std::mem::take(&mut self.notes),
             body,
         })
@@ -550,7 +551,7 @@ impl<B: Backend> Sizer<'_, '_, B> {
     /// `goal`. `known` is one measured point (words, count) to start from.
     async fn fit(&mut self, goal: i64, known: (u64, u64)) -> Result<(String, u64, u64), FitError> {
         if goal < 0 {
-            let min = self.count(&self.content(0, "")).await?;
+            let min = self.count(&self.content(SIZING_INDEX, "")).await?;
             return Err(FitError::TooSmall { min });
         }
         let goal = goal as u64;
@@ -566,7 +567,7 @@ impl<B: Backend> Sizer<'_, '_, B> {
             hi = Some(known);
         }
         if lo.is_none() {
-            let c0 = self.count(&self.content(0, "")).await?;
+            let c0 = self.count(&self.content(SIZING_INDEX, "")).await?;
             if c0 == goal {
                 return Ok((String::new(), 0, 0));
             }
@@ -614,7 +615,7 @@ impl<B: Backend> Sizer<'_, '_, B> {
                     self.counter.strategy().as_str()
                 )));
             }
-            let text = self.content(0, &filler::words(w));
+            let text = self.content(SIZING_INDEX, &filler::words(w));
             let c = self.count(&text).await?;
             if c == goal {
                 return Ok((filler::words(w), w, 0));
@@ -643,7 +644,7 @@ impl<B: Backend> Sizer<'_, '_, B> {
         'grow: while cur < goal {
             for piece in FINE_PIECES {
                 let candidate = format!("{body}{piece}");
-                let c = self.count(&self.content(0, &candidate)).await?;
+                let c = self.count(&self.content(SIZING_INDEX, &candidate)).await?;
                 if c == goal {
                     return Ok((candidate, lw, pieces + 1));
                 }
