@@ -2,13 +2,17 @@
 //!
 //! The binary is a thin CLI over these modules; integration tests use them directly.
 
+pub mod campaign;
 pub mod cli;
 pub mod client;
 pub mod clock;
 pub mod engine;
 pub mod evidence;
+pub mod gates;
+pub mod lane;
 pub mod load;
 pub mod metrics;
+pub mod telemetry;
 pub mod workload;
 
 /// The version written into every artifact.

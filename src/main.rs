@@ -14,8 +14,12 @@ enum Command {
     Bench(Box<bakeoff::cli::bench::BenchArgs>),
     /// Serve the reference engine: an OpenAI-compatible server with a declared performance model.
     Engine(bakeoff::cli::engine::EngineArgs),
+    /// Run pass/fail gates against an endpoint: preflight, tools, long-context retrieval, quality.
+    Gate(bakeoff::cli::gate::GateArgs),
     /// Measure bakeoff's own timing error against the reference engine's emission log.
     Selftest(bakeoff::cli::selftest::SelftestArgs),
+    /// Show the GPU facts bakeoff sees (NVML, else nvidia-smi) and the idle-baseline verdict.
+    Gpu(bakeoff::telemetry::cli::GpuArgs),
     /// Re-hash an evidence bundle and name every file that changed, went missing or is unlisted.
     Verify(bakeoff::cli::verify::VerifyArgs),
 }
@@ -25,8 +29,10 @@ fn main() {
     let result = match cli.command {
         Command::Bench(a) => bakeoff::cli::bench::run(*a),
         Command::Engine(a) => bakeoff::cli::engine::run(a),
+        Command::Gate(a) => bakeoff::cli::gate::run(a),
         Command::Selftest(a) => bakeoff::cli::selftest::run(a),
         Command::Verify(a) => bakeoff::cli::verify::run(a),
+        Command::Gpu(a) => bakeoff::telemetry::cli::run(a),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

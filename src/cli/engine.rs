@@ -17,16 +17,24 @@ pub struct EngineArgs {
     /// Seed for every random choice (filler text, speculative acceptance, error_rate).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Runtime worker threads (default: the CPU count, between 2 and 8).
+    #[arg(long)]
+    pub workers: Option<usize>,
 }
 
 /// Run the engine until SIGINT or SIGTERM.
 pub fn run(args: EngineArgs) -> anyhow::Result<()> {
     let profiles = crate::engine::load_profiles(&args.profiles)?;
     crate::clock::raise_nofile_limit();
-    let workers = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(2)
-        .clamp(2, 8);
+    let workers = args.workers.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(2)
+            .clamp(2, 8)
+    });
+    if workers == 0 {
+        anyhow::bail!("--workers must be at least 1");
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
         .thread_name("bakeoff-engine")

@@ -33,6 +33,9 @@ pub struct SelftestArgs {
     /// Per-stream decode rate of the engine.
     #[arg(long, default_value_t = 100.0)]
     pub decode_tok_s: f64,
+    /// Worker threads of the engine child process.
+    #[arg(long, default_value_t = 2)]
+    pub engine_workers: usize,
     /// Write the results as JSON here.
     #[arg(long)]
     pub json: Option<std::path::PathBuf>,
@@ -108,10 +111,10 @@ pub struct EngineChild {
 
 impl EngineChild {
     /// Starts `bakeoff engine` (this same executable) with the given profile file.
-    pub fn spawn(profile: &std::path::Path) -> Result<EngineChild> {
+    pub fn spawn(profile: &std::path::Path, workers: usize) -> Result<EngineChild> {
         let exe = std::env::current_exe().context("cannot find the bakeoff executable")?;
         let mut child = Command::new(exe)
-            .args(["engine", "--port", "0", "--profile"])
+            .args(["engine", "--port", "0", "--workers", &workers.to_string(), "--profile"])
             .arg(profile)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -337,7 +340,7 @@ pub fn run(args: SelftestArgs) -> Result<()> {
             args.decode_tok_s
         ),
     )?;
-    let engine = EngineChild::spawn(&profile)?;
+    let engine = EngineChild::spawn(&profile, args.engine_workers)?;
     let target = Target::parse(&engine.url).map_err(|e| anyhow::anyhow!(e))?;
     // One thread: chunk wakeups never cross threads and the client leaves the other cores to
     // the engine under test.

@@ -1,0 +1,480 @@
+//! Container arms through the docker CLI. The argv builders are pure functions; launch, the exit
+//! watch and stop run them.
+//!
+//! Secrets: `-e NAME` carries only the name; the value is set in the docker CLI's own environment,
+//! from which docker copies it into the container. It never appears on a command line (visible in
+//! `ps`) nor in anything bakeoff renders.
+
+use super::process::open_log;
+use super::{
+    port, Cause, ContainerSpec, ExitInfo, LaneSpec, LaunchFailure, Masker, Running, StopFacts,
+    StopHow,
+};
+use crate::clock::mono_ns;
+use std::io::Write;
+use std::net::IpAddr;
+use std::path::Path;
+use std::time::Duration;
+
+/// `docker inspect` format: running flag, exit code, OOM-killed flag.
+pub const INSPECT_FORMAT: &str = "{{.State.Running}} {{.State.ExitCode}} {{.State.OOMKilled}}";
+
+/// `docker run -d --name N --label k=v… --gpus "device=U1,U2" -p HOST:h:c… -v …… -e NAME… IMAGE
+/// args…`. `host` is the lane host: ports are published on it when it is an IP address (so a
+/// lane on 127.0.0.1 is not exposed on every interface); `localhost` means 127.0.0.1.
+pub fn run_argv(c: &ContainerSpec, host: &str) -> Vec<String> {
+    let mut a: Vec<String> = vec![
+        c.docker.display().to_string(),
+        "run".into(),
+        "-d".into(),
+        "--name".into(),
+        c.name.clone(),
+    ];
+    for (k, v) in &c.labels {
+        a.push("--label".into());
+        a.push(format!("{k}={v}"));
+    }
+    if !c.gpu_uuids.is_empty() {
+        // docker reads --gpus as CSV: the quotes keep "device=A,B" one field.
+        a.push("--gpus".into());
+        a.push(format!("\"device={}\"", c.gpu_uuids.join(",")));
+    }
+    let bind = publish_host(host);
+    for (h, ctr) in &c.ports {
+        a.push("-p".into());
+        a.push(match &bind {
+            Some(ip) => format!("{ip}:{h}:{ctr}"),
+            None => format!("{h}:{ctr}"),
+        });
+    }
+    for v in &c.volumes {
+        a.push("-v".into());
+        a.push(v.clone());
+    }
+    for (k, _) in &c.env {
+        a.push("-e".into());
+        a.push(k.clone());
+    }
+    a.push(c.image.clone());
+    a.extend(c.args.iter().cloned());
+    a
+}
+
+fn publish_host(host: &str) -> Option<String> {
+    if host.eq_ignore_ascii_case("localhost") {
+        return Some("127.0.0.1".into());
+    }
+    match host.trim_matches(['[', ']']).parse::<IpAddr>() {
+        Ok(IpAddr::V4(ip)) => Some(ip.to_string()),
+        Ok(IpAddr::V6(ip)) => Some(format!("[{ip}]")),
+        Err(_) => None,
+    }
+}
+
+/// `docker stop -t SECONDS NAME` (the grace rounded up to whole seconds).
+pub fn stop_argv(docker: &Path, name: &str, grace: Duration) -> Vec<String> {
+    let secs = grace.as_millis().div_ceil(1000);
+    vec![
+        docker.display().to_string(),
+        "stop".into(),
+        "-t".into(),
+        secs.to_string(),
+        name.into(),
+    ]
+}
+
+/// `docker rm -f NAME`.
+pub fn rm_argv(docker: &Path, name: &str) -> Vec<String> {
+    vec![
+        docker.display().to_string(),
+        "rm".into(),
+        "-f".into(),
+        name.into(),
+    ]
+}
+
+/// `docker logs NAME` (the container's stdout and stderr).
+pub fn logs_argv(docker: &Path, name: &str) -> Vec<String> {
+    vec![docker.display().to_string(), "logs".into(), name.into()]
+}
+
+/// `docker inspect -f INSPECT_FORMAT NAME`.
+pub fn inspect_argv(docker: &Path, name: &str) -> Vec<String> {
+    vec![
+        docker.display().to_string(),
+        "inspect".into(),
+        "-f".into(),
+        INSPECT_FORMAT.into(),
+        name.into(),
+    ]
+}
+
+/// A container's state as `docker inspect -f INSPECT_FORMAT` prints it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ContainerState {
+    pub running: bool,
+    pub exit_code: i32,
+    pub oom_killed: bool,
+}
+
+/// Parses `true 0 false` (running, exit code, OOM-killed).
+pub fn parse_inspect(out: &str) -> Option<ContainerState> {
+    let mut f = out.split_whitespace();
+    let running = f.next()?.parse::<bool>().ok()?;
+    let exit_code = f.next()?.parse::<i32>().ok()?;
+    let oom_killed = f.next()?.parse::<bool>().ok()?;
+    Some(ContainerState {
+        running,
+        exit_code,
+        oom_killed,
+    })
+}
+
+struct CliOutput {
+    ok: bool,
+    status: String,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs a docker CLI argv (argv\[0\] is the CLI) with extra env, within `timeout`.
+async fn cli(
+    argv: &[String],
+    env: &[(String, super::EnvVal)],
+    timeout: Duration,
+) -> Result<CliOutput, String> {
+    let mut cmd = tokio::process::Command::new(&argv[0]);
+    cmd.args(&argv[1..])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    for (k, v) in env {
+        cmd.env(k, &v.value);
+    }
+    let child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot run `{}`: {e}", argv[0]))?;
+    match tokio::time::timeout(timeout, child.wait_with_output()).await {
+        Ok(Ok(o)) => Ok(CliOutput {
+            ok: o.status.success(),
+            status: ExitInfo::from_status(o.status).to_string(),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }),
+        Ok(Err(e)) => Err(format!("`{} {}` failed: {e}", argv[0], argv[1])),
+        Err(_) => Err(format!(
+            "`{} {}` did not finish within {:.0} s",
+            argv[0],
+            argv[1],
+            timeout.as_secs_f64()
+        )),
+    }
+}
+
+async fn inspect(docker: &Path, name: &str) -> Result<ContainerState, String> {
+    let o = cli(&inspect_argv(docker, name), &[], Duration::from_secs(20)).await?;
+    if !o.ok {
+        return Err(o.stderr.trim().to_string());
+    }
+    parse_inspect(&o.stdout)
+        .ok_or_else(|| format!("unexpected docker inspect output: {}", o.stdout))
+}
+
+pub(super) async fn launch(
+    lane: &LaneSpec,
+    c: &ContainerSpec,
+    identity: String,
+    masker: Masker,
+    started_ns: u64,
+) -> Result<Running, LaunchFailure> {
+    let fail = |msg: String, tail: Vec<String>| {
+        let mut f = LaunchFailure::new(
+            Cause::SpawnFailed,
+            masker.mask(&msg),
+            mono_ns().saturating_sub(started_ns) as f64 / 1e6,
+        );
+        f.log_tail = tail;
+        f
+    };
+    let (mut log, offset) = open_log(&c.log_path).map_err(|e| {
+        fail(
+            format!("cannot open the log file {}: {e}", c.log_path.display()),
+            vec![],
+        )
+    })?;
+    let argv = run_argv(c, &lane.host);
+    // `docker run -d` may pull the image first: allow the whole ready timeout.
+    let out = cli(
+        &argv,
+        &c.env,
+        lane.ready_timeout.max(Duration::from_secs(10)),
+    )
+    .await;
+    let out = match out {
+        Ok(o) => o,
+        Err(e) => {
+            let _ = cli(&rm_argv(&c.docker, &c.name), &[], Duration::from_secs(30)).await;
+            return Err(fail(format!("container arm {}: {e}", c.name), vec![]));
+        }
+    };
+    let _ = write!(
+        log,
+        "{}{}",
+        masker.mask(&out.stdout),
+        masker.mask(&out.stderr)
+    );
+    if !out.ok {
+        let tail: Vec<String> = super::logs::lines(&masker.mask(&out.stderr))
+            .into_iter()
+            .rev()
+            .take(super::LOG_TAIL_LINES)
+            .rev()
+            .collect();
+        let last = tail.last().cloned().unwrap_or_default();
+        return Err(fail(
+            format!(
+                "`docker run` for container {} failed ({}): {last}",
+                c.name, out.status
+            ),
+            tail,
+        ));
+    }
+    Ok(Running {
+        kind: "container",
+        pid: None,
+        container: Some(c.name.clone()),
+        started_ns,
+        started_wall: crate::clock::wall_rfc3339(),
+        log_path: Some(c.log_path.clone()),
+        log_offset: offset,
+        target: lane.target(),
+        identity,
+        masker,
+        child: None,
+        docker: Some(c.docker.clone()),
+        exit: None,
+    })
+}
+
+fn names(running: &Running) -> (std::path::PathBuf, String) {
+    (
+        running
+            .docker
+            .clone()
+            .unwrap_or_else(|| std::path::PathBuf::from("docker")),
+        running.container.clone().unwrap_or_default(),
+    )
+}
+
+/// Polls `docker inspect` every 100 ms until the container is not running (or is gone).
+pub(super) async fn wait_exit(running: &mut Running) -> ExitInfo {
+    if let Some(e) = &running.exit {
+        return e.clone();
+    }
+    let (docker, name) = names(running);
+    loop {
+        match inspect(&docker, &name).await {
+            Ok(s) if !s.running => {
+                let e = ExitInfo {
+                    code: Some(s.exit_code),
+                    signal: None,
+                    oom_killed: s.oom_killed,
+                };
+                running.exit = Some(e.clone());
+                return e;
+            }
+            Err(msg) if msg.contains("No such") => {
+                let e = ExitInfo {
+                    code: None,
+                    signal: None,
+                    oom_killed: false,
+                };
+                running.exit = Some(e.clone());
+                return e;
+            }
+            _ => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
+
+pub(super) async fn stop(running: &mut Running, grace: Duration) -> StopFacts {
+    let t0 = mono_ns();
+    let (docker, name) = names(running);
+    let mut detail = Vec::new();
+    let state = inspect(&docker, &name).await;
+    let how = match &state {
+        Err(e) => {
+            detail.push(format!("container {name} not found ({})", e.trim()));
+            StopHow::AlreadyExited
+        }
+        Ok(s) if !s.running => {
+            detail.push(format!(
+                "container {name} had already exited (exit code {})",
+                s.exit_code
+            ));
+            StopHow::AlreadyExited
+        }
+        Ok(_) => {
+            let argv = stop_argv(&docker, &name, grace);
+            let limit = grace + Duration::from_secs(30);
+            match cli(&argv, &[], limit).await {
+                Ok(o) if o.ok => detail.push(argv[1..].join(" ")),
+                Ok(o) => detail.push(format!("`docker stop` failed: {}", o.stderr.trim())),
+                Err(e) => detail.push(e),
+            }
+            match inspect(&docker, &name).await {
+                Ok(s) if s.exit_code == 137 => StopHow::Sigkill,
+                _ => StopHow::Sigterm,
+            }
+        }
+    };
+    if let Ok(s) = inspect(&docker, &name).await {
+        if running.exit.is_none() || !s.running {
+            running.exit = Some(ExitInfo {
+                code: (!s.running).then_some(s.exit_code),
+                signal: None,
+                oom_killed: s.oom_killed,
+            });
+        }
+        if let Some(p) = &running.log_path {
+            if let Ok((log, _)) = open_log(p) {
+                let log2 = log.try_clone();
+                let mut cmd = tokio::process::Command::new(&docker);
+                cmd.args(&logs_argv(&docker, &name)[1..])
+                    .stdin(std::process::Stdio::null())
+                    .stdout(log)
+                    .kill_on_drop(true);
+                if let Ok(l2) = log2 {
+                    cmd.stderr(l2);
+                }
+                if let Ok(child) = cmd.spawn() {
+                    let _ = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
+                        .await;
+                    detail.push("docker logs appended to the log file".into());
+                }
+            }
+        }
+        match cli(&rm_argv(&docker, &name), &[], Duration::from_secs(30)).await {
+            Ok(o) if o.ok => detail.push("docker rm -f".into()),
+            Ok(o) => detail.push(format!("`docker rm -f` failed: {}", o.stderr.trim())),
+            Err(e) => detail.push(e),
+        }
+    }
+    let gone = inspect(&docker, &name).await.is_err();
+    let took_ms = mono_ns().saturating_sub(t0) as f64 / 1e6;
+    let free = port::wait_port_free(
+        &running.target.host,
+        running.target.port,
+        Duration::from_secs(2),
+    )
+    .await;
+    if !free {
+        detail.push(format!(
+            "port {}:{} still in use 2 s after the stop",
+            running.target.host, running.target.port
+        ));
+    }
+    StopFacts {
+        how,
+        exit: running.exit.clone(),
+        took_ms,
+        group_gone: gone,
+        remaining_pids: Vec::new(),
+        port_free: Some(free),
+        detail: running.masker.mask(&detail.join("; ")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lane::EnvVal;
+    use std::path::PathBuf;
+
+    fn spec() -> ContainerSpec {
+        ContainerSpec {
+            image: "vllm/vllm-openai:v0.11.0".into(),
+            args: vec!["--model".into(), "Qwen/Qwen3-8B".into()],
+            env: vec![
+                ("HF_TOKEN".into(), EnvVal::secret("hf_supersecret")),
+                ("VLLM_LOGGING_LEVEL".into(), EnvVal::literal("DEBUG")),
+            ],
+            gpu_uuids: vec!["GPU-aaa".into(), "GPU-bbb".into()],
+            ports: vec![(8000, 8000)],
+            volumes: vec!["/models:/models:ro".into()],
+            labels: vec![("bakeoff.campaign".into(), "quant-2026".into())],
+            name: "bakeoff-quant-2026-arm-1".into(),
+            log_path: PathBuf::from("/tmp/x.log"),
+            docker: PathBuf::from("docker"),
+        }
+    }
+
+    #[test]
+    fn run_argv_shape() {
+        let a = run_argv(&spec(), "127.0.0.1");
+        assert_eq!(
+            a,
+            vec![
+                "docker",
+                "run",
+                "-d",
+                "--name",
+                "bakeoff-quant-2026-arm-1",
+                "--label",
+                "bakeoff.campaign=quant-2026",
+                "--gpus",
+                "\"device=GPU-aaa,GPU-bbb\"",
+                "-p",
+                "127.0.0.1:8000:8000",
+                "-v",
+                "/models:/models:ro",
+                "-e",
+                "HF_TOKEN",
+                "-e",
+                "VLLM_LOGGING_LEVEL",
+                "vllm/vllm-openai:v0.11.0",
+                "--model",
+                "Qwen/Qwen3-8B"
+            ]
+        );
+        assert!(!a.join(" ").contains("hf_supersecret"));
+        assert!(
+            !a.join(" ").contains("DEBUG"),
+            "values never on the command line"
+        );
+    }
+
+    #[test]
+    fn publish_hosts() {
+        let mut s = spec();
+        s.gpu_uuids.clear();
+        let a = run_argv(&s, "gpu-host.example");
+        assert!(a.contains(&"8000:8000".to_string()));
+        assert!(!a.contains(&"--gpus".to_string()));
+        assert!(run_argv(&s, "localhost").contains(&"127.0.0.1:8000:8000".to_string()));
+        assert!(run_argv(&s, "::1").contains(&"[::1]:8000:8000".to_string()));
+    }
+
+    #[test]
+    fn stop_and_inspect() {
+        let d = Path::new("docker");
+        assert_eq!(
+            stop_argv(d, "n", Duration::from_millis(2500)),
+            vec!["docker", "stop", "-t", "3", "n"]
+        );
+        assert_eq!(rm_argv(d, "n"), vec!["docker", "rm", "-f", "n"]);
+        assert_eq!(logs_argv(d, "n"), vec!["docker", "logs", "n"]);
+        assert_eq!(inspect_argv(d, "n")[3], INSPECT_FORMAT);
+        assert_eq!(
+            parse_inspect("false 137 true\n"),
+            Some(ContainerState {
+                running: false,
+                exit_code: 137,
+                oom_killed: true
+            })
+        );
+        assert!(parse_inspect("true 0 false").unwrap().running);
+        assert_eq!(parse_inspect("garbage"), None);
+    }
+}

@@ -1,0 +1,655 @@
+//! Lanes: launch an arm on a host port (and the GPUs it owns), wait until it is ready, stop it.
+//!
+//! Plain data in, plain data out: the orchestrator builds a [`LaneSpec`] and a [`LaunchSpec`],
+//! calls [`launch`], [`wait_ready`] and [`stop`], and writes what they return into the evidence
+//! bundle. Four backends:
+//!
+//! - [`LaunchSpec::Process`]: an argv (never a shell string) in its own process group, stdout and
+//!   stderr appended to a log file;
+//! - [`LaunchSpec::Container`]: `docker run -d …` built by the pure [`container::run_argv`];
+//! - [`LaunchSpec::Endpoint`]: an endpoint someone else runs (launch and stop only check it);
+//! - [`LaunchSpec::Reference`]: `bakeoff engine --profile P --host H --port PORT` as a process.
+//!
+//! Secrets: an env value marked secret is given to the child's environment and nowhere else. It is
+//! never hashed, rendered or returned; every text this module returns (log tails, messages) passes
+//! through a [`Masker`] that replaces secret values with `***`. The raw log file is the child's own
+//! output and may contain whatever the child printed: put [`Running::masked_log`] in a bundle, not
+//! the raw file.
+
+pub mod container;
+pub mod logs;
+pub mod port;
+pub mod process;
+mod ready;
+
+pub use logs::Masker;
+pub use port::{port_free, wait_port_free};
+
+use crate::client::Target;
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How many log lines a failure keeps.
+pub const LOG_TAIL_LINES: usize = 40;
+
+/// Where arms run: a host port plus the GPUs the lane owns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaneSpec {
+    /// Address the arm listens on and bakeoff connects to (usually 127.0.0.1).
+    pub host: String,
+    pub port: u16,
+    /// Health path polled until it answers 200 (`/health` on vLLM, SGLang, llama.cpp).
+    pub health_path: String,
+    /// Launch → ready limit; past it the arm is killed and recorded as `timeout`.
+    pub ready_timeout: Duration,
+    /// SIGTERM → SIGKILL grace when stopping.
+    pub stop_grace: Duration,
+    /// GPUs the lane owns (NVML UUIDs); empty on a host without GPUs.
+    pub gpu_uuids: Vec<String>,
+}
+
+impl LaneSpec {
+    /// A lane on `host:port` with `/health`, a 600 s ready timeout and a 30 s stop grace.
+    pub fn new(host: &str, port: u16) -> LaneSpec {
+        LaneSpec {
+            host: host.to_string(),
+            port,
+            health_path: "/health".to_string(),
+            ready_timeout: Duration::from_secs(600),
+            stop_grace: Duration::from_secs(30),
+            gpu_uuids: Vec::new(),
+        }
+    }
+
+    /// `http://host:port`.
+    pub fn target(&self) -> Target {
+        Target {
+            host: self.host.clone(),
+            port: self.port,
+            prefix: String::new(),
+        }
+    }
+}
+
+/// One environment value: a literal from the campaign file, or a value resolved from a secret
+/// environment variable (`secret: true`), which is never rendered, hashed or logged.
+#[derive(Clone, PartialEq, Eq)]
+pub struct EnvVal {
+    pub value: String,
+    pub secret: bool,
+}
+
+impl EnvVal {
+    pub fn literal(v: impl Into<String>) -> EnvVal {
+        EnvVal {
+            value: v.into(),
+            secret: false,
+        }
+    }
+
+    pub fn secret(v: impl Into<String>) -> EnvVal {
+        EnvVal {
+            value: v.into(),
+            secret: true,
+        }
+    }
+
+    /// The value as it may be shown: `***` for a secret.
+    pub fn shown(&self) -> &str {
+        if self.secret {
+            "***"
+        } else {
+            &self.value
+        }
+    }
+}
+
+impl fmt::Debug for EnvVal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.secret {
+            f.write_str("EnvVal(secret ***)")
+        } else {
+            write!(f, "EnvVal({:?})", self.value)
+        }
+    }
+}
+
+/// A command arm: argv\[0\] is the program (a path or a name looked up on PATH).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessSpec {
+    pub argv: Vec<String>,
+    /// Added to bakeoff's own environment (which the child inherits).
+    pub env: Vec<(String, EnvVal)>,
+    pub cwd: Option<PathBuf>,
+    /// stdout and stderr are appended here.
+    pub log_path: PathBuf,
+}
+
+/// A container arm, run with the docker CLI (see [`container::run_argv`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerSpec {
+    pub image: String,
+    /// Arguments after the image (the engine's own flags).
+    pub args: Vec<String>,
+    /// Passed as `-e NAME`; the value travels in the docker CLI's environment, never on its
+    /// command line.
+    pub env: Vec<(String, EnvVal)>,
+    /// `--gpus "device=UUID,UUID"`; empty = no `--gpus` flag.
+    pub gpu_uuids: Vec<String>,
+    /// (host port, container port) pairs, published on the lane host.
+    pub ports: Vec<(u16, u16)>,
+    /// `-v` values as docker takes them (`/host:/container[:ro]`).
+    pub volumes: Vec<String>,
+    /// `--label k=v`, e.g. `("bakeoff.campaign", "…")`.
+    pub labels: Vec<(String, String)>,
+    /// `--name`; also how bakeoff inspects, stops and removes it.
+    pub name: String,
+    /// The docker CLI's output and, at the end, `docker logs` are appended here.
+    pub log_path: PathBuf,
+    /// The CLI to run: `docker` (looked up on PATH) unless set (e.g. `podman`, or a test double).
+    pub docker: PathBuf,
+}
+
+/// A reference-engine arm: `BIN engine --profile P --host H --port PORT`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReferenceSpec {
+    pub profile: PathBuf,
+    pub log_path: PathBuf,
+    /// The bakeoff binary; `None` = `std::env::current_exe()`.
+    pub bin: Option<PathBuf>,
+}
+
+/// How an arm is started and stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LaunchSpec {
+    Process(ProcessSpec),
+    Container(ContainerSpec),
+    /// Not managed: launch and stop only check it; readiness polls this URL.
+    Endpoint {
+        url: String,
+    },
+    Reference(ReferenceSpec),
+}
+
+impl LaunchSpec {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            LaunchSpec::Process(_) => "process",
+            LaunchSpec::Container(_) => "container",
+            LaunchSpec::Endpoint { .. } => "endpoint",
+            LaunchSpec::Reference(_) => "reference",
+        }
+    }
+
+    /// The env list (empty for endpoints and reference arms).
+    pub fn env(&self) -> &[(String, EnvVal)] {
+        match self {
+            LaunchSpec::Process(p) => &p.env,
+            LaunchSpec::Container(c) => &c.env,
+            _ => &[],
+        }
+    }
+
+    /// A masker for every secret value of this spec.
+    pub fn masker(&self) -> Masker {
+        Masker::from_env(self.env())
+    }
+
+    /// The argv bakeoff runs for this arm on `lane` (docker's for containers, none for endpoints).
+    pub fn argv(&self, lane: &LaneSpec) -> Vec<String> {
+        match self {
+            LaunchSpec::Process(p) => p.argv.clone(),
+            LaunchSpec::Container(c) => container::run_argv(c, &lane.host),
+            LaunchSpec::Endpoint { .. } => Vec::new(),
+            LaunchSpec::Reference(r) => reference_argv(r, lane),
+        }
+    }
+
+    /// The identity recorded for the restoration proof: [`argv_env_hash`] of what is run, or of
+    /// the URL for an endpoint.
+    pub fn identity(&self, lane: &LaneSpec) -> String {
+        match self {
+            LaunchSpec::Endpoint { url } => argv_env_hash(std::slice::from_ref(url), &[]),
+            _ => argv_env_hash(&self.argv(lane), self.env()),
+        }
+    }
+
+    /// A JSON description for evidence: argv, env names with values (`***` for secrets), paths
+    /// and the identity hash. Never contains a secret value.
+    pub fn describe(&self, lane: &LaneSpec) -> serde_json::Value {
+        let env: serde_json::Map<String, serde_json::Value> = self
+            .env()
+            .iter()
+            .map(|(k, v)| (k.clone(), serde_json::Value::from(v.shown())))
+            .collect();
+        let masker = self.masker();
+        let argv: Vec<String> = self.argv(lane).iter().map(|a| masker.mask(a)).collect();
+        let mut v = serde_json::json!({
+            "kind": self.kind(),
+            "argv": argv,
+            "env": env,
+            "secret_env": self.env().iter().filter(|(_, v)| v.secret).map(|(k, _)| k.clone()).collect::<Vec<_>>(),
+            "identity": self.identity(lane),
+            "lane": {"host": lane.host, "port": lane.port, "health_path": lane.health_path,
+                     "gpu_uuids": lane.gpu_uuids},
+        });
+        let o = v.as_object_mut().expect("object");
+        match self {
+            LaunchSpec::Process(p) => {
+                o.insert(
+                    "cwd".into(),
+                    p.cwd.as_ref().map(|c| c.display().to_string()).into(),
+                );
+                o.insert("log_path".into(), p.log_path.display().to_string().into());
+            }
+            LaunchSpec::Container(c) => {
+                o.insert("image".into(), c.image.clone().into());
+                o.insert("name".into(), c.name.clone().into());
+                o.insert("log_path".into(), c.log_path.display().to_string().into());
+            }
+            LaunchSpec::Endpoint { url } => {
+                o.insert("url".into(), url.clone().into());
+            }
+            LaunchSpec::Reference(r) => {
+                o.insert("profile".into(), r.profile.display().to_string().into());
+                o.insert("log_path".into(), r.log_path.display().to_string().into());
+            }
+        }
+        v
+    }
+}
+
+fn reference_argv(r: &ReferenceSpec, lane: &LaneSpec) -> Vec<String> {
+    let bin = r
+        .bin
+        .clone()
+        .or_else(|| std::env::current_exe().ok())
+        .unwrap_or_else(|| PathBuf::from("bakeoff"));
+    vec![
+        bin.display().to_string(),
+        "engine".into(),
+        "--profile".into(),
+        r.profile.display().to_string(),
+        "--host".into(),
+        lane.host.clone(),
+        "--port".into(),
+        lane.port.to_string(),
+    ]
+}
+
+/// SHA-256 (hex) over the argv and the env names and non-secret values, in a length-prefixed
+/// encoding (env sorted by name). A secret contributes its name only, so the hash says nothing
+/// about its value and does not change when the secret is rotated.
+pub fn argv_env_hash(argv: &[String], env: &[(String, EnvVal)]) -> String {
+    fn field(h: &mut Sha256, bytes: &[u8]) {
+        h.update((bytes.len() as u64).to_le_bytes());
+        h.update(bytes);
+    }
+    let mut h = Sha256::new();
+    field(&mut h, b"bakeoff-identity-v1");
+    field(&mut h, &(argv.len() as u64).to_le_bytes());
+    for a in argv {
+        field(&mut h, a.as_bytes());
+    }
+    let mut env: Vec<&(String, EnvVal)> = env.iter().collect();
+    env.sort_by(|a, b| a.0.cmp(&b.0));
+    field(&mut h, &(env.len() as u64).to_le_bytes());
+    for (name, val) in env {
+        field(&mut h, name.as_bytes());
+        if val.secret {
+            field(&mut h, b"\x00secret");
+        } else {
+            field(&mut h, b"\x01");
+            field(&mut h, val.value.as_bytes());
+        }
+    }
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// How a process or container ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ExitInfo {
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+    /// Docker's `State.OOMKilled` (the kernel OOM killer hit the container).
+    pub oom_killed: bool,
+}
+
+impl ExitInfo {
+    pub fn from_status(s: std::process::ExitStatus) -> ExitInfo {
+        use std::os::unix::process::ExitStatusExt;
+        ExitInfo {
+            code: s.code(),
+            signal: s.signal(),
+            oom_killed: false,
+        }
+    }
+}
+
+impl fmt::Display for ExitInfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.code, self.signal) {
+            (Some(c), _) => write!(f, "exit code {c}")?,
+            (None, Some(s)) => write!(f, "signal {s} ({})", process::signal_name(s))?,
+            (None, None) => write!(f, "unknown exit status")?,
+        }
+        if self.oom_killed {
+            write!(f, ", OOM-killed")?;
+        }
+        Ok(())
+    }
+}
+
+/// Why a launch failed. Every launch failure is failure class `compatibility`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Cause {
+    /// It exited during startup and its log (or docker) says it ran out of memory.
+    OutOfMemory,
+    /// It exited during startup for another reason.
+    Exited,
+    /// Not ready within the lane's ready timeout; it was killed.
+    Timeout,
+    /// It could not be started at all (program not found, docker refused, bad URL).
+    SpawnFailed,
+    /// The lane port was taken before launch; nothing was started.
+    PortInUse,
+}
+
+impl Cause {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Cause::OutOfMemory => "out-of-memory",
+            Cause::Exited => "exited",
+            Cause::Timeout => "timeout",
+            Cause::SpawnFailed => "spawn-failed",
+            Cause::PortInUse => "port-in-use",
+        }
+    }
+}
+
+impl fmt::Display for Cause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A failed launch or readiness wait. Every text in it is masked.
+#[derive(Debug, Clone, Serialize, thiserror::Error)]
+#[error("{class} ({cause}): {message}")]
+pub struct LaunchFailure {
+    /// Always `compatibility`.
+    pub class: &'static str,
+    pub cause: Cause,
+    pub message: String,
+    /// The last [`LOG_TAIL_LINES`] lines the arm wrote since this launch.
+    pub log_tail: Vec<String>,
+    /// Launch → failure detected.
+    pub elapsed_ms: f64,
+    pub exit: Option<ExitInfo>,
+    /// The log line that matched an out-of-memory pattern, if any.
+    pub oom_line: Option<String>,
+    /// How bakeoff cleaned up after the failure (process group killed, container removed).
+    pub cleanup: Option<StopFacts>,
+}
+
+impl LaunchFailure {
+    pub const CLASS: &'static str = "compatibility";
+
+    fn new(cause: Cause, message: String, elapsed_ms: f64) -> LaunchFailure {
+        LaunchFailure {
+            class: Self::CLASS,
+            cause,
+            message,
+            log_tail: Vec::new(),
+            elapsed_ms,
+            exit: None,
+            oom_line: None,
+            cleanup: None,
+        }
+    }
+}
+
+/// What an arm showed when it became ready.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReadyFacts {
+    /// Launch → ready.
+    pub ready_ms: f64,
+    /// Health probes sent.
+    pub polls: u32,
+    /// Served model ids from `/v1/models`, in order.
+    pub model_ids: Vec<String>,
+    /// Served context length, when the engine says (see `context_source`).
+    pub context_tokens: Option<u64>,
+    /// Where `context_tokens` came from: `max_model_len` (vLLM, SGLang, reference), `meta.n_ctx`,
+    /// or `/props default_generation_settings.n_ctx` (llama.cpp's per-slot context).
+    pub context_source: Option<String>,
+    /// llama.cpp's `meta.n_ctx_train` (the model's training context, not the served one).
+    pub n_ctx_train: Option<u64>,
+    /// The raw `/v1/models` body, for the evidence bundle.
+    pub models: serde_json::Value,
+}
+
+/// How a stop went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StopHow {
+    /// It ended within the grace period after SIGTERM (`docker stop` without a kill).
+    Sigterm,
+    /// It needed SIGKILL after the grace period (docker: exit code 137 after `docker stop`).
+    Sigkill,
+    /// It had already exited before the stop; leftovers of its group were killed.
+    AlreadyExited,
+    /// An endpoint bakeoff does not manage: nothing was stopped.
+    NotManaged,
+}
+
+/// The result of stopping an arm.
+#[derive(Debug, Clone, Serialize)]
+pub struct StopFacts {
+    pub how: StopHow,
+    pub exit: Option<ExitInfo>,
+    /// Stop called → everything gone (or given up).
+    pub took_ms: f64,
+    /// No process of the group remains (`kill(-pgid, 0)` fails with ESRCH, or only zombies are
+    /// left), or the container no longer exists.
+    pub group_gone: bool,
+    /// Live processes of the group still there at the end (should be empty).
+    pub remaining_pids: Vec<u32>,
+    /// The lane port accepted a bind again within 2 s; `None` for endpoints.
+    pub port_free: Option<bool>,
+    /// What was done, step by step.
+    pub detail: String,
+}
+
+/// A launched arm. Dropping it does not stop it (an incumbent must outlive bakeoff): call
+/// [`stop`].
+pub struct Running {
+    pub kind: &'static str,
+    /// Process arms: the child's pid (also its process group id).
+    pub pid: Option<u32>,
+    /// Container arms: the container name.
+    pub container: Option<String>,
+    /// CLOCK_MONOTONIC ns at launch.
+    pub started_ns: u64,
+    /// Wall clock at launch (label only).
+    pub started_wall: String,
+    /// Where the arm's output goes, and the file offset where this launch's output starts.
+    pub log_path: Option<PathBuf>,
+    pub log_offset: u64,
+    /// Where readiness is polled.
+    pub target: Target,
+    /// [`argv_env_hash`] of what was launched.
+    pub identity: String,
+    masker: Masker,
+    child: Option<tokio::process::Child>,
+    docker: Option<PathBuf>,
+    /// Set once the arm is known to have exited (reaped).
+    exit: Option<ExitInfo>,
+}
+
+impl fmt::Debug for Running {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Running")
+            .field("kind", &self.kind)
+            .field("pid", &self.pid)
+            .field("container", &self.container)
+            .field("target", &self.target.to_string())
+            .field("identity", &self.identity)
+            .field("exit", &self.exit)
+            .finish()
+    }
+}
+
+impl Running {
+    /// The last `n` lines the arm wrote since this launch, masked.
+    pub fn log_tail(&self, n: usize) -> Vec<String> {
+        match &self.log_path {
+            Some(p) => logs::tail(p, self.log_offset, n, &self.masker),
+            None => Vec::new(),
+        }
+    }
+
+    /// Everything the arm wrote since this launch, masked: what belongs in an evidence bundle.
+    pub fn masked_log(&self) -> String {
+        match &self.log_path {
+            Some(p) => self
+                .masker
+                .mask(&logs::read_since(p, self.log_offset, usize::MAX)),
+            None => String::new(),
+        }
+    }
+
+    /// Secret-masking for any text about this arm.
+    pub fn masker(&self) -> &Masker {
+        &self.masker
+    }
+
+    /// The exit seen so far (None while running, as far as bakeoff knows).
+    pub fn exit(&self) -> Option<&ExitInfo> {
+        self.exit.as_ref()
+    }
+
+    fn elapsed_ms(&self) -> f64 {
+        crate::clock::mono_ns().saturating_sub(self.started_ns) as f64 / 1e6
+    }
+}
+
+/// Starts an arm. Checks that the lane port is free first (`port-in-use`, nothing started), then
+/// spawns the process (own process group) or runs `docker run -d`. Returns as soon as it is
+/// started; call [`wait_ready`] next.
+pub async fn launch(lane: &LaneSpec, spec: &LaunchSpec) -> Result<Running, LaunchFailure> {
+    let started_ns = crate::clock::mono_ns();
+    let masker = spec.masker();
+    let identity = spec.identity(lane);
+    if let LaunchSpec::Endpoint { url } = spec {
+        let target = Target::parse(url).map_err(|e| {
+            LaunchFailure::new(
+                Cause::SpawnFailed,
+                format!("endpoint arm: {}", masker.mask(&e)),
+                0.0,
+            )
+        })?;
+        return Ok(Running {
+            kind: spec.kind(),
+            pid: None,
+            container: None,
+            started_ns,
+            started_wall: crate::clock::wall_rfc3339(),
+            log_path: None,
+            log_offset: 0,
+            target,
+            identity,
+            masker,
+            child: None,
+            docker: None,
+            exit: None,
+        });
+    }
+    let mut ports = vec![lane.port];
+    if let LaunchSpec::Container(c) = spec {
+        ports.extend(c.ports.iter().map(|p| p.0).filter(|p| *p != lane.port));
+    }
+    for p in ports {
+        if !port_free(&lane.host, p) {
+            return Err(LaunchFailure::new(
+                Cause::PortInUse,
+                format!(
+                    "port {}:{p} is already in use before the {} arm was started; stop whatever \
+                     listens there (an incumbent that was not stopped?) or give the lane another port",
+                    lane.host,
+                    spec.kind()
+                ),
+                crate::clock::mono_ns().saturating_sub(started_ns) as f64 / 1e6,
+            ));
+        }
+    }
+    match spec {
+        LaunchSpec::Process(p) => process::launch(
+            lane,
+            process::Start {
+                kind: spec.kind(),
+                argv: &p.argv,
+                env: &p.env,
+                cwd: p.cwd.as_deref(),
+                log_path: &p.log_path,
+                identity,
+                masker,
+                started_ns,
+            },
+        ),
+        LaunchSpec::Reference(r) => process::launch(
+            lane,
+            process::Start {
+                kind: spec.kind(),
+                argv: &reference_argv(r, lane),
+                env: &[],
+                cwd: None,
+                log_path: &r.log_path,
+                identity,
+                masker,
+                started_ns,
+            },
+        ),
+        LaunchSpec::Container(c) => container::launch(lane, c, identity, masker, started_ns).await,
+        LaunchSpec::Endpoint { .. } => unreachable!("handled above"),
+    }
+}
+
+/// Polls health (200) and `/v1/models` about every 100 ms until the arm is ready, checking on
+/// every poll whether it exited (reported within ~0.2 s, classified `out-of-memory` or `exited`,
+/// with its last log lines). Past `lane.ready_timeout` (counted from launch) the arm is killed
+/// (whole process group, or the container removed) and the failure is `timeout`.
+pub async fn wait_ready(
+    running: &mut Running,
+    lane: &LaneSpec,
+) -> Result<ReadyFacts, LaunchFailure> {
+    ready::wait_ready(running, lane).await
+}
+
+/// Stops an arm: SIGTERM to its whole process group, up to `grace` for everything in it to exit,
+/// then SIGKILL to the group; reaps it, verifies no process of the group is left and that the
+/// lane port is free again. Containers: `docker stop -t GRACE`, `docker logs` into the log file,
+/// `docker rm -f`. Endpoints: nothing (`not-managed`).
+pub async fn stop(mut running: Running, grace: Duration) -> StopFacts {
+    stop_inner(&mut running, grace).await
+}
+
+async fn stop_inner(running: &mut Running, grace: Duration) -> StopFacts {
+    match running.kind {
+        "endpoint" => StopFacts {
+            how: StopHow::NotManaged,
+            exit: None,
+            took_ms: 0.0,
+            group_gone: true,
+            remaining_pids: Vec::new(),
+            port_free: None,
+            detail: "endpoint arm: not managed by bakeoff, nothing stopped".into(),
+        },
+        "container" => container::stop(running, grace).await,
+        _ => process::stop(running, grace).await,
+    }
+}
