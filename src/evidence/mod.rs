@@ -1,6 +1,7 @@
 //! Evidence files: every file is written atomically (temp file, fsync, rename).
 
 pub mod manifest;
+pub mod result;
 
 use std::io::Write;
 use std::path::Path;

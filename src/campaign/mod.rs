@@ -1,0 +1,31 @@
+//! Campaigns: the campaign file (docs/campaign.md), its validation, and its plan.
+//!
+//! ```text
+//! campaign.toml ──load──▶ Campaign ──plan──▶ Plan (arms × steps) ──render──▶ dry-run text
+//! ```
+//!
+//! - [`load`] reads and checks a file; every error is one line
+//!   `FILE:LINE: field.path: what is wrong; how to fix`.
+//! - [`plan()`] expands it into ordered steps, each naming the evidence file it writes.
+//! - [`Campaign::launch_command`] gives the exact argv/env of each recipe; `from_env` values
+//!   travel as names only and are resolved by whoever launches.
+//!
+//! The orchestrator and its checkpoints (running a [`Plan`]) live beside this module.
+
+pub mod command;
+mod diag;
+pub mod plan;
+pub mod spec;
+mod validate;
+
+pub use command::{shell_quote, CommandLine, LaunchCommand, Mask, StopMethod, SELF_PROGRAM};
+pub use diag::{CampaignError, Diagnostic};
+pub use plan::{plan, Phase, Plan, PlanStep, RunState, StepKind};
+pub use spec::{
+    canonical_json, hex_sha256, load, parse, ApiKind, Arm, Campaign, ContainerRecipe,
+    EndpointRecipe, EnvValue, GateName, Gates, Identity, Lane, Policy, PreflightGate,
+    ProcessRecipe, Promotion, QualityGate, QualityRisk, RankingMetric, RecipeKind, RecipeRef,
+    ReferenceRecipe, RetrievalGate, Role, Sampling, Source, Speculative, ToolVariant, ToolsGate,
+    Volume, Workload,
+};
+pub use validate::{is_env_name, is_id, looks_secret, token_label};

@@ -1,0 +1,243 @@
+//! `campaign-result.json`: the orchestrator's record of what ran, in plain data.
+//!
+//! The orchestrator writes it (and rewrites it after every step, so an interrupted campaign still
+//! has one); the verdict (`decide`, `decision-summary.json`, the reports) is derived from it and
+//! the manifest alone, never from anything held in memory. Every number here is copied from a
+//! step's own evidence file, which `evidence` names so a reader can re-check it.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+pub const RESULT_FILE: &str = "campaign-result.json";
+pub const SCHEMA: &str = "bakeoff.campaign-result/v1";
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct CampaignResult {
+    pub schema: String,
+    pub bakeoff_version: String,
+    pub campaign_id: String,
+    /// Wall-clock labels (UTC) of the start and of the last update.
+    pub started_at: String,
+    pub updated_at: String,
+    /// True only when every planned arm reached an end state and the incumbent was restored.
+    pub complete: bool,
+    /// Why the campaign is incomplete (interrupted, restoration failed, ...), when it is.
+    pub incomplete_reason: Option<String>,
+    pub identity: Identity,
+    pub workload: WorkloadRecord,
+    /// `online-direct` (client to engine) or `routed` (client to a gateway).
+    pub measurement_path: String,
+    pub idle_baseline: Option<GateRecord>,
+    pub arms: Vec<ArmResult>,
+    pub restoration: Option<Restoration>,
+    /// Limitations observed while running (telemetry gaps, skipped steps), in words.
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Identity {
+    /// Measured device(s), e.g. "single NVIDIA H200, 143771 MiB", or "CPU only: 2 x AMD EPYC".
+    pub hardware: String,
+    pub topology: String,
+    /// Label of the incumbent arm (what served before and was restored after).
+    pub incumbent: String,
+    pub incumbent_arm: String,
+    pub host: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct WorkloadRecord {
+    /// Operator-declared order, e.g. ["ttft", "decode_tokens_per_second", ...].
+    pub ranking_priority: Vec<String>,
+    /// Target of the matched prompt.
+    pub matched_prompt_tokens: u64,
+    /// What the endpoints reported for it (one value per arm that ran; all equal when matched).
+    pub matched_prompt_tokens_reported: BTreeMap<String, u64>,
+    pub max_tokens: u64,
+    pub warm_repetitions_per_arm: u64,
+    pub concurrency: Vec<u64>,
+    /// Long-context targets per profile (tokens).
+    pub long_context_targets: BTreeMap<String, u64>,
+    pub sampling: serde_json::Value,
+    /// Tolerances the campaign declares for ranking ties, per metric (fractional).
+    pub tie_tolerance: BTreeMap<String, f64>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum ArmStatus {
+    /// Not started yet (or skipped because the campaign was interrupted).
+    #[default]
+    Pending,
+    /// Every planned step ran (gates may still have failed: see `failure`).
+    Completed,
+    /// A step could not run (launch, ready, crash); later steps were skipped.
+    Failed,
+    /// Stopped by an interrupt before its steps finished.
+    Interrupted,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ArmResult {
+    pub id: String,
+    /// Human label, e.g. "Gittensor RTX5090 NVFP4 target-only".
+    pub label: String,
+    /// incumbent | candidate | control
+    pub role: String,
+    pub engine: String,
+    pub model: String,
+    pub quantization: Option<String>,
+    /// Served (configured) context, tokens.
+    pub served_context: u64,
+    /// Context the endpoint itself reported when ready, tokens.
+    pub reported_context: Option<u64>,
+    pub speculative: Option<SpecRecord>,
+    pub long_context_profile: Option<String>,
+    pub status: ArmStatus,
+    /// Why this arm cannot win, when it can't (launch failure, required gate failed, ...).
+    pub failure: Option<Failure>,
+    /// Cold run (first timed request after start): never merged with warm samples.
+    pub cold: Option<TimingRecord>,
+    /// Warm repetitions at concurrency 1.
+    pub warm: Option<TimingRecord>,
+    /// Concurrency levels above 1, keyed by level ("2", "4", ...).
+    pub concurrency: BTreeMap<String, TimingRecord>,
+    /// Long-context retrieval request(s): actual prompt tokens and decode at that length.
+    pub long_context: Option<LongContextRecord>,
+    pub gates: Vec<GateRecord>,
+    /// Engine log lines matching the campaign's declared quality-risk patterns.
+    pub quality_risk_lines: Vec<String>,
+    /// GPU memory free after the arm started (MiB, the lane's GPUs), when measured.
+    pub gpu_free_after_start_mib: Option<u64>,
+    pub gpu_peak_used_mib: Option<u64>,
+    /// Evidence files this arm wrote.
+    pub evidence: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct SpecRecord {
+    pub method: String,
+    /// Arm id of the matched no-speculation control.
+    pub control: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Failure {
+    /// compatibility | capacity | tool-schema | quality | retrieval | workload-regression |
+    /// restoration | preflight | crash | interrupted
+    pub class: String,
+    pub detail: String,
+    pub evidence: Option<String>,
+}
+
+/// Summary statistics of one timed step, copied from its evidence file.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct TimingRecord {
+    pub evidence: String,
+    pub concurrency: u64,
+    pub requests_ok: u64,
+    pub requests_failed: u64,
+    pub ttft_ms: Option<Stat>,
+    pub decode_tok_s: Option<Stat>,
+    pub e2e_ms: Option<Stat>,
+    pub itl_ms: Option<Stat>,
+    pub aggregate_output_tok_s: Option<f64>,
+    /// usage.prompt_tokens the endpoint reported (all requests of the step agree when matched).
+    pub prompt_tokens_reported: Option<u64>,
+}
+
+/// p50 with its 95% CI (and p95, for the reports).
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
+pub struct Stat {
+    pub p50: f64,
+    pub ci95: [f64; 2],
+    pub p95: f64,
+    pub n: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct LongContextRecord {
+    pub evidence: String,
+    pub target_tokens: u64,
+    /// usage.prompt_tokens of each retrieval request.
+    pub actual_prompt_tokens: Vec<u64>,
+    pub passed: bool,
+    pub decode_tok_s: Option<f64>,
+    pub e2e_ms: Option<f64>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct GateRecord {
+    /// smoke | json | streaming | tools | retrieval | quality | idle-gpu-baseline | ...
+    pub name: String,
+    /// passed | failed | skipped | not-applicable
+    pub status: String,
+    pub passed: Option<u64>,
+    pub total: Option<u64>,
+    pub detail: String,
+    /// Required by the campaign's policy (a failed required gate makes the arm ineligible).
+    pub required: bool,
+    pub evidence: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Restoration {
+    /// passed | failed | not-attempted
+    pub status: String,
+    pub recipe_hash_expected: String,
+    pub recipe_hash_actual: String,
+    pub argv_env_hash_expected: String,
+    pub argv_env_hash_actual: String,
+    pub served_model_expected: String,
+    pub served_model_actual: Option<String>,
+    pub context_expected: u64,
+    pub context_actual: Option<u64>,
+    pub preflight: Option<GateRecord>,
+    pub detail: String,
+    pub evidence: Option<String>,
+}
+
+impl CampaignResult {
+    pub fn new(campaign_id: &str) -> CampaignResult {
+        CampaignResult {
+            schema: SCHEMA.to_string(),
+            bakeoff_version: crate::VERSION.to_string(),
+            campaign_id: campaign_id.to_string(),
+            measurement_path: "online-direct".to_string(),
+            ..Default::default()
+        }
+    }
+
+    pub fn arm(&self, id: &str) -> Option<&ArmResult> {
+        self.arms.iter().find(|a| a.id == id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_through_json() {
+        let mut r = CampaignResult::new("c1");
+        r.arms.push(ArmResult {
+            id: "a".into(),
+            status: ArmStatus::Completed,
+            warm: Some(TimingRecord {
+                evidence: "a-timing-256-c1-warm.json".into(),
+                ttft_ms: Some(Stat {
+                    p50: 50.0,
+                    ci95: [49.9, 50.1],
+                    p95: 51.0,
+                    n: 5,
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        let s = serde_json::to_string(&r).unwrap();
+        assert!(s.contains("\"status\":\"completed\""));
+        let back: CampaignResult = serde_json::from_str(&s).unwrap();
+        assert_eq!(back, r);
+    }
+}
