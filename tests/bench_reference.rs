@@ -286,3 +286,42 @@ fn a_server_that_is_not_openai_compatible() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("OpenAI-compatible"), "{err}");
 }
+
+#[test]
+fn ctrl_c_writes_the_summary_of_what_completed() {
+    let e = Engine::start(BASE);
+    let out = e.path("int.json");
+    let child = std::process::Command::new(reference::BIN)
+        .args([
+            "bench",
+            &e.url,
+            "--prompt",
+            "hi",
+            "--requests",
+            "200",
+            "--concurrency",
+            "2",
+            "--max-tokens",
+            "40",
+            "--no-progress",
+            "--json",
+        ])
+        .arg(&out)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // 40 tokens at 80 tok/s: about two requests per stream per second.
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    // SAFETY: sending a signal to our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let o = child.wait_with_output().unwrap();
+    assert!(!o.status.success());
+    assert!(text(&o).contains("interrupted"), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(v["interrupted"], true);
+    let ok = v["ok"].as_u64().unwrap();
+    assert!(ok >= 2 && ok < 200, "ok {ok}");
+    // Dropped in-flight requests are not failures.
+    assert_eq!(v["failed"], 0);
+}

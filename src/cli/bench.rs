@@ -114,6 +114,9 @@ pub struct BenchReport {
     pub sampling: Value,
     pub load: Value,
     pub prompt: Value,
+    /// True when Ctrl-C or SIGTERM stopped the run: the statistics cover the requests that
+    /// completed before it; requests in flight were dropped, not counted as failures.
+    pub interrupted: bool,
     #[serde(flatten)]
     pub stats: RunStats,
 }
@@ -200,6 +203,12 @@ pub fn run(args: BenchArgs) -> Result<()> {
         let bytes = serde_json::to_vec_pretty(&report)?;
         crate::evidence::write_atomic(p, &bytes)?;
         eprintln!("summary written to {}", p.display());
+    }
+    if report.interrupted {
+        bail!(
+            "interrupted; the summary above covers the {} requests that completed",
+            report.stats.ok + report.stats.failed
+        );
     }
     if report.stats.ok == 0 {
         bail!(
@@ -393,7 +402,21 @@ async fn bench(args: BenchArgs) -> Result<BenchReport> {
             Mode::Open { rate, .. } => format!("open loop at {rate} requests/s"),
         }
     );
-    let window = load::run(target.clone(), plan, source, opts, tx).await;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let signals = tokio::spawn(async move {
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        let name = tokio::select! {
+            _ = tokio::signal::ctrl_c() => "Ctrl-C",
+            _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending::<()>().await } } => "SIGTERM",
+        };
+        eprintln!("\n{name}: stopping; requests in flight are dropped, the summary covers those that completed");
+        let _ = stop_tx.send(true);
+    });
+    let window =
+        load::run_cancellable(target.clone(), plan, source, opts, tx, stop_rx.clone()).await;
+    let interrupted = *stop_rx.borrow();
+    signals.abort();
     let collected = collector
         .join()
         .map_err(|_| anyhow::anyhow!("the collector thread panicked"))??;
@@ -411,6 +434,7 @@ async fn bench(args: BenchArgs) -> Result<BenchReport> {
         sampling,
         load: load_record,
         prompt: prompt_record,
+        interrupted,
         stats,
     })
 }

@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::mpsc::UnboundedSender;
+use tokio::sync::watch;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Arrival {
@@ -59,9 +60,39 @@ pub async fn run(
     opts: StreamOpts,
     out: UnboundedSender<Trace>,
 ) -> Result<RunWindow, RequestError> {
+    let (_keep, never) = watch::channel(false);
+    run_cancellable(target, plan, source, opts, out, never).await
+}
+
+/// Like [`run`], but stops when `cancel` turns true: no new request starts, requests in flight
+/// are dropped (they send no trace: a cancelled request is neither a sample nor a failure).
+pub async fn run_cancellable(
+    target: Target,
+    plan: Plan,
+    source: Arc<dyn Source>,
+    opts: StreamOpts,
+    out: UnboundedSender<Trace>,
+    cancel: watch::Receiver<bool>,
+) -> Result<RunWindow, RequestError> {
     match plan.mode {
-        Mode::Closed { concurrency } => closed(target, plan, concurrency, source, opts, out).await,
-        Mode::Open { rate, arrival } => open(target, plan, rate, arrival, source, opts, out).await,
+        Mode::Closed { concurrency } => {
+            closed(target, plan, concurrency, source, opts, out, cancel).await
+        }
+        Mode::Open { rate, arrival } => {
+            open(target, plan, rate, arrival, source, opts, out, cancel).await
+        }
+    }
+}
+
+/// Resolves once `rx` holds true (never, if its sender is gone while false).
+pub async fn cancelled(rx: &mut watch::Receiver<bool>) {
+    loop {
+        if *rx.borrow_and_update() {
+            return;
+        }
+        if rx.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
     }
 }
 
@@ -146,6 +177,7 @@ async fn closed(
     source: Arc<dyn Source>,
     opts: StreamOpts,
     out: UnboundedSender<Trace>,
+    cancel: watch::Receiver<bool>,
 ) -> Result<RunWindow, RequestError> {
     let concurrency = concurrency.max(1);
     let conns = open_conns(&target, concurrency, Duration::from_secs(30)).await?;
@@ -161,6 +193,7 @@ async fn closed(
             &source,
             &opts,
             &out,
+            &cancel,
         )
         .await;
     }
@@ -177,6 +210,7 @@ async fn closed(
         &source,
         &opts,
         &out,
+        &cancel,
     )
     .await;
     Ok(RunWindow {
@@ -196,6 +230,7 @@ async fn closed_phase(
     source: &Arc<dyn Source>,
     opts: &StreamOpts,
     out: &UnboundedSender<Trace>,
+    cancel: &watch::Receiver<bool>,
 ) -> Vec<Option<Conn>> {
     let next = Arc::new(AtomicU64::new(from));
     let mut set = tokio::task::JoinSet::new();
@@ -205,16 +240,25 @@ async fn closed_phase(
         let opts = opts.clone();
         let out = out.clone();
         let target = target.clone();
+        let mut cancel = cancel.clone();
         set.spawn(async move {
             loop {
-                if deadline.is_some_and(|d| mono_ns() >= d) {
+                if deadline.is_some_and(|d| mono_ns() >= d) || *cancel.borrow() {
                     break;
                 }
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 if i >= to {
                     break;
                 }
-                let t = one(&mut conn, &target, &*source, i, warmup, None, &opts).await;
+                let t = tokio::select! {
+                    biased;
+                    _ = cancelled(&mut cancel) => {
+                        // The connection is mid-response: it can't carry another request.
+                        conn = None;
+                        break;
+                    }
+                    t = one(&mut conn, &target, &*source, i, warmup, None, &opts) => t,
+                };
                 if out.send(t).is_err() {
                     break;
                 }
@@ -260,6 +304,7 @@ async fn open(
     source: Arc<dyn Source>,
     opts: StreamOpts,
     out: UnboundedSender<Trace>,
+    mut cancel: watch::Receiver<bool>,
 ) -> Result<RunWindow, RequestError> {
     // Enough warm connections for about a second of arrivals; more are opened on demand.
     let warm = (rate.ceil() as usize).clamp(1, 256);
@@ -282,8 +327,13 @@ async fn open(
         if deadline.is_some_and(|d| intended >= d) {
             break;
         }
-        tokio::time::sleep_until(base + Duration::from_nanos(off)).await;
+        tokio::select! {
+            biased;
+            _ = cancelled(&mut cancel) => break,
+            _ = tokio::time::sleep_until(base + Duration::from_nanos(off)) => {}
+        }
         let pool = pool.clone();
+        let mut task_cancel = cancel.clone();
         let source = source.clone();
         let opts = opts.clone();
         let out = out.clone();
@@ -291,16 +341,19 @@ async fn open(
         let warmup = (i as u64) < plan.warmup;
         set.spawn(async move {
             let mut conn = pool.lock().expect("pool lock").pop();
-            let t = one(
-                &mut conn,
-                &target,
-                &*source,
-                i as u64,
-                warmup,
-                Some(intended),
-                &opts,
-            )
-            .await;
+            let t = tokio::select! {
+                biased;
+                _ = cancelled(&mut task_cancel) => return,
+                t = one(
+                    &mut conn,
+                    &target,
+                    &*source,
+                    i as u64,
+                    warmup,
+                    Some(intended),
+                    &opts,
+                ) => t,
+            };
             if let Some(c) = conn {
                 if c.reusable {
                     pool.lock().expect("pool lock").push(c);
