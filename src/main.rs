@@ -16,12 +16,18 @@ enum Command {
     Engine(bakeoff::cli::engine::EngineArgs),
     /// Run pass/fail gates against an endpoint: preflight, tools, long-context retrieval, quality.
     Gate(bakeoff::cli::gate::GateArgs),
+    /// Run a campaign: every arm in the lane, gates, evidence bundle, incumbent restored.
+    Run(bakeoff::cli::run::RunArgs),
     /// Measure bakeoff's own timing error against the reference engine's emission log.
     Selftest(bakeoff::cli::selftest::SelftestArgs),
     /// Show the GPU facts bakeoff sees (NVML, else nvidia-smi) and the idle-baseline verdict.
     Gpu(bakeoff::telemetry::cli::GpuArgs),
     /// Re-hash an evidence bundle and name every file that changed, went missing or is unlisted.
     Verify(bakeoff::cli::verify::VerifyArgs),
+    /// Re-render the verdict (decision-summary.json, publication-summary.md, report.html) of a bundle.
+    Report(bakeoff::cli::report::ReportArgs),
+    /// Compare the arms two campaign bundles share; refuses unlike workloads unless --force.
+    Compare(bakeoff::cli::compare::CompareArgs),
 }
 
 fn main() {
@@ -30,8 +36,11 @@ fn main() {
         Command::Bench(a) => bakeoff::cli::bench::run(*a),
         Command::Engine(a) => bakeoff::cli::engine::run(a),
         Command::Gate(a) => bakeoff::cli::gate::run(a),
+        Command::Run(a) => bakeoff::cli::run::run(a),
         Command::Selftest(a) => bakeoff::cli::selftest::run(a),
         Command::Verify(a) => bakeoff::cli::verify::run(a),
+        Command::Report(a) => bakeoff::cli::report::run(a),
+        Command::Compare(a) => bakeoff::cli::compare::run(a),
         Command::Gpu(a) => bakeoff::telemetry::cli::run(a),
     };
     if let Err(e) = result {

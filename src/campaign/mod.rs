@@ -12,8 +12,10 @@
 //!
 //! The orchestrator and its checkpoints (running a [`Plan`]) live beside this module.
 
+pub mod checkpoint;
 pub mod command;
 mod diag;
+pub mod orchestrator;
 pub mod plan;
 pub mod spec;
 mod validate;

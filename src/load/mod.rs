@@ -170,6 +170,7 @@ async fn one(
     trace
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn closed(
     target: Target,
     plan: Plan,
@@ -296,6 +297,7 @@ pub fn schedule(rate: f64, arrival: Arrival, n: u64) -> Vec<u64> {
     v
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn open(
     target: Target,
     plan: Plan,

@@ -1,0 +1,173 @@
+//! `checkpoint.json`: which plan steps are finished, rewritten after every step, so an interrupted
+//! campaign can be resumed (`bakeoff run --resume DIR`) without redoing finished steps.
+//!
+//! It also records every step's wall time (and the time spent outside steps), from which the
+//! orchestration overhead is computed.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+pub const CHECKPOINT_FILE: &str = "checkpoint.json";
+pub const SCHEMA: &str = "bakeoff.checkpoint/v1";
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum StepStatus {
+    #[default]
+    Pending,
+    /// Ran to the end (its gate may have failed: see the evidence).
+    Done,
+    /// Ran and failed so the arm could not go on.
+    Failed,
+    /// Not run: an earlier step of its arm failed.
+    Skipped,
+    /// Cancelled by a signal; runs again on resume.
+    Interrupted,
+}
+
+impl StepStatus {
+    /// Finished for good: resume does not run it again.
+    pub fn finished(self) -> bool {
+        matches!(
+            self,
+            StepStatus::Done | StepStatus::Failed | StepStatus::Skipped
+        )
+    }
+}
+
+/// One plan step's state.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct StepState {
+    pub number: usize,
+    pub arm: Option<String>,
+    pub step: String,
+    pub evidence: String,
+    pub status: StepStatus,
+    /// Wall time of the step's work (not of writing its evidence), ms.
+    pub wall_ms: Option<f64>,
+    pub finished_at: Option<String>,
+    /// Which invocation (1 = the first run, 2 = the first resume, ...) ran it.
+    pub invocation: Option<u32>,
+}
+
+/// Work outside the plan's steps that still had to be done (a relaunch on resume, stopping an
+/// incumbent again, restoration redone), with its wall time.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct ExtraStep {
+    pub invocation: u32,
+    pub arm: Option<String>,
+    pub step: String,
+    pub evidence: Option<String>,
+    pub wall_ms: f64,
+}
+
+/// Where one invocation's wall time went.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct InvocationTiming {
+    pub invocation: u32,
+    pub started_at: String,
+    pub total_ms: f64,
+    /// launch, ready, stop, stop-incumbent, restore-incumbent: the engines starting and stopping.
+    pub engine_lifecycle_ms: f64,
+    /// preflight, timing, retrieval, tools, quality, restoration checks, GPU checks.
+    pub measurement_ms: f64,
+    /// Everything else: bakeoff's own bookkeeping (evidence, checkpoint and result writes,
+    /// process discovery, the manifest).
+    pub overhead_ms: f64,
+    /// overhead_ms / total_ms.
+    pub overhead_fraction: f64,
+    /// How it ended: `complete`, `incomplete`, `interrupted by SIGINT during …`.
+    pub outcome: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct ArmState {
+    /// The next request index on this arm's server (distinct per request, below 98,000,000).
+    pub next_index: u64,
+    /// Launches so far (1 = the planned launch; more = relaunches on resume).
+    pub launches: u32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct Checkpoint {
+    pub schema: String,
+    pub campaign_id: String,
+    /// The campaign file the run started from (its directory anchors relative paths on resume).
+    pub campaign_file: PathBuf,
+    pub campaign_sha256: String,
+    pub started_at: String,
+    pub updated_at: String,
+    pub invocations: u32,
+    pub steps: Vec<StepState>,
+    pub extra: Vec<ExtraStep>,
+    pub arms: BTreeMap<String, ArmState>,
+    /// Times the incumbent was stopped by this campaign.
+    pub incumbent_shutdowns: u32,
+    pub timing: Vec<InvocationTiming>,
+}
+
+impl Checkpoint {
+    pub fn new(plan: &super::Plan) -> Checkpoint {
+        let c = &plan.campaign;
+        Checkpoint {
+            schema: SCHEMA.into(),
+            campaign_id: c.campaign.id.clone(),
+            campaign_file: c.source.path.clone(),
+            campaign_sha256: c.source.sha256.clone(),
+            started_at: crate::clock::wall_rfc3339(),
+            updated_at: crate::clock::wall_rfc3339(),
+            invocations: 0,
+            steps: plan
+                .steps
+                .iter()
+                .map(|s| StepState {
+                    number: s.number,
+                    arm: s.arm.clone(),
+                    step: s.kind.name().into(),
+                    evidence: s.evidence.clone(),
+                    ..Default::default()
+                })
+                .collect(),
+            extra: Vec::new(),
+            arms: BTreeMap::new(),
+            incumbent_shutdowns: 0,
+            timing: Vec::new(),
+        }
+    }
+
+    pub fn load(dir: &Path) -> anyhow::Result<Checkpoint> {
+        let p = dir.join(CHECKPOINT_FILE);
+        let b = std::fs::read(&p).map_err(|e| {
+            anyhow::anyhow!(
+                "cannot read {} ({e}); --resume needs a bundle written by `bakeoff run`",
+                p.display()
+            )
+        })?;
+        let ck: Checkpoint = serde_json::from_slice(&b)
+            .map_err(|e| anyhow::anyhow!("{} is not a bakeoff checkpoint: {e}", p.display()))?;
+        if ck.schema != SCHEMA {
+            anyhow::bail!("{}: unknown checkpoint schema {:?}", p.display(), ck.schema);
+        }
+        Ok(ck)
+    }
+
+    pub fn save(&mut self, dir: &Path) -> anyhow::Result<()> {
+        self.updated_at = crate::clock::wall_rfc3339();
+        let mut b = serde_json::to_vec_pretty(self)?;
+        b.push(b'\n');
+        crate::evidence::write_atomic(&dir.join(CHECKPOINT_FILE), &b)
+    }
+
+    pub fn step(&self, number: usize) -> &StepState {
+        &self.steps[number - 1]
+    }
+
+    pub fn set(&mut self, number: usize, status: StepStatus, wall_ms: Option<f64>, inv: u32) {
+        let s = &mut self.steps[number - 1];
+        s.status = status;
+        s.wall_ms = wall_ms;
+        s.finished_at = Some(crate::clock::wall_rfc3339());
+        s.invocation = Some(inv);
+    }
+}

@@ -1,0 +1,224 @@
+//! Lexicographic ranking by the campaign's priorities, with ties.
+//!
+//! Two arms tie on a metric when their 95% confidence intervals of the median overlap, or when
+//! their relative difference is within the tolerance the campaign declares for that metric; a
+//! tie passes the decision to the next priority. Ties are not transitive, so the ranking never
+//! sorts with them: it picks the best arm of a set by successive filtering (keep the arms that
+//! tie with the best on priority 1, then on priority 2, ...), and ranks by repeated picking.
+
+use crate::campaign::RankingMetric;
+use crate::evidence::result::ArmResult;
+use std::collections::BTreeMap;
+
+/// One arm's value on one ranking metric.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Measure {
+    pub value: f64,
+    pub ci95: Option<[f64; 2]>,
+}
+
+/// Whether a larger value is better.
+pub fn higher_is_better(m: RankingMetric) -> bool {
+    !matches!(m, RankingMetric::Ttft | RankingMetric::E2e)
+}
+
+/// Words for a metric, as the reason and the reports use them.
+pub fn describe(m: RankingMetric) -> &'static str {
+    match m {
+        RankingMetric::Ttft => "warm median TTFT",
+        RankingMetric::DecodeTokensPerSecond => "warm median decode speed",
+        RankingMetric::UsableContextAndKv => "usable context",
+        RankingMetric::Concurrency => "aggregate throughput at the highest concurrency",
+        RankingMetric::E2e => "warm median end-to-end latency",
+    }
+}
+
+/// Short name for per-arm decision text ("TTFT winner").
+pub fn short(m: RankingMetric) -> &'static str {
+    match m {
+        RankingMetric::Ttft => "TTFT",
+        RankingMetric::DecodeTokensPerSecond => "decode",
+        RankingMetric::UsableContextAndKv => "usable-context",
+        RankingMetric::Concurrency => "concurrency",
+        RankingMetric::E2e => "E2E",
+    }
+}
+
+pub fn unit(m: RankingMetric) -> &'static str {
+    match m {
+        RankingMetric::Ttft | RankingMetric::E2e => "ms",
+        RankingMetric::DecodeTokensPerSecond | RankingMetric::Concurrency => "tok/s",
+        RankingMetric::UsableContextAndKv => "tokens",
+    }
+}
+
+/// The arm's value on `m`, from its evidence; None when it was not measured.
+pub fn measure(arm: &ArmResult, m: RankingMetric) -> Option<Measure> {
+    let stat = |s: Option<&crate::evidence::result::Stat>| {
+        s.map(|s| Measure {
+            value: s.p50,
+            ci95: Some(s.ci95),
+        })
+    };
+    match m {
+        RankingMetric::Ttft => stat(arm.warm.as_ref()?.ttft_ms.as_ref()),
+        RankingMetric::DecodeTokensPerSecond => stat(arm.warm.as_ref()?.decode_tok_s.as_ref()),
+        RankingMetric::E2e => stat(arm.warm.as_ref()?.e2e_ms.as_ref()),
+        RankingMetric::UsableContextAndKv => (arm.served_context > 0).then(|| Measure {
+            value: arm
+                .served_context
+                .min(arm.reported_context.unwrap_or(u64::MAX)) as f64,
+            ci95: None,
+        }),
+        RankingMetric::Concurrency => {
+            let (_, t) = arm
+                .concurrency
+                .iter()
+                .filter_map(|(k, t)| Some((k.parse::<u64>().ok()?, t)))
+                .max_by_key(|(k, _)| *k)?;
+            t.aggregate_output_tok_s.map(|v| Measure {
+                value: v,
+                ci95: None,
+            })
+        }
+    }
+}
+
+/// Whether two measures tie: overlapping 95% CIs, or a relative difference within `tol`.
+pub fn ties(a: Measure, b: Measure, tol: f64) -> bool {
+    if let (Some(x), Some(y)) = (a.ci95, b.ci95) {
+        if x[0] <= y[1] && y[0] <= x[1] {
+            return true;
+        }
+    }
+    let scale = a.value.abs().max(b.value.abs());
+    scale == 0.0 || (a.value - b.value).abs() / scale <= tol
+}
+
+/// Whether `a` is strictly better than `b` on `m` (ignoring ties).
+pub fn better(m: RankingMetric, a: f64, b: f64) -> bool {
+    if higher_is_better(m) {
+        a > b
+    } else {
+        a < b
+    }
+}
+
+/// How one pick was decided.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pick {
+    pub arm: String,
+    /// Index into the priorities of the metric that separated it from the rest; None when the
+    /// set was a single arm (0 used), or when it tied on every priority.
+    pub decided_by: Option<usize>,
+    /// Per priority index: the set of arms (the pick among them) that tied on that metric.
+    pub tied_with: BTreeMap<usize, Vec<String>>,
+    /// The arm that came closest on the deciding metric (the best of the rest).
+    pub runner_up: Option<String>,
+}
+
+/// Picks the best of `set` (arm ids of `arms`) by the priorities.
+pub fn pick(
+    arms: &[&ArmResult],
+    set: &[String],
+    priorities: &[RankingMetric],
+    tol: &BTreeMap<RankingMetric, f64>,
+) -> Option<Pick> {
+    let get = |id: &str| arms.iter().find(|a| a.id == id).copied();
+    let mut cur: Vec<String> = set.to_vec();
+    if cur.is_empty() {
+        return None;
+    }
+    if cur.len() == 1 {
+        return Some(Pick {
+            arm: cur[0].clone(),
+            decided_by: None,
+            tied_with: BTreeMap::new(),
+            runner_up: None,
+        });
+    }
+    let mut tied_with = BTreeMap::new();
+    for (i, &m) in priorities.iter().enumerate() {
+        let vals: Vec<(String, Measure)> = cur
+            .iter()
+            .filter_map(|id| Some((id.clone(), measure(get(id)?, m)?)))
+            .collect();
+        let Some((best_id, best)) = vals.iter().cloned().reduce(|x, y| {
+            if better(m, y.1.value, x.1.value) {
+                y
+            } else {
+                x
+            }
+        }) else {
+            continue;
+        };
+        let t = tol.get(&m).copied().unwrap_or(0.0);
+        let tied: Vec<String> = vals
+            .iter()
+            .filter(|(_, v)| ties(best, *v, t))
+            .map(|(id, _)| id.clone())
+            .collect();
+        let others: Vec<(String, Measure)> = vals
+            .iter()
+            .filter(|(id, _)| !tied.contains(id))
+            .cloned()
+            .collect();
+        if tied.len() == 1 {
+            let runner_up = others
+                .into_iter()
+                .reduce(|x, y| {
+                    if better(m, y.1.value, x.1.value) {
+                        y
+                    } else {
+                        x
+                    }
+                })
+                .map(|(id, _)| id);
+            return Some(Pick {
+                arm: best_id,
+                decided_by: Some(i),
+                tied_with,
+                runner_up,
+            });
+        }
+        tied_with.insert(i, tied.clone());
+        cur = tied;
+    }
+    // Tied on every priority: the best first-priority value among the survivors.
+    let m0 = priorities.first().copied();
+    let best = cur
+        .iter()
+        .map(|id| {
+            let v = m0.and_then(|m| measure(get(id)?, m)).map(|x| x.value);
+            (id.clone(), v)
+        })
+        .reduce(|x, y| match (m0, x.1, y.1) {
+            (Some(m), Some(a), Some(b)) if better(m, b, a) => y,
+            (_, None, Some(_)) => y,
+            _ => x,
+        })
+        .map(|(id, _)| id)
+        .unwrap_or_else(|| cur[0].clone());
+    Some(Pick {
+        arm: best,
+        decided_by: None,
+        tied_with,
+        runner_up: None,
+    })
+}
+
+/// Full ranking of `set`: repeated [`pick`]s.
+pub fn rank(
+    arms: &[&ArmResult],
+    set: &[String],
+    priorities: &[RankingMetric],
+    tol: &BTreeMap<RankingMetric, f64>,
+) -> Vec<Pick> {
+    let mut rest: Vec<String> = set.to_vec();
+    let mut out = Vec::new();
+    while let Some(p) = pick(arms, &rest, priorities, tol) {
+        rest.retain(|x| *x != p.arm);
+        out.push(p);
+    }
+    out
+}

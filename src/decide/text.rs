@@ -1,0 +1,545 @@
+//! The words of the verdict, built from data: the reason, the per-arm decision text and the
+//! limitations.
+
+use super::eligibility::{ArmExt, Eligibility};
+use super::policy::{restored, PolicyOutcome};
+use super::rank::{self, describe, measure, short, unit, Pick};
+use super::ArmVerdict;
+use crate::campaign::{Policy, RankingMetric};
+use crate::evidence::result::{ArmResult, ArmStatus, CampaignResult};
+use std::collections::BTreeMap;
+
+/// A number the way the reports print it: one decimal below 10,000, none above.
+pub fn num(x: f64) -> String {
+    if x.abs() >= 10_000.0 {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.1}")
+    }
+}
+
+fn ordinal(i: usize) -> &'static str {
+    ["first", "second", "third", "fourth", "fifth", "sixth"]
+        .get(i)
+        .copied()
+        .unwrap_or("next")
+}
+
+fn label(r: &CampaignResult, id: &str) -> String {
+    r.arm(id)
+        .map(|a| a.label_or_id())
+        .unwrap_or_else(|| id.to_string())
+}
+
+fn value_text(arm: &ArmResult, m: RankingMetric) -> String {
+    match measure(arm, m) {
+        Some(v) => match v.ci95 {
+            Some(ci) => format!(
+                "{} {u}, 95% CI {}–{} {u}",
+                num(v.value),
+                num(ci[0]),
+                num(ci[1]),
+                u = unit(m)
+            ),
+            None => format!("{} {}", num(v.value), unit(m)),
+        },
+        None => "not measured".into(),
+    }
+}
+
+/// What the winner passed, in words: "smoke, json, streaming, tools 60/60, 24400-token
+/// actual-prompt retrieval and C2".
+pub fn passed_summary(arm: &ArmResult) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for g in arm.gates.iter().filter(|g| g.status == "passed") {
+        if g.name == "retrieval" {
+            continue;
+        }
+        match (g.passed, g.total) {
+            (Some(p), Some(t))
+                if g.name != "smoke" && g.name != "json" && g.name != "streaming" =>
+            {
+                parts.push(format!("{} {p}/{t}", g.name))
+            }
+            _ => parts.push(g.name.clone()),
+        }
+    }
+    if let Some(l) = arm.long_context.as_ref().filter(|l| l.passed) {
+        let t = l
+            .actual_prompt_tokens
+            .iter()
+            .max()
+            .copied()
+            .unwrap_or(l.target_tokens);
+        parts.push(format!("{t}-token actual-prompt retrieval"));
+    } else if arm
+        .gates
+        .iter()
+        .any(|g| g.name == "retrieval" && g.status == "passed")
+    {
+        parts.push("retrieval".into());
+    }
+    let mut levels: Vec<u64> = arm
+        .concurrency
+        .keys()
+        .filter_map(|k| k.parse().ok())
+        .collect();
+    levels.sort();
+    for c in levels {
+        parts.push(format!("C{c}"));
+    }
+    match parts.len() {
+        0 => "no recorded gates".into(),
+        1 => parts[0].clone(),
+        n => format!("{} and {}", parts[..n - 1].join(", "), parts[n - 1]),
+    }
+}
+
+/// One sentence: who won, on which priority, by how much, and what it passed.
+pub fn reason(
+    r: &CampaignResult,
+    prios: &[RankingMetric],
+    tol: &BTreeMap<RankingMetric, f64>,
+    pick: Option<&Pick>,
+    elig: &Eligibility,
+) -> String {
+    let Some(p) = pick else {
+        let mut classes: Vec<&str> = elig.failures.iter().map(|f| f.class.as_str()).collect();
+        classes.sort();
+        classes.dedup();
+        return format!(
+            "No arm is eligible: {} failure(s) ({}) left no measured arm that passed every required gate.",
+            elig.failures.len(),
+            if classes.is_empty() { "none recorded".to_string() } else { classes.join(", ") }
+        );
+    };
+    let Some(w) = r.arm(&p.arm) else {
+        return String::new();
+    };
+    let passing = passed_summary(w);
+    let Some(i) = p.decided_by else {
+        if elig.eligible.len() == 1 {
+            return format!(
+                "{} is the only eligible arm ({} {}), passing {passing}.",
+                w.label_or_id(),
+                describe(prios[0]),
+                value_text(w, prios[0])
+            );
+        }
+        return format!(
+            "{} tied with {} on every priority ({}) and is listed first for its {} ({}), passing {passing}.",
+            w.label_or_id(),
+            p.tied_with
+                .values()
+                .next_back()
+                .into_iter()
+                .flatten()
+                .filter(|x| **x != p.arm)
+                .map(|x| label(r, x))
+                .collect::<Vec<_>>()
+                .join(", "),
+            prios.iter().map(|m| m.as_str()).collect::<Vec<_>>().join(" > "),
+            describe(prios[0]),
+            value_text(w, prios[0])
+        );
+    };
+    let m = prios[i];
+    let next = p
+        .runner_up
+        .as_ref()
+        .and_then(|id| r.arm(id))
+        .and_then(|a| Some((a.label_or_id(), measure(a, m)?)))
+        .map(|(l, v)| format!("; next best {l} at {} {}", num(v.value), unit(m)))
+        .unwrap_or_default();
+    let won = format!(
+        "{} priority, {} ({}{next})",
+        ordinal(i),
+        describe(m),
+        value_text(w, m)
+    );
+    if i == 0 {
+        return format!(
+            "{} won the operator-declared {won}, while passing {passing}.",
+            w.label_or_id()
+        );
+    }
+    let ties: Vec<String> = (0..i)
+        .map(|j| {
+            let names: Vec<String> = p
+                .tied_with
+                .get(&j)
+                .map(|v| {
+                    v.iter()
+                        .filter(|x| **x != p.arm)
+                        .map(|x| label(r, x))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let t = tol.get(&prios[j]).copied().unwrap_or(0.0);
+            let how = if t > 0.0 {
+                format!(
+                    "95% CIs overlap or within the declared {}% tolerance",
+                    num(t * 100.0)
+                )
+            } else {
+                "95% CIs overlap".into()
+            };
+            format!(
+                "{} on the {} priority, {} ({how})",
+                names.join(" and "),
+                ordinal(j),
+                describe(prios[j])
+            )
+        })
+        .collect();
+    format!(
+        "{} tied with {}, so the {won} decided, while passing {passing}.",
+        w.label_or_id(),
+        ties.join("; ")
+    )
+}
+
+fn max_served(r: &CampaignResult) -> u64 {
+    r.arms
+        .iter()
+        .filter(|a| a.status != ArmStatus::Pending)
+        .map(|a| a.served_context)
+        .max()
+        .unwrap_or(0)
+}
+
+/// The best measured arm (eligible or not) on a metric.
+fn best_measured(r: &CampaignResult, m: RankingMetric) -> Option<String> {
+    r.arms
+        .iter()
+        .filter_map(|a| Some((a.id.clone(), measure(a, m)?.value)))
+        .reduce(|x, y| if rank::better(m, y.1, x.1) { y } else { x })
+        .map(|(id, _)| id)
+}
+
+/// Per-arm decision text and label (rules in README "Verdict rules").
+pub fn arm_decisions(
+    r: &CampaignResult,
+    prios: &[RankingMetric],
+    ranking: &[String],
+    decided_by: Option<usize>,
+    elig: &Eligibility,
+    pol: &PolicyOutcome,
+) -> Vec<ArmVerdict> {
+    let winner = ranking.first();
+    let n = ranking.len();
+    let full = max_served(r);
+    let ttft_best = best_measured(r, RankingMetric::Ttft);
+    let decode_best = best_measured(r, RankingMetric::DecodeTokensPerSecond);
+    // Best bounded-context arm: the best-ranked eligible arm below the full context.
+    let bounded_best = ranking
+        .iter()
+        .find(|id| r.arm(id).is_some_and(|a| a.served_context < full))
+        .cloned();
+    // Best balanced full-context fallback: eligible, full context, not the winner nor the
+    // incumbent, with the best product of TTFT and decode relative to the best measured.
+    let (bt, bd) = (
+        ttft_best
+            .as_ref()
+            .and_then(|i| measure(r.arm(i)?, RankingMetric::Ttft))
+            .map(|m| m.value),
+        decode_best
+            .as_ref()
+            .and_then(|i| measure(r.arm(i)?, RankingMetric::DecodeTokensPerSecond))
+            .map(|m| m.value),
+    );
+    let fallback = ranking
+        .iter()
+        .filter(|id| Some(*id) != winner)
+        .filter_map(|id| r.arm(id))
+        .filter(|a| a.served_context == full && a.role != "incumbent")
+        .filter_map(|a| {
+            let t = measure(a, RankingMetric::Ttft)?.value;
+            let d = measure(a, RankingMetric::DecodeTokensPerSecond)?.value;
+            Some((a.id.clone(), (bt? / t) * (d / bd?)))
+        })
+        .reduce(|x, y| if y.1 > x.1 { y } else { x })
+        .map(|(id, _)| id);
+    let place = |id: &str| ranking.iter().position(|x| x == id).map(|p| p + 1);
+    let controls: BTreeMap<String, Vec<String>> =
+        r.arms.iter().fold(BTreeMap::new(), |mut m, a| {
+            if let Some(s) = &a.speculative {
+                m.entry(s.control.clone()).or_default().push(a.id.clone());
+            }
+            m
+        });
+    let first = prios.first().copied().unwrap_or(RankingMetric::Ttft);
+    r.arms
+        .iter()
+        .map(|a| {
+            let rk = place(&a.id);
+            let ranked = rk
+                .map(|k| format!("ranked {k} of {n} eligible"))
+                .unwrap_or_default();
+            let failure = elig.failures.iter().find(|f| f.arm == a.id);
+            let (text, lab) = if Some(&a.id) == winner {
+                let m = decided_by.map(|i| prios[i]).unwrap_or(first);
+                if a.role == "incumbent" {
+                    (
+                        format!("{} winner; the incumbent stays current", short(m)),
+                        "current",
+                    )
+                } else if pol.authorized {
+                    (
+                        format!(
+                            "{} winner and preferred measured challenger; promotion authorized",
+                            short(m)
+                        ),
+                        "challenger",
+                    )
+                } else {
+                    (
+                        format!(
+                            "{} winner and preferred measured challenger; no promotion",
+                            short(m)
+                        ),
+                        "challenger",
+                    )
+                }
+            } else if let Some(f) = failure {
+                let best_on = if decode_best.as_deref() == Some(&a.id) {
+                    Some("decode")
+                } else if ttft_best.as_deref() == Some(&a.id) {
+                    Some("TTFT")
+                } else {
+                    None
+                };
+                let lab = if a.role == "incumbent" && !restored(r) {
+                    "rollback"
+                } else {
+                    "rejected"
+                };
+                match best_on {
+                    Some(w) => (
+                        format!(
+                            "{w} winner but rejected as a general-purpose winner after {} failure",
+                            f.class
+                        ),
+                        lab,
+                    ),
+                    None => (format!("rejected: {} ({})", f.class, f.detail), lab),
+                }
+            } else if matches!(a.status, ArmStatus::Pending | ArmStatus::Interrupted) {
+                (
+                    format!(
+                        "not tested ({})",
+                        serde_json::to_value(a.status)
+                            .ok()
+                            .and_then(|v| v.as_str().map(String::from))
+                            .unwrap_or_default()
+                    ),
+                    "no-promotion",
+                )
+            } else if a.role == "incumbent" {
+                if restored(r) {
+                    (format!("restored incumbent; {ranked}"), "current")
+                } else {
+                    ("incumbent; restoration not proven".to_string(), "rollback")
+                }
+            } else if decode_best.as_deref() == Some(&a.id) {
+                (format!("decode winner; {ranked}"), "no-promotion")
+            } else if bounded_best.as_deref() == Some(&a.id) {
+                let mut s = format!("best bounded-context arm ({} tokens)", a.served_context);
+                if let Some(g) = a
+                    .gates
+                    .iter()
+                    .find(|g| g.name == "tools" && g.status == "passed")
+                {
+                    if let (Some(p), Some(t)) = (g.passed, g.total) {
+                        s.push_str(&format!("; tools {p}/{t}"));
+                    }
+                }
+                if let Some(f) = a.gpu_free_after_start_mib {
+                    s.push_str(&format!("; {f} MiB GPU memory free"));
+                }
+                (format!("{s}; {ranked}"), "no-promotion")
+            } else if fallback.as_deref() == Some(&a.id) {
+                (
+                    format!("best full-context balanced fallback; {ranked}"),
+                    "no-promotion",
+                )
+            } else if let Some(specs) = controls.get(&a.id) {
+                (
+                    format!(
+                        "matched no-speculation control of {}; {ranked}",
+                        specs
+                            .iter()
+                            .map(|x| label(r, x))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                    "no-promotion",
+                )
+            } else if a.served_context < full {
+                (
+                    format!(
+                        "bounded-context arm ({} tokens); {ranked}",
+                        a.served_context
+                    ),
+                    "no-promotion",
+                )
+            } else {
+                (format!("eligible; {ranked}"), "no-promotion")
+            };
+            ArmVerdict {
+                id: a.id.clone(),
+                label: a.label_or_id(),
+                role: a.role.clone(),
+                eligible: rk.is_some(),
+                rank: rk,
+                decision_label: lab.to_string(),
+                decision: text,
+            }
+        })
+        .collect()
+}
+
+/// Limitations derived from the evidence.
+pub fn limitations(r: &CampaignResult, policy: &Policy, elig: &Eligibility) -> Vec<String> {
+    let mut out = Vec::new();
+    let ran: Vec<&ArmResult> = r
+        .arms
+        .iter()
+        .filter(|a| !matches!(a.status, ArmStatus::Pending | ArmStatus::Interrupted))
+        .collect();
+    // Bounded context.
+    let full = max_served(r);
+    let full_target = r
+        .arms
+        .iter()
+        .filter(|a| a.served_context == full)
+        .filter_map(|a| a.long_context.as_ref().map(|l| l.target_tokens))
+        .max();
+    let mut bounded: BTreeMap<(u64, String), Vec<String>> = BTreeMap::new();
+    for a in ran
+        .iter()
+        .filter(|a| a.served_context < full && a.served_context > 0)
+    {
+        bounded
+            .entry((
+                a.served_context,
+                a.long_context_profile.clone().unwrap_or_default(),
+            ))
+            .or_default()
+            .push(a.label_or_id());
+    }
+    for ((ctx, profile), names) in bounded {
+        let target = r.workload.long_context_targets.get(&profile);
+        out.push(format!(
+            "{} {} measured at a bounded {ctx}-token context{} rather than the full {full}-token one{}.",
+            names.join(", "),
+            if names.len() == 1 { "was" } else { "were" },
+            target.map(|t| format!(" (long-context profile `{profile}`, {t}-token retrieval)")).unwrap_or_default(),
+            full_target.map(|t| format!(" ({t}-token retrieval)")).unwrap_or_default()
+        ));
+    }
+    // Quality risks from engine logs.
+    for a in &r.arms {
+        for line in &a.quality_risk_lines {
+            let risks: Vec<_> = policy
+                .quality_risks
+                .iter()
+                .filter(|q| line.contains(&q.pattern))
+                .collect();
+            if risks.is_empty() {
+                out.push(format!(
+                    "{}'s engine log flagged a quality risk: \"{}\".",
+                    a.label_or_id(),
+                    line.trim()
+                ));
+            }
+            for q in risks {
+                out.push(format!(
+                    "{}: {} (engine log: \"{}\")",
+                    a.label_or_id(),
+                    q.limitation.trim(),
+                    line.trim()
+                ));
+            }
+        }
+    }
+    // Gates that ran on only some arms.
+    let mut names: Vec<String> = Vec::new();
+    for a in &ran {
+        for g in &a.gates {
+            if !names.contains(&g.name) {
+                names.push(g.name.clone());
+            }
+        }
+    }
+    for name in names {
+        let without: Vec<String> = ran
+            .iter()
+            .filter(|a| {
+                !a.gates
+                    .iter()
+                    .any(|g| g.name == name && (g.status == "passed" || g.status == "failed"))
+            })
+            .map(|a| a.label_or_id())
+            .collect();
+        if !without.is_empty() {
+            out.push(format!(
+                "The {name} gate ran on {} of {} arms that started; not on {}.",
+                ran.len() - without.len(),
+                ran.len(),
+                without.join(", ")
+            ));
+        }
+    }
+    // Restoration.
+    match &r.restoration {
+        None => {
+            out.push("The incumbent's restoration was not recorded, so it is not proven.".into())
+        }
+        Some(x) if x.status != "passed" => out.push(format!(
+            "The incumbent's restoration {}: {}.",
+            x.status,
+            x.detail.trim_end_matches('.')
+        )),
+        _ => {}
+    }
+    for id in &elig.untested {
+        out.push(format!(
+            "{} was not tested: the campaign stopped before it finished.",
+            label(r, id)
+        ));
+    }
+    // Matched prompt agreement.
+    let mut reported: Vec<u64> = r
+        .workload
+        .matched_prompt_tokens_reported
+        .values()
+        .copied()
+        .collect();
+    reported.sort();
+    reported.dedup();
+    if reported.len() > 1 {
+        out.push(format!(
+            "The endpoints reported different matched prompt sizes ({}); arms are not strictly matched.",
+            reported.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(", ")
+        ));
+    }
+    // Telemetry.
+    let gpu = ran
+        .iter()
+        .filter(|a| a.gpu_peak_used_mib.is_some() || a.gpu_free_after_start_mib.is_some())
+        .count();
+    if gpu == 0 && !ran.is_empty() {
+        out.push(
+            "GPU memory was not measured on any arm (no GPU in the lane or no telemetry).".into(),
+        );
+    } else if gpu < ran.len() {
+        out.push(format!(
+            "GPU memory was measured on {gpu} of {} arms that started.",
+            ran.len()
+        ));
+    }
+    out.extend(elig.notes.iter().cloned());
+    out.extend(r.notes.iter().cloned());
+    out
+}

@@ -1,0 +1,236 @@
+//! `bakeoff compare DIR1 DIR2`: the arms two campaigns share, side by side. Unlike workloads
+//! (matched prompt tokens, max tokens, concurrency, hardware, measurement protocol) are refused
+//! unless forced, with every difference named.
+
+use crate::decide::rank::{ties, Measure};
+use crate::evidence::result::{ArmResult, CampaignResult, Stat};
+use std::fmt::Write as _;
+
+/// One way two campaigns' workloads differ.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Difference {
+    pub field: &'static str,
+    pub a: String,
+    pub b: String,
+}
+
+impl std::fmt::Display for Difference {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {} vs {}", self.field, self.a, self.b)
+    }
+}
+
+fn reported_prompt(r: &CampaignResult) -> String {
+    let mut v: Vec<u64> = r
+        .workload
+        .matched_prompt_tokens_reported
+        .values()
+        .copied()
+        .collect();
+    v.sort();
+    v.dedup();
+    match v.as_slice() {
+        [] => r.workload.matched_prompt_tokens.to_string(),
+        [x] => x.to_string(),
+        many => format!("{many:?}"),
+    }
+}
+
+/// Every workload difference that makes two campaigns unlike.
+pub fn differences(a: &CampaignResult, b: &CampaignResult) -> Vec<Difference> {
+    let mut d = Vec::new();
+    let mut check = |field: &'static str, x: String, y: String| {
+        if x != y {
+            d.push(Difference { field, a: x, b: y });
+        }
+    };
+    check(
+        "matched_prompt_tokens",
+        a.workload.matched_prompt_tokens.to_string(),
+        b.workload.matched_prompt_tokens.to_string(),
+    );
+    check(
+        "matched_prompt_tokens (endpoint-reported)",
+        reported_prompt(a),
+        reported_prompt(b),
+    );
+    check(
+        "max_tokens",
+        a.workload.max_tokens.to_string(),
+        b.workload.max_tokens.to_string(),
+    );
+    check(
+        "concurrency",
+        format!("{:?}", a.workload.concurrency),
+        format!("{:?}", b.workload.concurrency),
+    );
+    check(
+        "hardware",
+        format!("{:?}", a.identity.hardware),
+        format!("{:?}", b.identity.hardware),
+    );
+    check(
+        "measurement path",
+        a.measurement_path.clone(),
+        b.measurement_path.clone(),
+    );
+    check(
+        "warm repetitions",
+        a.workload.warm_repetitions_per_arm.to_string(),
+        b.workload.warm_repetitions_per_arm.to_string(),
+    );
+    check(
+        "sampling",
+        a.workload.sampling.to_string(),
+        b.workload.sampling.to_string(),
+    );
+    d
+}
+
+/// One shared arm's figures in both campaigns.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    pub arm: String,
+    pub metrics: Vec<(&'static str, Option<Stat>, Option<Stat>)>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Comparison {
+    pub a: String,
+    pub b: String,
+    pub forced: Vec<Difference>,
+    pub rows: Vec<Row>,
+    pub only_a: Vec<String>,
+    pub only_b: Vec<String>,
+}
+
+fn stats(arm: &ArmResult) -> Vec<(&'static str, Option<Stat>)> {
+    let w = arm.warm.as_ref();
+    vec![
+        ("ttft_ms", w.and_then(|w| w.ttft_ms)),
+        ("decode_tok_s", w.and_then(|w| w.decode_tok_s)),
+        ("e2e_ms", w.and_then(|w| w.e2e_ms)),
+    ]
+}
+
+/// Compares the arms (by id) two campaigns share. Unlike workloads are an error naming every
+/// difference, unless `force`.
+pub fn compare(a: &CampaignResult, b: &CampaignResult, force: bool) -> anyhow::Result<Comparison> {
+    let diffs = differences(a, b);
+    if !diffs.is_empty() && !force {
+        anyhow::bail!(
+            "the campaigns ran unlike workloads ({}); their numbers are not comparable. Pass --force to compare anyway",
+            diffs.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("; ")
+        );
+    }
+    let mut rows = Vec::new();
+    for x in &a.arms {
+        if let Some(y) = b.arm(&x.id) {
+            let metrics = stats(x)
+                .into_iter()
+                .zip(stats(y))
+                .map(|((n, s1), (_, s2))| (n, s1, s2))
+                .collect();
+            rows.push(Row {
+                arm: x.id.clone(),
+                metrics,
+            });
+        }
+    }
+    Ok(Comparison {
+        a: a.campaign_id.clone(),
+        b: b.campaign_id.clone(),
+        forced: diffs,
+        rows,
+        only_a: a
+            .arms
+            .iter()
+            .filter(|x| b.arm(&x.id).is_none())
+            .map(|x| x.id.clone())
+            .collect(),
+        only_b: b
+            .arms
+            .iter()
+            .filter(|x| a.arm(&x.id).is_none())
+            .map(|x| x.id.clone())
+            .collect(),
+    })
+}
+
+/// The comparison as a table: per shared arm and metric, both medians with CIs, the change and
+/// whether it is inside the CIs (a tie).
+pub fn render(c: &Comparison) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "compare A = {} with B = {}", c.a, c.b);
+    for d in &c.forced {
+        let _ = writeln!(o, "  warning (--force): workloads differ: {d}");
+    }
+    let _ = writeln!(
+        o,
+        "{:<28}{:<14}{:>26}{:>26}{:>10}  verdict",
+        "arm", "metric", "A p50 [95% CI]", "B p50 [95% CI]", "change"
+    );
+    for r in &c.rows {
+        for (name, x, y) in &r.metrics {
+            let f = |s: &Option<Stat>| {
+                s.map(|s| format!("{:.1} [{:.1}, {:.1}]", s.p50, s.ci95[0], s.ci95[1]))
+                    .unwrap_or_else(|| "—".into())
+            };
+            let (change, verdict) = match (x, y) {
+                (Some(x), Some(y)) => {
+                    let pct = if x.p50 != 0.0 {
+                        (y.p50 - x.p50) / x.p50 * 100.0
+                    } else {
+                        0.0
+                    };
+                    let tie = ties(
+                        Measure {
+                            value: x.p50,
+                            ci95: Some(x.ci95),
+                        },
+                        Measure {
+                            value: y.p50,
+                            ci95: Some(y.ci95),
+                        },
+                        0.0,
+                    );
+                    let better = if name.ends_with("tok_s") {
+                        y.p50 > x.p50
+                    } else {
+                        y.p50 < x.p50
+                    };
+                    (
+                        format!("{pct:+.1}%"),
+                        if tie {
+                            "tie (CIs overlap)"
+                        } else if better {
+                            "B better"
+                        } else {
+                            "A better"
+                        },
+                    )
+                }
+                _ => ("—".into(), "not measured in both"),
+            };
+            let _ = writeln!(
+                o,
+                "{:<28}{:<14}{:>26}{:>26}{:>10}  {verdict}",
+                r.arm,
+                name,
+                f(x),
+                f(y),
+                change
+            );
+        }
+    }
+    if c.rows.is_empty() {
+        let _ = writeln!(o, "no shared arms (arms are matched by id)");
+    }
+    if !c.only_a.is_empty() {
+        let _ = writeln!(o, "only in A: {}", c.only_a.join(", "));
+    }
+    if !c.only_b.is_empty() {
+        let _ = writeln!(o, "only in B: {}", c.only_b.join(", "));
+    }
+    o
+}

@@ -1,0 +1,168 @@
+//! `publication-summary.md`: identity, workload, gates, headline results (with CIs), failures,
+//! limitations, decision, and how to re-check.
+
+use crate::decide::Verdict;
+use crate::evidence::result::CampaignResult;
+use serde_json::Value;
+use std::fmt::Write as _;
+
+fn s(v: &Value) -> String {
+    match v {
+        Value::String(x) => x.clone(),
+        Value::Null => "—".into(),
+        other => other.to_string(),
+    }
+}
+
+fn cell(x: &str) -> String {
+    x.replace('|', "\\|").replace('\n', " ")
+}
+
+pub fn render(v: &Verdict, r: &CampaignResult, summary: &Value) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "# Bake-off verdict: {}\n", r.campaign_id);
+    let d = &summary["decision"];
+    let _ = writeln!(
+        o,
+        "**Winner:** {}  \n**Promotion authorized:** {}  \n**Decision labels:** {}  \n**Complete:** {}\n",
+        s(&d["winner"]),
+        if v.promotion_authorized { "yes" } else { "no" },
+        v.decision_labels.join(", "),
+        if v.complete { "yes" } else { "no" }
+    );
+    let _ = writeln!(o, "{}\n", v.reason);
+    let _ = writeln!(o, "## Identity\n");
+    let _ = writeln!(o, "| | |\n|---|---|");
+    let _ = writeln!(o, "| hardware | {} |", cell(&r.identity.hardware));
+    let _ = writeln!(o, "| topology | {} |", cell(&r.identity.topology));
+    let _ = writeln!(o, "| incumbent | {} |", cell(&r.identity.incumbent));
+    let _ = writeln!(o, "| bakeoff | {} |", cell(&r.bakeoff_version));
+    let _ = writeln!(
+        o,
+        "| run | {} → {} |\n",
+        cell(&r.started_at),
+        cell(&r.updated_at)
+    );
+    let w = &summary["workload"];
+    let _ = writeln!(o, "## Workload\n");
+    let _ = writeln!(
+        o,
+        "- ranking priority: {}",
+        v.priorities
+            .iter()
+            .map(|p| p.as_str())
+            .collect::<Vec<_>>()
+            .join(" > ")
+    );
+    let _ = writeln!(
+        o,
+        "- matched prompt: {} tokens (endpoint-reported), max_tokens {}",
+        s(&w["matched_prompt_tokens"]),
+        r.workload.max_tokens
+    );
+    let _ = writeln!(
+        o,
+        "- warm repetitions per arm: {}; concurrency levels: {:?}",
+        r.workload.warm_repetitions_per_arm, r.workload.concurrency
+    );
+    let _ = writeln!(
+        o,
+        "- long-context actual prompt tokens: {}",
+        w["long_context_actual_prompt_tokens"]
+    );
+    let _ = writeln!(
+        o,
+        "- measurement path: {}; {}\n",
+        r.measurement_path,
+        s(&summary["measurement"]["warm_cold_state"])
+    );
+    let _ = writeln!(
+        o,
+        "## Gates\n\n| gate | status | detail | evidence |\n|---|---|---|---|"
+    );
+    for g in summary["gates"].as_array().into_iter().flatten() {
+        let _ = writeln!(
+            o,
+            "| {} | {} | {} | {} |",
+            cell(&s(&g["name"])),
+            cell(&s(&g["status"])),
+            cell(g.get("detail").map(s).as_deref().unwrap_or("")),
+            cell(g.get("evidence").map(s).as_deref().unwrap_or(""))
+        );
+    }
+    let _ = writeln!(o, "\n## Headline results\n\nWarm medians at concurrency 1 with their 95% confidence intervals.\n");
+    let _ = writeln!(o, "| candidate | context | TTFT p50 ms (95% CI) | decode p50 tok/s (95% CI) | C2 aggregate tok/s | decision |\n|---|---:|---:|---:|---:|---|");
+    for h in summary["headline_results"].as_array().into_iter().flatten() {
+        let ci = |k: &str| {
+            h[k].as_array()
+                .map(|a| format!(" ({}–{})", s(&a[0]), s(&a[1])))
+                .unwrap_or_default()
+        };
+        let _ = writeln!(
+            o,
+            "| {} | {} | {}{} | {}{} | {} | {} |",
+            cell(&s(&h["candidate"])),
+            s(&h["context_tokens"]),
+            s(&h["ttft_p50_ms"]),
+            ci("ttft_p50_ci95_ms"),
+            s(&h["decode_p50_tok_s"]),
+            ci("decode_p50_ci95_tok_s"),
+            h.get("c2_aggregate_tok_s")
+                .map(s)
+                .unwrap_or_else(|| "—".into()),
+            cell(&s(&h["decision"]))
+        );
+    }
+    let _ = writeln!(o, "\n## Failures\n");
+    if v.failures.is_empty() {
+        let _ = writeln!(o, "None.");
+    } else {
+        let _ = writeln!(
+            o,
+            "| candidate | class | detail | evidence |\n|---|---|---|---|"
+        );
+        for f in &v.failures {
+            let _ = writeln!(
+                o,
+                "| {} | {} | {} | {} |",
+                cell(&f.candidate),
+                f.class,
+                cell(&f.detail),
+                f.evidence.as_deref().unwrap_or("")
+            );
+        }
+    }
+    let _ = writeln!(o, "\n## Limitations\n");
+    if v.limitations.is_empty() {
+        let _ = writeln!(o, "None recorded.");
+    }
+    for l in &v.limitations {
+        let _ = writeln!(o, "- {l}");
+    }
+    let _ = writeln!(o, "\n## Decision\n");
+    let _ = writeln!(o, "- evidence labels: {}", v.evidence_labels.join(", "));
+    let _ = writeln!(o, "- decision labels: {}", v.decision_labels.join(", "));
+    let _ = writeln!(o, "- promotion authorized: {}", v.promotion_authorized);
+    let _ = writeln!(o, "- winner: {}", s(&d["winner"]));
+    let _ = writeln!(o, "- reason: {}", v.reason);
+    let _ = writeln!(o, "- next gate: {}\n", v.next_gate);
+    let _ = writeln!(
+        o,
+        "| arm | role | rank | label | decision |\n|---|---|---:|---|---|"
+    );
+    for a in &v.arms {
+        let _ = writeln!(
+            o,
+            "| {} | {} | {} | {} | {} |",
+            cell(&a.label),
+            a.role,
+            a.rank.map(|x| x.to_string()).unwrap_or_else(|| "—".into()),
+            a.decision_label,
+            cell(&a.decision)
+        );
+    }
+    let _ = writeln!(o, "\n## How to re-check\n");
+    let _ = writeln!(o, "```sh\nbakeoff verify DIR    # every file against artifact-manifest.json (SHA-256 and size)\nbakeoff report DIR    # re-derive this summary, decision-summary.json and report.html from the evidence\n```\n");
+    let _ = writeln!(o, "Every number above is copied from `campaign-result.json`, which names the evidence file of each step. Evidence: {}.", summary["evidence"].as_array().into_iter().flatten().map(s).collect::<Vec<_>>().join(", "));
+    o
+}

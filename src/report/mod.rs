@@ -1,0 +1,165 @@
+//! The verdict's documents, derived from an evidence bundle alone:
+//! `decision-summary.json` (schema `anvil-serving.benchmark-decision-summary/v1`),
+//! `publication-summary.md` and `report.html` (self-contained, hand-written SVG).
+//!
+//! [`render_all`] reads `campaign-result.json`, the bundle's `campaign.toml` copy (for the
+//! policy) and the manifest, decides, writes the three files atomically and rewrites the
+//! manifest so `bakeoff verify` still passes.
+
+pub mod compare;
+pub mod html;
+pub mod markdown;
+pub mod series;
+pub mod summary;
+pub mod svg;
+
+use crate::campaign::{GateName, Policy};
+use crate::decide::{self, Verdict};
+use crate::evidence::manifest::{self, Manifest, MANIFEST};
+use crate::evidence::result::{CampaignResult, RESULT_FILE};
+use std::path::Path;
+
+pub const SUMMARY_FILE: &str = "decision-summary.json";
+pub const PUBLICATION_FILE: &str = "publication-summary.md";
+pub const HTML_FILE: &str = "report.html";
+/// The bundle's copy of the campaign file.
+pub const CAMPAIGN_COPY: &str = "campaign.toml";
+
+/// Everything the renderers read, loaded from a bundle.
+pub struct Bundle {
+    pub result: CampaignResult,
+    pub policy: Policy,
+    /// The manifest as it was before rendering (empty when the bundle has none yet).
+    pub manifest: Manifest,
+    /// Per-arm timing series read from the timing evidence files (CDFs, GPU memory).
+    pub series: series::Series,
+    /// Problems met while loading (policy fallback), shown as limitations.
+    pub notes: Vec<String>,
+}
+
+/// Reads `campaign-result.json` from a bundle.
+pub fn read_result(dir: &Path) -> anyhow::Result<CampaignResult> {
+    let p = dir.join(RESULT_FILE);
+    let bytes = std::fs::read(&p).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot read {}: {e}; is {} a campaign bundle (written by `bakeoff run`)?",
+            p.display(),
+            dir.display()
+        )
+    })?;
+    serde_json::from_slice(&bytes)
+        .map_err(|e| anyhow::anyhow!("{} is not a campaign result: {e}", p.display()))
+}
+
+/// The policy of the bundle's campaign copy. The copy's relative paths (profiles, suites) may
+/// not resolve from the bundle, so when a full load fails only its `[policy]` table is read;
+/// required gates then default to the gates the orchestrator marked required.
+pub fn read_policy(dir: &Path, result: &CampaignResult) -> (Policy, Vec<String>) {
+    let p = dir.join(CAMPAIGN_COPY);
+    let mut notes = Vec::new();
+    let mut policy = match std::fs::read_to_string(&p) {
+        Err(_) => {
+            notes.push(format!(
+                "The bundle has no {CAMPAIGN_COPY}; the verdict used the default policy (manual promotion) and the gates the run marked required."
+            ));
+            Policy::default()
+        }
+        Ok(text) => match crate::campaign::parse(&text, &p) {
+            Ok(c) => c.policy,
+            Err(_) => policy_table(&text).unwrap_or_else(|e| {
+                notes.push(format!(
+                    "The [policy] table of the bundle's {CAMPAIGN_COPY} could not be read ({e}); the default policy (manual promotion) was used."
+                ));
+                Policy::default()
+            }),
+        },
+    };
+    if policy.required_gates.is_empty() {
+        let mut g: Vec<GateName> = Vec::new();
+        for rec in result
+            .arms
+            .iter()
+            .flat_map(|a| a.gates.iter())
+            .filter(|g| g.required)
+        {
+            let name = if rec.name == "idle-gpu-baseline" {
+                "idle-baseline"
+            } else {
+                rec.name.as_str()
+            };
+            if let Ok(n) =
+                serde_json::from_value::<GateName>(serde_json::Value::String(name.into()))
+            {
+                if !g.contains(&n) {
+                    g.push(n);
+                }
+            }
+        }
+        if !g.contains(&GateName::Restoration) {
+            g.push(GateName::Restoration);
+        }
+        policy.required_gates = g;
+    }
+    (policy, notes)
+}
+
+fn policy_table(text: &str) -> anyhow::Result<Policy> {
+    let v: toml::Value = toml::from_str(text)?;
+    match v.get("policy") {
+        None => Ok(Policy::default()),
+        Some(t) => Ok(t.clone().try_into()?),
+    }
+}
+
+/// Loads a bundle for rendering.
+pub fn load(dir: &Path) -> anyhow::Result<Bundle> {
+    let result = read_result(dir)?;
+    let (policy, notes) = read_policy(dir, &result);
+    let manifest = match std::fs::read(dir.join(MANIFEST)) {
+        Ok(b) => serde_json::from_slice(&b).map_err(|e| {
+            anyhow::anyhow!(
+                "{} is not a valid manifest: {e}",
+                dir.join(MANIFEST).display()
+            )
+        })?,
+        Err(_) => Manifest {
+            schema: manifest::SCHEMA.into(),
+            bakeoff_version: crate::VERSION.into(),
+            files: Vec::new(),
+        },
+    };
+    let series = series::read(dir, &result);
+    Ok(Bundle {
+        result,
+        policy,
+        manifest,
+        series,
+        notes,
+    })
+}
+
+/// Decides a loaded bundle (the loading notes become limitations).
+pub fn verdict(b: &Bundle) -> Verdict {
+    let mut v = decide::decide(&b.result, &b.policy);
+    v.limitations.extend(b.notes.iter().cloned());
+    v
+}
+
+/// Re-renders `decision-summary.json`, `publication-summary.md` and `report.html` from the
+/// bundle's evidence and rewrites its manifest. The orchestrator calls this at the end of a run;
+/// `bakeoff report DIR` calls it on an existing bundle.
+pub fn render_all(bundle: &Path) -> anyhow::Result<Verdict> {
+    let b = load(bundle)?;
+    let v = verdict(&b);
+    let json = summary::build(&v, &b.result, &b.manifest);
+    let md = markdown::render(&v, &b.result, &json);
+    let page = html::render(&v, &b.result, &b.series, &json);
+    crate::evidence::write_atomic(
+        &bundle.join(SUMMARY_FILE),
+        &serde_json::to_vec_pretty(&json)?,
+    )?;
+    crate::evidence::write_atomic(&bundle.join(PUBLICATION_FILE), md.as_bytes())?;
+    crate::evidence::write_atomic(&bundle.join(HTML_FILE), page.as_bytes())?;
+    manifest::write(bundle)?;
+    Ok(v)
+}

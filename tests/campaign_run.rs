@@ -1,0 +1,328 @@
+//! `bakeoff run` on reference-engine arms: a full campaign, failing arms, signals, resume,
+//! preconditions, secrets.
+
+#[path = "support/campaign.rs"]
+mod campaign;
+
+use campaign::*;
+use std::time::{Duration, Instant};
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+const FAST: &str = "ttft_ms = 10\ndecode_tok_s = 400\ncontext_tokens = 4096";
+const SECRET: &str = "sekrit-value-8c1f2a77d3";
+
+#[test]
+fn full_campaign_with_failing_arms_completes_and_verifies() {
+    let _g = serial();
+    let t = Camp::new();
+    t.profile("inc", FAST);
+    t.profile(
+        "fast",
+        "ttft_ms = 5\ndecode_tok_s = 600\ncontext_tokens = 4096",
+    );
+    t.profile("crashy", &format!("{FAST}\ncrash_after_requests = 8"));
+    t.profile(
+        "dies",
+        &format!("{FAST}\nfail_at_startup = \"CUDA out of memory: simulated\""),
+    );
+    t.profile("slow", &format!("{FAST}\nstartup_ms = 60000"));
+    let proc_arm = format!(
+        r#"
+[[arms]]
+id = "proc-arm"
+role = "candidate"
+engine = "reference as a process"
+model = "m"
+served_model = "fast"
+served_context = 4096
+long_context_profile = "full"
+[arms.process]
+argv = ["{bin}", "engine", "--profile", "fast.toml", "--host", "127.0.0.1", "--port", "{port}"]
+env = {{ API_TOKEN = {{ from_env = "BAKEOFF_TEST_SECRET" }}, OTHER = "x" }}
+"#,
+        bin = BIN,
+        port = t.port
+    );
+    let file = t.write(
+        &[
+            ("inc", "inc"),
+            ("fast", "fast"),
+            ("crashy", "crashy"),
+            ("dies", "dies"),
+            ("slow", "slow"),
+        ],
+        "",
+        &proc_arm,
+    );
+    // The never-ready arm needs a short ready timeout: all arms share the lane's.
+    let toml = std::fs::read_to_string(&file)
+        .unwrap()
+        .replace("ready_timeout_s = 20", "ready_timeout_s = 3");
+    std::fs::write(&file, toml).unwrap();
+    let inc = t.start_incumbent("inc");
+    let t0 = Instant::now();
+    let o = std::process::Command::new(BIN)
+        .arg("run")
+        .arg(&file)
+        .arg("--no-progress")
+        .env("BAKEOFF_TEST_SECRET", SECRET)
+        .output()
+        .unwrap();
+    eprintln!("campaign took {:.1} s", t0.elapsed().as_secs_f64());
+    let b = t.bundle();
+    let r = json(&b.join("campaign-result.json"));
+    let cleanup_after = || cleanup(&b, None);
+    assert!(o.status.success(), "{}\n{r:#}", text(&o));
+    assert_eq!(r["complete"], true, "{r:#}");
+    verify(&b);
+    let arm = |id: &str| {
+        r["arms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["id"] == id)
+            .unwrap()
+            .clone()
+    };
+    // The full arm: timings, gates, long context.
+    let fast = arm("fast");
+    assert_eq!(fast["status"], "completed", "{fast:#}");
+    assert!(fast["cold"]["ttft_ms"]["p50"].as_f64().unwrap() > 0.0);
+    assert_eq!(fast["warm"]["requests_ok"], 2);
+    assert_eq!(fast["concurrency"]["2"]["requests_ok"], 4);
+    assert_eq!(fast["long_context"]["actual_prompt_tokens"][0], 600);
+    assert!(fast["gates"].as_array().unwrap().len() >= 5);
+    // A crash mid-run fails that step; the campaign goes on.
+    let crashy = arm("crashy");
+    assert_eq!(crashy["status"], "failed");
+    assert_eq!(crashy["failure"]["class"], "crash", "{crashy:#}");
+    assert!(
+        !crashy["quality_risk_lines"].as_array().unwrap().is_empty(),
+        "{crashy:#}"
+    );
+    // Exit at startup: compatibility, fast.
+    let dies = arm("dies");
+    assert_eq!(dies["failure"]["class"], "compatibility", "{dies:#}");
+    let ready = json(&b.join("dies-ready.json"));
+    let el = ready["failure"]["elapsed_ms"].as_f64().unwrap();
+    assert!(el < 2000.0, "exit detected after {el} ms");
+    assert_eq!(ready["failure"]["cause"], "out-of-memory", "{ready:#}");
+    // Never ready: killed at its timeout, no orphan.
+    let slow = json(&b.join("slow-ready.json"));
+    assert_eq!(slow["failure"]["cause"], "timeout", "{slow:#}");
+    let stop = json(&b.join("slow-stop.json"));
+    assert_eq!(stop["stop"]["group_gone"], true, "{stop:#}");
+    assert_eq!(arm("proc-arm")["status"], "completed");
+    // Every launched arm's process is gone.
+    for a in ["fast", "crashy", "slow", "proc-arm"] {
+        let l = json(&b.join(format!("{a}-launch.json")));
+        let pid = l["pid"].as_u64().unwrap() as u32;
+        assert!(!pid_alive(pid), "{a} pid {pid} still alive");
+    }
+    // Restoration proven; the incumbent serves again.
+    assert_eq!(
+        r["restoration"]["status"], "passed",
+        "{:#}",
+        r["restoration"]
+    );
+    assert_eq!(listener_model(t.port).as_deref(), Some("inc"));
+    // The secret is nowhere in the bundle.
+    for e in std::fs::read_dir(&b).unwrap() {
+        let p = e.unwrap().path();
+        let bytes = std::fs::read(&p).unwrap();
+        assert!(
+            !String::from_utf8_lossy(&bytes).contains(SECRET),
+            "secret found in {}",
+            p.display()
+        );
+    }
+    // Overhead recorded.
+    let ck = json(&b.join("checkpoint.json"));
+    let f = ck["timing"][0]["overhead_fraction"].as_f64().unwrap();
+    eprintln!("orchestration overhead {:.3}%", f * 100.0);
+    cleanup_after();
+    drop(inc);
+}
+
+fn wait_for(p: &std::path::Path, limit: Duration) {
+    let t = Instant::now();
+    while !p.exists() {
+        assert!(t.elapsed() < limit, "{} never appeared", p.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn sigint(child: &std::process::Child) {
+    // SAFETY: signals the bakeoff process this test started.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+}
+
+#[test]
+fn sigint_during_an_arm_restores_and_resume_completes() {
+    let _g = serial();
+    let t = Camp::new();
+    t.profile("inc", FAST);
+    t.profile("a", FAST);
+    t.profile(
+        "b",
+        "ttft_ms = 10\ndecode_tok_s = 20\ncontext_tokens = 4096",
+    );
+    let file = t.write(&[("inc", "inc"), ("a", "a"), ("b", "b")], "", "");
+    let mut inc = Some(t.start_incumbent("inc"));
+    let b = t.bundle();
+    let child = std::process::Command::new(BIN)
+        .arg("run")
+        .arg(&file)
+        .arg("--no-progress")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Interrupt during arm b's timing (its slow decode makes the warm step long).
+    wait_for(
+        &b.join("b-timing-64-c1-cold.json"),
+        Duration::from_secs(120),
+    );
+    sigint(&child);
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(130), "{}", text(&o));
+    let r = json(&b.join("campaign-result.json"));
+    assert_eq!(r["complete"], false);
+    let reason = r["incomplete_reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("interrupted by SIGINT during b/"),
+        "{reason}"
+    );
+    verify(&b);
+    assert_eq!(listener_model(t.port).as_deref(), Some("inc"));
+    if let Some(mut c) = inc.take() {
+        let _ = c.wait(); // the test's incumbent was stopped by bakeoff
+    }
+    let done_a = std::fs::metadata(b.join("a-timing-64-c1-warm.json"))
+        .unwrap()
+        .modified()
+        .unwrap();
+    let cold_b = std::fs::metadata(b.join("b-timing-64-c1-cold.json"))
+        .unwrap()
+        .modified()
+        .unwrap();
+    // Resume: the restored incumbent is stopped again, b continues, all verifies.
+    let o = run(&["--resume", b.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    let r = json(&b.join("campaign-result.json"));
+    assert_eq!(r["complete"], true, "{r:#}");
+    verify(&b);
+    assert_eq!(
+        std::fs::metadata(b.join("a-timing-64-c1-warm.json"))
+            .unwrap()
+            .modified()
+            .unwrap(),
+        done_a
+    );
+    assert_eq!(
+        std::fs::metadata(b.join("b-timing-64-c1-cold.json"))
+            .unwrap()
+            .modified()
+            .unwrap(),
+        cold_b
+    );
+    assert!(b.join("b-timing-64-c2-warm.json").exists());
+    let ck = json(&b.join("checkpoint.json"));
+    assert_eq!(ck["invocations"], 2);
+    assert_eq!(listener_model(t.port).as_deref(), Some("inc"));
+    cleanup(&b, None);
+}
+
+#[test]
+fn sigint_during_restoration_leaves_the_incumbent_running() {
+    let _g = serial();
+    let t = Camp::new();
+    // The incumbent takes a moment to start, so the signal lands during restoration.
+    t.profile("inc", &format!("{FAST}\nstartup_ms = 1500"));
+    t.profile("a", FAST);
+    let file = t.write(&[("inc", "inc"), ("a", "a")], "", "");
+    let inc = t.start_incumbent("inc");
+    let b = t.bundle();
+    let child = std::process::Command::new(BIN)
+        .arg("run")
+        .arg(&file)
+        .arg("--no-progress")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for(&b.join("a-stop.json"), Duration::from_secs(120));
+    std::thread::sleep(Duration::from_millis(300));
+    sigint(&child);
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(130), "{}", text(&o));
+    let r = json(&b.join("campaign-result.json"));
+    assert_eq!(r["complete"], false);
+    assert!(
+        r["incomplete_reason"]
+            .as_str()
+            .unwrap()
+            .contains("restoration"),
+        "{}",
+        r["incomplete_reason"]
+    );
+    assert_eq!(r["restoration"]["status"], "passed");
+    verify(&b);
+    assert_eq!(listener_model(t.port).as_deref(), Some("inc"));
+    cleanup(&b, Some(inc));
+}
+
+#[test]
+fn preconditions_stop_the_run_before_any_arm() {
+    let _g = serial();
+    let t = Camp::new();
+    t.profile("inc", FAST);
+    t.profile("a", FAST);
+    let file = t.write(&[("inc", "inc"), ("a", "a")], "", "");
+    // A port held by something that is not the incumbent.
+    let l = std::net::TcpListener::bind(("127.0.0.1", t.port)).unwrap();
+    let o = run(&[file.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("not the incumbent"),
+        "{}",
+        text(&o)
+    );
+    assert!(!t.bundle().join("a-launch.json").exists());
+    drop(l);
+    // An unwritable output directory.
+    let ro = t.path("ro");
+    std::fs::create_dir(&ro).unwrap();
+    let mut perm = std::fs::metadata(&ro).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o500);
+    std::fs::set_permissions(&ro, perm).unwrap();
+    let out = ro.join("bundle");
+    let o = run(&[file.to_str().unwrap(), "--output", out.to_str().unwrap()]);
+    if unsafe { libc::geteuid() } != 0 {
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("output directory"),
+            "{}",
+            text(&o)
+        );
+    }
+    // A malformed campaign file.
+    let bad = t.path("bad.toml");
+    std::fs::write(&bad, "[campaign]\nid = \"x\"\n[lane]\nport = 70000\n").unwrap();
+    let o = run(&[bad.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("bad.toml:"),
+        "{}",
+        text(&o)
+    );
+    // Dry run sends nothing and prints the plan.
+    let o = run(&[file.to_str().unwrap(), "--dry-run"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("restoration-preflight"));
+    assert!(!t.bundle().exists());
+}

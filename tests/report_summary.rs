@@ -1,0 +1,220 @@
+//! The verdict documents from a hand-built bundle: decision-summary.json validates against the
+//! v1 schema, every evidence name is a manifest file, `bakeoff verify` still passes after the
+//! render, and `compare` refuses unlike workloads naming the difference.
+
+#[path = "decide_fixture.rs"]
+mod fixture;
+
+use bakeoff::evidence::manifest;
+use serde_json::{json, Value};
+
+fn schema_errors(v: &Value) -> Vec<String> {
+    let schema: Value =
+        serde_json::from_str(include_str!("data/decision-summary.schema.json")).unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("the schema compiles");
+    validator
+        .iter_errors(v)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect()
+}
+
+#[test]
+fn the_reference_example_validates_against_the_copied_schema() {
+    let ex: Value =
+        serde_json::from_str(include_str!("data/decision-summary.example.json")).unwrap();
+    assert!(schema_errors(&ex).is_empty(), "{:?}", schema_errors(&ex));
+    let bad = json!({"schema": "anvil-serving.benchmark-decision-summary/v1"});
+    assert!(!schema_errors(&bad).is_empty());
+}
+
+#[test]
+fn render_all_writes_a_valid_summary_and_keeps_the_bundle_verifiable() {
+    let d = tempfile::tempdir().unwrap();
+    let r = fixture::seed();
+    fixture::write_bundle(d.path(), &r);
+    let v = bakeoff::report::render_all(d.path()).unwrap();
+    assert_eq!(v.winner.as_deref(), Some("gittensor"));
+
+    let s: Value =
+        serde_json::from_slice(&std::fs::read(d.path().join("decision-summary.json")).unwrap())
+            .unwrap();
+    assert!(schema_errors(&s).is_empty(), "{:?}", schema_errors(&s));
+    assert_eq!(s["decision"]["promotion_authorized"], json!(false));
+    assert_eq!(s["complete"], json!(true));
+    assert_eq!(s["workload"]["matched_prompt_tokens"], json!(3613));
+    assert_eq!(
+        s["workload"]["long_context_actual_prompt_tokens"],
+        json!({"bounded_64k_arms": 5350, "full_arms": 24400})
+    );
+    assert_eq!(
+        s["headline_results"][0]["candidate"],
+        json!("Gittensor RTX5090 NVFP4 target-only")
+    );
+    assert_eq!(s["headline_results"][0]["ttft_p50_ms"], json!(50.9));
+    let classes: Vec<(&str, &str)> = s["failures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["arm"].as_str().unwrap(), f["class"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        classes,
+        vec![
+            ("gittensor-dspark", "compatibility"),
+            ("cometkim-mtp3", "tool-schema"),
+            ("quasar-mtp2", "workload-regression")
+        ]
+    );
+
+    // Every evidence name (and every evidence field anywhere) is a file of the rewritten manifest.
+    let (m, problems) = manifest::verify(d.path()).unwrap();
+    assert!(problems.is_empty(), "{problems:?}");
+    let files: Vec<&str> = m.files.iter().map(|f| f.path.as_str()).collect();
+    for name in [
+        "decision-summary.json",
+        "publication-summary.md",
+        "report.html",
+    ] {
+        assert!(files.contains(&name), "{name} not in manifest");
+    }
+    let mut names: Vec<String> = s["evidence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_str().unwrap().to_string())
+        .collect();
+    for part in ["gates", "failures", "headline_results"] {
+        names.extend(
+            s[part]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|g| g.get("evidence")?.as_str().map(String::from)),
+        );
+    }
+    assert!(names.len() > 10);
+    for n in &names {
+        assert!(
+            files.contains(&n.as_str()),
+            "evidence {n} is not in the manifest"
+        );
+    }
+
+    let md = std::fs::read_to_string(d.path().join("publication-summary.md")).unwrap();
+    for part in [
+        "## Identity",
+        "## Workload",
+        "## Gates",
+        "## Headline results",
+        "## Failures",
+        "## Limitations",
+        "## Decision",
+        "bakeoff verify",
+        "50.9 (50.8–51.0)",
+    ] {
+        assert!(
+            md.contains(part),
+            "publication-summary.md lacks {part}:\n{md}"
+        );
+    }
+
+    // Re-rendering is idempotent and still verifies.
+    bakeoff::report::render_all(d.path()).unwrap();
+    let s2: Value =
+        serde_json::from_slice(&std::fs::read(d.path().join("decision-summary.json")).unwrap())
+            .unwrap();
+    assert_eq!(s, s2);
+    assert!(manifest::verify(d.path()).unwrap().1.is_empty());
+}
+
+#[test]
+fn complete_is_false_when_the_incumbent_was_not_restored() {
+    let d = tempfile::tempdir().unwrap();
+    let mut r = fixture::seed();
+    r.restoration.as_mut().unwrap().status = "failed".into();
+    fixture::write_bundle(d.path(), &r);
+    bakeoff::report::render_all(d.path()).unwrap();
+    let s: Value =
+        serde_json::from_slice(&std::fs::read(d.path().join("decision-summary.json")).unwrap())
+            .unwrap();
+    assert!(schema_errors(&s).is_empty());
+    assert_eq!(s["complete"], json!(false));
+    assert!(s["decision"]["decision_labels"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("rollback")));
+}
+
+#[test]
+fn compare_refuses_unlike_workloads_naming_the_difference() {
+    let a = fixture::seed();
+    let mut b = fixture::seed();
+    b.workload.max_tokens = 256;
+    b.identity.hardware = "single NVIDIA H200".into();
+    let err = bakeoff::report::compare::compare(&a, &b, false)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("max_tokens: 64 vs 256"), "{err}");
+    assert!(err.contains("hardware"), "{err}");
+    assert!(err.contains("--force"), "{err}");
+    let c = bakeoff::report::compare::compare(&a, &b, true).unwrap();
+    assert_eq!(c.rows.len(), a.arms.len());
+    let text = bakeoff::report::compare::render(&c);
+    assert!(
+        text.contains("warning (--force): workloads differ: max_tokens: 64 vs 256"),
+        "{text}"
+    );
+    // Like workloads compare without force; a shared arm 1% apart inside its CIs is a tie.
+    let mut b2 = fixture::seed();
+    let g = b2.arms.iter_mut().find(|x| x.id == "gittensor").unwrap();
+    g.warm.as_mut().unwrap().ttft_ms = Some(fixture::stat(51.0, 0.5));
+    let text = bakeoff::report::compare::render(
+        &bakeoff::report::compare::compare(&a, &b2, false).unwrap(),
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("gittensor ") && l.contains("ttft_ms") && l.contains("tie")),
+        "{text}"
+    );
+}
+
+#[test]
+fn cli_report_and_compare() {
+    let d1 = tempfile::tempdir().unwrap();
+    let d2 = tempfile::tempdir().unwrap();
+    fixture::write_bundle(d1.path(), &fixture::seed());
+    let mut b = fixture::seed();
+    b.workload.concurrency = vec![1, 4];
+    fixture::write_bundle(d2.path(), &b);
+    let exe = env!("CARGO_BIN_EXE_bakeoff");
+    let out = std::process::Command::new(exe)
+        .arg("report")
+        .arg(d1.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("winner: gittensor"));
+    let out = std::process::Command::new(exe)
+        .args(["verify"])
+        .arg(d1.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let out = std::process::Command::new(exe)
+        .arg("compare")
+        .arg(d1.path())
+        .arg(d2.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("concurrency: [1, 2] vs [1, 4]"), "{err}");
+}

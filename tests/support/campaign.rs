@@ -1,0 +1,221 @@
+//! Test support for `bakeoff run`: reference-engine campaigns in a temp dir, a detached incumbent
+//! on the lane port, and bundle checks.
+#![allow(dead_code)]
+
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_bakeoff");
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A campaign directory: `campaign.toml`, profiles `<name>.toml`, the bundle at `out/`.
+pub struct Camp {
+    pub dir: tempfile::TempDir,
+    pub port: u16,
+}
+
+impl Camp {
+    pub fn new() -> Camp {
+        Camp {
+            dir: tempfile::tempdir().unwrap(),
+            port: free_port(),
+        }
+    }
+
+    pub fn path(&self, p: &str) -> PathBuf {
+        self.dir.path().join(p)
+    }
+
+    pub fn profile(&self, name: &str, body: &str) {
+        std::fs::write(
+            self.path(&format!("{name}.toml")),
+            format!("model = \"{name}\"\n{body}\n"),
+        )
+        .unwrap();
+    }
+
+    pub fn bundle(&self) -> PathBuf {
+        self.path("out")
+    }
+
+    /// A campaign: `arms` are (id, profile name) with the first the incumbent; `extra` goes
+    /// after `[lane]`'s keys (e.g. `ready_timeout_s = 2`).
+    pub fn write(&self, arms: &[(&str, &str)], lane_extra: &str, tail: &str) -> PathBuf {
+        let mut s = format!(
+            r#"[campaign]
+id = "test-campaign"
+output = "out"
+
+[lane]
+host = "127.0.0.1"
+port = {port}
+ready_timeout_s = 20
+stop_grace_s = 2
+{lane_extra}
+
+[workload]
+ranking_priority = ["ttft", "decode_tokens_per_second"]
+matched_prompt_tokens = 64
+max_tokens = 8
+warm_repetitions = 2
+concurrency = [1, 2]
+long_context_targets = {{ full = 600 }}
+
+[gates]
+preflight = ["smoke", "json", "streaming"]
+[gates.tools]
+batch = 2
+variants = ["plain", "streaming"]
+[gates.retrieval]
+needles = 1
+max_tokens = 16
+
+[policy]
+required_gates = ["smoke", "json", "streaming", "tools", "retrieval", "restoration"]
+[[policy.quality_risks]]
+pattern = "simulated crash"
+limitation = "crashed"
+"#,
+            port = self.port
+        );
+        for (i, (id, prof)) in arms.iter().enumerate() {
+            s.push_str(&format!(
+                "\n[[arms]]\nid = \"{id}\"\nrole = \"{}\"\nengine = \"reference\"\nmodel = \"m\"\nlong_context_profile = \"full\"\n[arms.reference]\nprofile = \"{prof}.toml\"\n",
+                if i == 0 { "incumbent" } else { "candidate" }
+            ));
+        }
+        s.push_str(tail);
+        let p = self.path("campaign.toml");
+        std::fs::write(&p, s).unwrap();
+        p
+    }
+
+    /// Starts the incumbent as the campaign's recipe would (own process group), waits for it.
+    pub fn start_incumbent(&self, profile: &str) -> Child {
+        let prof = self.path(&format!("{profile}.toml"));
+        let child = Command::new(BIN)
+            .args(["engine", "--profile"])
+            .arg(&prof)
+            .args(["--host", "127.0.0.1", "--port", &self.port.to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        wait_serving(self.port, Duration::from_secs(20));
+        child
+    }
+}
+
+/// Waits until `GET /health` on the port answers 200.
+pub fn wait_serving(port: u16, limit: Duration) {
+    let t = Instant::now();
+    while t.elapsed() < limit {
+        if let Some((200, _)) = http_get(port, "/health") {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("nothing serves port {port} after {limit:?}");
+}
+
+pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).ok()?;
+    let code = buf.split_whitespace().nth(1)?.parse().ok()?;
+    let body = buf.split_once("\r\n\r\n").map(|x| x.1.to_string())?;
+    Some((code, body))
+}
+
+/// Runs `bakeoff run ARGS --no-progress`.
+pub fn run(args: &[&str]) -> Output {
+    Command::new(BIN)
+        .arg("run")
+        .args(args)
+        .arg("--no-progress")
+        .output()
+        .unwrap()
+}
+
+pub fn text(o: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+pub fn json(p: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())))
+        .unwrap()
+}
+
+pub fn verify(bundle: &Path) {
+    let o = Command::new(BIN)
+        .arg("verify")
+        .arg(bundle)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "verify failed: {}", text(&o));
+}
+
+/// The pid serving the port (via /proc), if any.
+pub fn listener_model(port: u16) -> Option<String> {
+    let (code, body) = http_get(port, "/v1/models")?;
+    if code != 200 {
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+    v["data"][0]["id"].as_str().map(str::to_string)
+}
+
+/// Kills whatever bakeoff restored on the lane (its pid from restoration-launch.json) and reaps
+/// the test's own incumbent child.
+pub fn cleanup(bundle: &Path, mut child: Option<Child>) {
+    if let Ok(b) = std::fs::read(bundle.join("restoration-launch.json")) {
+        let v: serde_json::Value = serde_json::from_slice(&b).unwrap_or_default();
+        let pid = v["pid"].as_u64().or_else(|| v["process"]["pid"].as_u64());
+        if let Some(pid) = pid {
+            // SAFETY: signals a process group this test's campaign started.
+            unsafe {
+                libc::kill(-(pid as i32), libc::SIGKILL);
+                libc::kill(pid as i32, libc::SIGKILL);
+            }
+        }
+    }
+    if let Some(c) = child.as_mut() {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
+
+pub fn pid_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => false,
+        Ok(s) => {
+            let st = s
+                .rfind(')')
+                .map(|i| s[i + 2..].chars().next().unwrap_or('X'));
+            !matches!(st, Some('Z') | Some('X'))
+        }
+    }
+}
