@@ -195,4 +195,17 @@ fn retrieval_reports_the_servers_prompt_tokens_and_its_verdict_matches_the_answe
         "{}",
         b.reason
     );
+    // A wrong --context-tokens lets it through: the server's 400 is a failed observation.
+    let mut wrong = c.clone();
+    wrong.context_tokens = Some(8192);
+    let over = RetrievalCheck::new(4500, 1, vec![], 0, 24, None).unwrap();
+    let r = run(&wrong, &[Check::Retrieval(over)]);
+    let o = &r[0].observations[0];
+    assert_eq!(o.class.as_deref(), Some("request-error"), "{}", o.reason);
+    assert!(o.reason.contains("HTTP 400"), "{}", o.reason);
+    assert!(
+        o.reason.contains("exceed_context_size_error"),
+        "{}",
+        o.reason
+    );
 }
