@@ -146,10 +146,7 @@ pub fn launch_spec(c: &Campaign, arm: &Arm, log_path: &Path) -> Result<LaunchSpe
         (_, Some(lc)) => {
             let mut argv = lc.start.argv.clone();
             if lc.start.self_exe {
-                argv[0] = std::env::current_exe()
-                    .map_err(|e| format!("cannot find the bakeoff executable: {e}"))?
-                    .display()
-                    .to_string();
+                argv[0] = self_exe()?.display().to_string();
             }
             Ok(LaunchSpec::Process(lane::ProcessSpec {
                 argv,
@@ -160,6 +157,22 @@ pub fn launch_spec(c: &Campaign, arm: &Arm, log_path: &Path) -> Result<LaunchSpe
         }
         (_, None) => Err("the arm has no launch command".into()),
     }
+}
+
+/// This bakeoff executable. When it was replaced on disk while running (a rebuild during a
+/// campaign), Linux reports `PATH (deleted)`, which cannot be started: `/proc/self/exe` still
+/// starts the very binary this run uses, so every arm, and the restored incumbent, runs the same
+/// bakeoff.
+fn self_exe() -> Result<PathBuf, String> {
+    let exe =
+        std::env::current_exe().map_err(|e| format!("cannot find the bakeoff executable: {e}"))?;
+    if exe.to_string_lossy().ends_with(" (deleted)") {
+        let proc_exe = PathBuf::from("/proc/self/exe");
+        if proc_exe.exists() {
+            return Ok(proc_exe);
+        }
+    }
+    Ok(exe)
 }
 
 /// What listens on the lane port before the campaign starts.
@@ -1467,7 +1480,7 @@ impl Orch {
                     }
                     let mean =
                         |v: &[f64]| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
-                    let rec = LongContextRecord {
+                    let mut rec = LongContextRecord {
                         evidence: ev_name.clone(),
                         target_tokens: *target_tokens,
                         actual_prompt_tokens: actual,
@@ -1475,6 +1488,17 @@ impl Orch {
                         decode_tok_s: mean(&dec),
                         e2e_ms: mean(&e2e),
                     };
+                    // The retrieval answers are a few tokens: decode speed at this prompt
+                    // length comes from a timed full-length answer when the arm still serves.
+                    if matches!(out, Outcome1::Ok | Outcome1::GateFailed(_)) {
+                        if let Some((name, d, e)) =
+                            self.long_context_timing(arm, live, *target_tokens).await
+                        {
+                            rec.evidence = name;
+                            rec.decode_tok_s = d;
+                            rec.e2e_ms = e;
+                        }
+                    }
                     self.arm_result(&arm.id).long_context = Some(rec);
                 }
                 (out, ev)
@@ -1548,6 +1572,107 @@ impl Orch {
                 (out, Some(ev), Some(r))
             }
         }
+    }
+
+    /// Long-context timing: requests at the arm's long-context target prompt length (exact,
+    /// like the matched prompt) with the workload's `max_tokens` and `ignore_eos`, closed loop at
+    /// concurrency 1, written to `<arm>-timing-<tokens>-c1-long.json`. Returns that file's name
+    /// and the median decode tok/s and E2E ms; `None` when it could not run (recorded in the
+    /// file when it got that far).
+    async fn long_context_timing(
+        &mut self,
+        arm: &Arm,
+        live: &mut Option<Live>,
+        tokens: u64,
+    ) -> Option<(String, Option<f64>, Option<f64>)> {
+        const LONG_REQUESTS: u32 = 2;
+        let name = format!("{}-timing-{tokens}-c1-long.json", arm.id);
+        let l = live.as_mut()?;
+        let target = l.running.target.clone();
+        let api_key = arm.api_key_env.as_ref().and_then(|k| std::env::var(k).ok());
+        let endpoint = match self.c.workload.api {
+            ApiKind::Chat => Endpoint::Chat,
+            ApiKind::Completions => Endpoint::Completions,
+        };
+        let (t2, model, tok, key) = (
+            target.clone(),
+            arm.served_model.clone(),
+            arm.tokenizer.clone(),
+            api_key.clone(),
+        );
+        let nonce = !self.c.workload.allow_prefix_cache;
+        let built = guarded(&self.cancel, async move {
+            prompt::build(&PromptSpec {
+                target: &t2,
+                model: &model,
+                endpoint,
+                tokens,
+                tokenizer: tok.as_deref(),
+                api_key: key.as_deref(),
+                nonce,
+                timeout: Duration::from_secs(300),
+            })
+            .await
+        })
+        .await;
+        let prompt = match built {
+            Guarded::Done(Ok(m)) => Arc::new(m),
+            Guarded::Done(Err(e)) => {
+                let ev = json!({"arm": arm.id, "error": format!("long-context prompt: {e}")});
+                let _ = self.write_json(&name, &ev);
+                return None;
+            }
+            _ => return None,
+        };
+        let w = &self.c.workload;
+        let mut base = serde_json::Map::new();
+        base.insert("model".into(), json!(arm.served_model));
+        base.insert("max_tokens".into(), json!(w.max_tokens));
+        base.insert("temperature".into(), json!(w.sampling.temperature));
+        if let Some(tp) = w.sampling.top_p {
+            base.insert("top_p".into(), json!(tp));
+        }
+        base.insert("seed".into(), json!(w.sampling.seed));
+        base.insert("ignore_eos".into(), json!(true));
+        base.insert("stream".into(), json!(true));
+        base.insert("stream_options".into(), json!({"include_usage": true}));
+        let st = self.ck.arms.entry(arm.id.clone()).or_default();
+        let first_index = st.next_index;
+        st.next_index += LONG_REQUESTS as u64;
+        let inp = timing::TimingInput {
+            target,
+            base,
+            prompt,
+            api_key,
+            concurrency: 1,
+            requests: LONG_REQUESTS,
+            first_index,
+            seed: w.sampling.seed,
+            gpus: self.c.lane.gpus.clone(),
+        };
+        let Guarded::Done(Ok(out)) = guarded(&self.cancel, timing::run(inp)).await else {
+            return None;
+        };
+        let mut ev = out.evidence;
+        ev["arm"] = json!(arm.id);
+        ev["state"] = json!("long-context");
+        ev["shape"] = json!(format!(
+            "long context {tokens} prompt + {} max tokens, ignore_eos, c1",
+            w.max_tokens
+        ));
+        let rec = timing::record(&name, 1, &out.stats);
+        if self.write_json(&name, &ev).is_err() {
+            return None;
+        }
+        let a = self.arm_result(&arm.id);
+        if !a.evidence.contains(&name) {
+            a.evidence.push(name.clone());
+        }
+        Some((
+            name,
+            rec.decode_tok_s.map(|s| s.p50),
+            rec.e2e_ms.map(|s| s.p50),
+        ))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1804,7 +1929,13 @@ impl Orch {
         }
         rest.status = if ok { "passed" } else { "failed" }.into();
         rest.detail = if ok {
-            "the incumbent serves again from the same recipe, with the declared model and context, and passed a fresh preflight".into()
+            let mut d = "the incumbent serves again from the same recipe, with the declared model and context, and passed a fresh preflight".to_string();
+            if let (Some(p), true) = (pid, inc.kind().managed() && inc.container.is_none()) {
+                d.push_str(&format!(
+                    "; it keeps serving as pid {p} (its own process group): stop it with `kill -TERM -- -{p}`"
+                ));
+            }
+            d
         } else {
             details.join("; ")
         };
@@ -2045,6 +2176,14 @@ impl Orch {
         self.ck.timing.push(timing.clone());
         self.save();
         crate::evidence::manifest::write(&self.dir)?;
+        // The verdict from the bundle alone, as `bakeoff report DIR` writes it (decision
+        // summary, publication summary, report.html; the manifest is rewritten to cover them).
+        if let Err(e) = crate::report::render_all(&self.dir) {
+            eprintln!(
+                "bakeoff run: the verdict could not be written ({e:#}); run `bakeoff report {}`",
+                self.dir.display()
+            );
+        }
         Ok(Outcome {
             complete,
             interrupted: self.interrupted.clone(),

@@ -145,6 +145,9 @@ pub fn matches(found: &Listener, argv: &[String], self_exe: bool, cwd: Option<&P
     if found.cmdline[1..] != argv[1..] {
         return false;
     }
+    if self_exe && same_file_as_self(found.pid) {
+        return true;
+    }
     let want = if self_exe {
         std::env::current_exe()
             .ok()
@@ -161,6 +164,18 @@ pub fn matches(found: &Listener, argv: &[String], self_exe: bool, cwd: Option<&P
     // An interpreter (a venv python) may show its resolved executable in cmdline.
     match (&found.exe, std::fs::canonicalize(&want).ok()) {
         (Some(exe), Some(w)) => Path::new(exe) == w,
+        _ => false,
+    }
+}
+
+/// Does process `pid` run this very executable? Compared by device and inode through the
+/// `/proc/*/exe` links, which still resolve when the file was replaced on disk (a rebuild).
+fn same_file_as_self(pid: u32) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let ours = std::fs::metadata("/proc/self/exe");
+    let theirs = std::fs::metadata(format!("/proc/{pid}/exe"));
+    match (ours, theirs) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
         _ => false,
     }
 }
