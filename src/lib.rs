@@ -12,8 +12,8 @@ pub mod evidence;
 pub mod gates;
 pub mod lane;
 pub mod load;
-pub mod report;
 pub mod metrics;
+pub mod report;
 pub mod telemetry;
 pub mod workload;
 

@@ -28,13 +28,19 @@ fn check_engine(kind: RealEngine) {
         let (o, v) = bench(
             &server.base_url,
             &[
-                "--prompt-tokens", "1000",
-                "--max-tokens", "64",
+                "--prompt-tokens",
+                "1000",
+                "--max-tokens",
+                "64",
                 "--ignore-eos",
-                "--concurrency", &c.to_string(),
-                "--requests", &n.to_string(),
-                "--extra-body", "{\"cache_prompt\": false}",
-                "--requests-jsonl", jl.to_str().unwrap(),
+                "--concurrency",
+                &c.to_string(),
+                "--requests",
+                &n.to_string(),
+                "--extra-body",
+                "{\"cache_prompt\": false}",
+                "--requests-jsonl",
+                jl.to_str().unwrap(),
             ],
             &out,
         );
@@ -47,16 +53,26 @@ fn check_engine(kind: RealEngine) {
         assert_eq!(v["prompt_token_mismatches"], 0);
         // Per request: the client's own counts equal the server's usage.
         for l in jsonl(&jl) {
-            assert_eq!(l["client_prompt_tokens"], l["usage"]["prompt_tokens"], "{l}");
+            assert_eq!(
+                l["client_prompt_tokens"], l["usage"]["prompt_tokens"],
+                "{l}"
+            );
             assert_eq!(l["usage"]["completion_tokens"], 64, "{l}");
-            assert_eq!(l["metrics"]["output_chunks"], l["usage"]["completion_tokens"], "{l}");
+            assert_eq!(
+                l["metrics"]["output_chunks"], l["usage"]["completion_tokens"],
+                "{l}"
+            );
             assert_eq!(l["usage"]["cached_tokens"], 0, "prefix cache hit: {l}");
         }
         // Decode speed within 5% of the server's own timings.predicted_per_second.
         let ours = metric(&v, "decode_tok_s", "p50");
         let theirs = metric(&v, "engine_reported_decode_tok_s", "p50");
         let rel = (ours - theirs).abs() / theirs;
-        assert!(rel < 0.05, "c={c}: bakeoff {ours:.2} tok/s vs server {theirs:.2} tok/s ({:.1}%)", rel * 100.0);
+        assert!(
+            rel < 0.05,
+            "c={c}: bakeoff {ours:.2} tok/s vs server {theirs:.2} tok/s ({:.1}%)",
+            rel * 100.0
+        );
         eprintln!("{kind:?} c={c}: decode bakeoff {ours:.2} vs server {theirs:.2} tok/s; TTFT p50 {:.1} ms", metric(&v, "ttft_ms", "p50"));
     }
 }

@@ -1,10 +1,10 @@
 //! One file per subcommand.
 
 pub mod bench;
+pub mod compare;
 pub mod engine;
 pub mod gate;
+pub mod report;
 pub mod run;
 pub mod selftest;
 pub mod verify;
-pub mod compare;
-pub mod report;

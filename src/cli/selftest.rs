@@ -114,7 +114,14 @@ impl EngineChild {
     pub fn spawn(profile: &std::path::Path, workers: usize) -> Result<EngineChild> {
         let exe = std::env::current_exe().context("cannot find the bakeoff executable")?;
         let mut child = Command::new(exe)
-            .args(["engine", "--port", "0", "--workers", &workers.to_string(), "--profile"])
+            .args([
+                "engine",
+                "--port",
+                "0",
+                "--workers",
+                &workers.to_string(),
+                "--profile",
+            ])
             .arg(profile)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
