@@ -290,7 +290,7 @@ fn real_cpu_campaign_restores_the_incumbent_and_verifies() {
             kill_group(p);
         }
     }
-    cleanup(&bundle, Some(inc));
+    cleanup(&bundle, Some(inc), port);
     if std::env::var_os("BAKEOFF_KEEP_REAL_BUNDLE").is_some() {
         let keep = root.join("target/campaigns/real-cpu-test");
         let _ = std::fs::remove_dir_all(&keep);

@@ -25,7 +25,7 @@ struct StopRestored(PathBuf);
 
 impl Drop for StopRestored {
     fn drop(&mut self) {
-        cleanup(&self.0, None);
+        cleanup(&self.0, None, LANE_PORT);
     }
 }
 
@@ -212,7 +212,7 @@ fn seed_replay_reaches_the_reference_verdict() {
     verify(&bundle);
 
     // Stop the restored incumbent; nothing is left on the lane.
-    cleanup(&bundle, None);
+    cleanup(&bundle, None, LANE_PORT);
     let t = Instant::now();
     while http_get(LANE_PORT, "/health").is_some() && t.elapsed() < Duration::from_secs(10) {
         std::thread::sleep(Duration::from_millis(50));

@@ -188,9 +188,20 @@ pub fn listener_model(port: u16) -> Option<String> {
     v["data"][0]["id"].as_str().map(str::to_string)
 }
 
-/// Kills whatever bakeoff restored on the lane (its pid from restoration-launch.json) and reaps
-/// the test's own incumbent child.
-pub fn cleanup(bundle: &Path, mut child: Option<Child>) {
+/// Kills whatever bakeoff restored on the lane (its pid from restoration-launch.json, and any
+/// process still listening on the lane port: a resumed run restores more than once) and reaps the
+/// test's own incumbent child.
+pub fn cleanup(bundle: &Path, mut child: Option<Child>, port: u16) {
+    for l in bakeoff::campaign::orchestrator::procnet::find_listeners(port) {
+        // SAFETY: signals the process (group) serving this test's own lane port.
+        unsafe {
+            // Only a group the listener leads, never the test runner's own.
+            if l.pgid == Some(l.pid) && l.pid as i32 != libc::getpgrp() {
+                libc::kill(-(l.pid as i32), libc::SIGKILL);
+            }
+            libc::kill(l.pid as i32, libc::SIGKILL);
+        }
+    }
     if let Ok(b) = std::fs::read(bundle.join("restoration-launch.json")) {
         let v: serde_json::Value = serde_json::from_slice(&b).unwrap_or_default();
         let pid = v["pid"].as_u64().or_else(|| v["process"]["pid"].as_u64());
