@@ -1117,7 +1117,7 @@ impl Orch {
                 (Outcome1::Ok, ev, "ready")
             }
             Err(f) => {
-                let d = format!("{} ({}): {}", f.class, f.cause, f.message);
+                let d = format!("{}: {}", f.cause, f.message);
                 let ev = json!({"arm": arm.id, "failure": f});
                 (Outcome1::Fatal(fail("compatibility", d, "")), ev, "ready")
             }
