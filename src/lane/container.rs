@@ -7,8 +7,7 @@
 
 use super::process::open_log;
 use super::{
-    port, Cause, ContainerSpec, ExitInfo, LaneSpec, LaunchFailure, Masker, Running, StopFacts,
-    StopHow,
+    Cause, ContainerSpec, ExitInfo, LaneSpec, LaunchFailure, Masker, Running, StopFacts, StopHow,
 };
 use crate::clock::mono_ns;
 use std::io::Write;
@@ -362,28 +361,7 @@ pub(super) async fn stop(running: &mut Running, grace: Duration) -> StopFacts {
         }
     }
     let gone = inspect(&docker, &name).await.is_err();
-    let took_ms = mono_ns().saturating_sub(t0) as f64 / 1e6;
-    let free = port::wait_port_free(
-        &running.target.host,
-        running.target.port,
-        Duration::from_secs(2),
-    )
-    .await;
-    if !free {
-        detail.push(format!(
-            "port {}:{} still in use 2 s after the stop",
-            running.target.host, running.target.port
-        ));
-    }
-    StopFacts {
-        how,
-        exit: running.exit.clone(),
-        took_ms,
-        group_gone: gone,
-        remaining_pids: Vec::new(),
-        port_free: Some(free),
-        detail: running.masker.mask(&detail.join("; ")),
-    }
+    super::process::finish_stop(running, how, t0, gone, Vec::new(), detail).await
 }
 
 #[cfg(test)]

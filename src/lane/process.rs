@@ -258,6 +258,19 @@ pub(super) async fn stop(running: &mut Running, grace: Duration) -> StopFacts {
     } else {
         detail.push(format!("processes of the group still alive: {remaining:?}"));
     }
+    finish_stop(running, how, t0, remaining.is_empty(), remaining, detail).await
+}
+
+/// The common end of every managed stop: time it, check the lane port is free, build the facts
+/// (secrets masked). `remaining`: the arm's host processes still alive.
+pub(crate) async fn finish_stop(
+    running: &Running,
+    how: StopHow,
+    t0: u64,
+    group_gone: bool,
+    remaining: Vec<u32>,
+    mut detail: Vec<String>,
+) -> StopFacts {
     let took_ms = mono_ns().saturating_sub(t0) as f64 / 1e6;
     let free = port::wait_port_free(
         &running.target.host,
@@ -275,7 +288,7 @@ pub(super) async fn stop(running: &mut Running, grace: Duration) -> StopFacts {
         how,
         exit: running.exit.clone(),
         took_ms,
-        group_gone: remaining.is_empty(),
+        group_gone,
         remaining_pids: remaining,
         port_free: Some(free),
         detail: running.masker.mask(&detail.join("; ")),
