@@ -13,6 +13,7 @@ pub mod gates;
 pub mod lane;
 pub mod load;
 pub mod metrics;
+pub mod netstamp;
 pub mod report;
 pub mod telemetry;
 pub mod workload;

@@ -57,6 +57,11 @@ pub struct LevelResult {
     /// |client chunk gap − engine chunk gap| for output chunks, ms.
     pub chunk_gap_error_ms: Option<Distribution>,
     pub client_cpu_us_per_chunk: f64,
+    /// Of that, in the client's own code (user time) and in the kernel (system time).
+    pub client_cpu_user_us_per_chunk: f64,
+    pub client_cpu_sys_us_per_chunk: f64,
+    /// Share of the client's reads stamped with the kernel's receive time (the rest: read time).
+    pub kernel_stamped_reads: f64,
     pub peak_rss_mib: f64,
     pub wall_s: f64,
 }
@@ -178,12 +183,13 @@ impl Source for FixedSource {
     }
 }
 
-fn cpu_ns() -> u64 {
+/// (user, system) CPU time of this process, ns.
+fn cpu_ns() -> (u64, u64) {
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: getrusage fills the struct we own.
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
     let tv = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
-    tv(ru.ru_utime) + tv(ru.ru_stime)
+    (tv(ru.ru_utime), tv(ru.ru_stime))
 }
 
 pub fn peak_rss_mib() -> f64 {
@@ -250,12 +256,16 @@ async fn level(target: &Target, c: usize, args: &SelftestArgs) -> Result<LevelRe
         collect: false,
     };
     let cpu0 = cpu_ns();
+    let stamps0 = crate::netstamp::counts();
     let wall0 = crate::clock::mono_ns();
     load::run(target.clone(), plan, source, opts, tx)
         .await
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     let traces = gather.await?;
-    let cpu = cpu_ns() - cpu0;
+    let cpu1 = cpu_ns();
+    let (user, sys) = (cpu1.0 - cpu0.0, cpu1.1 - cpu0.1);
+    let stamps1 = crate::netstamp::counts();
+    let (kern, read) = (stamps1.0 - stamps0.0, stamps1.1 - stamps0.1);
     let wall_s = (crate::clock::mono_ns() - wall0) as f64 / 1e9;
     let (_, em) = get_json(target, "/debug/emissions", None, t)
         .await
@@ -319,14 +329,25 @@ async fn level(target: &Target, c: usize, args: &SelftestArgs) -> Result<LevelRe
         ttft_error_ms_all: Distribution::from_samples(&ttft_all, 1),
         ttft_error_ms_after_first_wave: Distribution::from_samples(&ttft_later, 1),
         chunk_gap_error_ms: Distribution::from_samples(&gap_err, 1),
-        client_cpu_us_per_chunk: if chunks > 0 {
-            cpu as f64 / 1e3 / chunks as f64
+        client_cpu_us_per_chunk: per_chunk(user + sys, chunks),
+        client_cpu_user_us_per_chunk: per_chunk(user, chunks),
+        client_cpu_sys_us_per_chunk: per_chunk(sys, chunks),
+        kernel_stamped_reads: if kern + read > 0 {
+            kern as f64 / (kern + read) as f64
         } else {
             0.0
         },
         peak_rss_mib: peak_rss_mib(),
         wall_s,
     })
+}
+
+fn per_chunk(ns: u64, chunks: u64) -> f64 {
+    if chunks > 0 {
+        ns as f64 / 1e3 / chunks as f64
+    } else {
+        0.0
+    }
 }
 
 pub fn run(args: SelftestArgs) -> Result<()> {
@@ -408,7 +429,7 @@ fn print_report(r: &SelftestReport) {
         r.host.cpus, r.host.cpu_model, r.max_tokens, r.decode_tok_s, r.waves
     );
     println!(
-        "{:>6} {:>7} {:>9} | {:>8} {:>8} {:>8} | {:>9} {:>9} | {:>8} | {:>7} {:>8} {:>6}",
+        "{:>6} {:>7} {:>9} | {:>8} {:>8} {:>8} | {:>9} {:>9} | {:>8} | {:>7} {:>11} {:>6} | {:>7} {:>6}",
         "conc",
         "ok/fail",
         "chunks",
@@ -419,12 +440,14 @@ fn print_report(r: &SelftestReport) {
         "ttft p99*",
         "gap p99",
         "cpu/chk",
+        "(user+sys)",
+        "kstamp",
         "rss MiB",
         "wall s"
     );
     for l in &r.levels {
         println!(
-            "{:>6} {:>7} {:>9} | {:>8} {:>8} {:>8} | {:>9} {:>9} | {:>8} | {:>6.2}µ {:>8.1} {:>6.1}",
+            "{:>6} {:>7} {:>9} | {:>8} {:>8} {:>8} | {:>9} {:>9} | {:>8} | {:>6.2}µ {:>11} {:>5.1}% | {:>7.1} {:>6.1}",
             l.concurrency,
             format!("{}/{}", l.requests_ok, l.requests_failed),
             l.chunks,
@@ -435,6 +458,11 @@ fn print_report(r: &SelftestReport) {
             f(&l.ttft_error_ms_after_first_wave, |d| d.p99),
             f(&l.chunk_gap_error_ms, |d| d.p99),
             l.client_cpu_us_per_chunk,
+            format!(
+                "{:.2}+{:.2}",
+                l.client_cpu_user_us_per_chunk, l.client_cpu_sys_us_per_chunk
+            ),
+            l.kernel_stamped_reads * 100.0,
             l.peak_rss_mib,
             l.wall_s
         );
@@ -445,5 +473,5 @@ fn print_report(r: &SelftestReport) {
             );
         }
     }
-    println!("times in ms; add = client arrival - engine emission per chunk; ttft p99* = after the first wave; cpu/chk = client CPU per received chunk");
+    println!("times in ms; add = client arrival - engine emission per chunk; ttft p99* = after the first wave; cpu/chk = client CPU per received chunk (user+sys µs); kstamp = reads stamped with the kernel's receive time");
 }

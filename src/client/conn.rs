@@ -6,7 +6,7 @@ use super::trace::{ErrorClass, RequestError, Trace};
 use super::Target;
 use crate::clock::mono_ns;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 const READ_CHUNK: usize = 16 * 1024;
@@ -68,6 +68,8 @@ impl Conn {
         };
         // Small SSE writes must not wait for Nagle on either side.
         let _ = stream.set_nodelay(true);
+        // Arrival = when the bytes reached the socket, even if this client reads them later.
+        crate::netstamp::enable(&stream);
         Ok(Conn {
             stream,
             buf: Vec::with_capacity(READ_CHUNK),
@@ -115,12 +117,15 @@ impl Conn {
             }
             tokio::select! {
                 biased;
-                // read_buf appends into spare capacity (no zero-filling) and is cancel-safe.
-                r = self.stream.read_buf(&mut self.buf) => {
-                    let t = mono_ns();
-                    self.last_ns = t;
+                // Appends into spare capacity (no zero-filling); cancel-safe.
+                r = crate::netstamp::read(&self.stream, &mut self.buf) => {
                     return match r {
-                        Ok(n) => Ok((n, t)),
+                        Ok((n, t)) => {
+                            // Stamps of one socket never go backwards (clock-offset jitter).
+                            let t = t.max(self.last_ns);
+                            self.last_ns = t;
+                            Ok((n, t))
+                        }
                         Err(e) => Err(RequestError::new(ErrorClass::Io, format!("read failed: {e}"))),
                     };
                 }

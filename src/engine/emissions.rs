@@ -42,7 +42,7 @@ impl Kind {
 #[derive(Debug, Clone, Default)]
 pub struct Record {
     pub id: String,
-    /// Right after the read that returned the request's first bytes.
+    /// When the request's first bytes reached the socket (kernel receive stamp).
     pub recv_ns: u64,
     /// Just before the response head was written.
     pub head_ns: u64,

@@ -18,7 +18,8 @@ pub struct Request {
     /// Path without the query string.
     pub path: String,
     pub body: Vec<u8>,
-    /// CLOCK_MONOTONIC right after the read that returned the request's first bytes.
+    /// CLOCK_MONOTONIC when the request's first bytes reached the socket (the kernel's receive
+    /// stamp; the read time where there is none).
     pub recv_ns: u64,
     /// The client asked to close the connection after this response (or spoke HTTP/1.0).
     pub close: bool,
@@ -41,19 +42,23 @@ pub struct Conn {
 impl Conn {
     pub fn new(stream: TcpStream) -> Conn {
         let _ = stream.set_nodelay(true);
+        // A request "arrives" when its bytes reach the socket, not when this engine, busy with
+        // other streams, gets round to reading them: the performance model starts there.
+        crate::netstamp::enable(&stream);
         Conn {
             stream,
             buf: Vec::with_capacity(8192),
         }
     }
 
-    async fn fill(&mut self) -> Result<usize, ReadError> {
+    /// Reads more bytes; returns when they arrived (the kernel's receive stamp).
+    async fn fill(&mut self) -> Result<u64, ReadError> {
         if self.buf.capacity() - self.buf.len() < 4096 {
             self.buf.reserve(self.buf.capacity().max(8192));
         }
-        match self.stream.read_buf(&mut self.buf).await {
-            Ok(0) | Err(_) => Err(ReadError::Closed),
-            Ok(n) => Ok(n),
+        match crate::netstamp::read(&self.stream, &mut self.buf).await {
+            Ok((0, _)) | Err(_) => Err(ReadError::Closed),
+            Ok((_, at)) => Ok(at),
         }
     }
 
@@ -140,9 +145,9 @@ impl Conn {
                     Err(e) => return Err(ReadError::Bad(400, format!("malformed request: {e}"))),
                 }
             }
-            self.fill().await?;
+            let at = self.fill().await?;
             if recv_ns == 0 {
-                recv_ns = mono_ns();
+                recv_ns = at;
             }
         }
     }

@@ -1,0 +1,235 @@
+//! Reads stamped with the kernel's receive time.
+//!
+//! A timestamp taken in user space after `read()` returns says when the reader got round to the
+//! socket, not when the bytes arrived: with hundreds of streams on two cores the difference is
+//! milliseconds, and it is the measuring tool's own scheduling, not the engine's latency. The
+//! kernel stamps every received segment as it is queued on the socket (`SO_TIMESTAMPNS`), and
+//! `recvmsg` returns the stamp of the last segment it read. We convert it from CLOCK_REALTIME to
+//! CLOCK_MONOTONIC with an offset sampled at the same read, so a busy reader still records when
+//! the bytes arrived. Where the kernel gives no stamp, the read time is used instead.
+//!
+//! One read that returns several segments carries the last one's stamp: bytes that arrived
+//! earlier in the same read are stamped no earlier than they arrived, never earlier.
+
+use std::io;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use tokio::io::Interest;
+use tokio::net::TcpStream;
+
+use crate::clock::mono_ns;
+
+/// Reads that returned bytes with a kernel stamp, and without one (this process, all sockets).
+static STAMPED: AtomicU64 = AtomicU64::new(0);
+static UNSTAMPED: AtomicU64 = AtomicU64::new(0);
+
+/// (reads stamped by the kernel, reads stamped with the read time) so far in this process.
+/// The kernel turns stamping on a moment after the first socket asks (a deferred static key),
+/// so the very first segments of a process may come without a stamp.
+pub fn counts() -> (u64, u64) {
+    (STAMPED.load(Relaxed), UNSTAMPED.load(Relaxed))
+}
+
+/// Asks the kernel to stamp received segments on this socket. False where it can't.
+pub fn enable(stream: &TcpStream) -> bool {
+    let on: libc::c_int = 1;
+    // SAFETY: setsockopt reads an int we own for the socket we hold.
+    unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_TIMESTAMPNS,
+            &on as *const libc::c_int as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        ) == 0
+    }
+}
+
+fn realtime_ns() -> i128 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we own.
+    unsafe {
+        libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts);
+    }
+    ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128
+}
+
+/// One `recvmsg` into `spare`; returns the byte count and the kernel's stamp (CLOCK_REALTIME ns).
+fn recv_once(
+    fd: libc::c_int,
+    spare: &mut [std::mem::MaybeUninit<u8>],
+) -> io::Result<(usize, Option<i128>)> {
+    // u64 storage keeps the control buffer aligned for cmsghdr.
+    let mut control = [0u64; 8];
+    let mut iov = libc::iovec {
+        iov_base: spare.as_mut_ptr() as *mut libc::c_void,
+        iov_len: spare.len(),
+    };
+    // SAFETY: msghdr is plain data; every pointer set below outlives the call.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
+    msg.msg_controllen = std::mem::size_of_val(&control) as _;
+    // SAFETY: recvmsg writes at most iov_len bytes into `spare` and the control buffer.
+    let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_DONTWAIT) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut stamp = None;
+    // SAFETY: the CMSG_* helpers walk the control buffer the kernel just filled, bounded by
+    // msg_controllen.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
+                let ts = std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::timespec);
+                if ts.tv_sec > 0 {
+                    stamp = Some(ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128);
+                }
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    Ok((n as usize, stamp))
+}
+
+/// Converts a CLOCK_REALTIME stamp to CLOCK_MONOTONIC using an offset sampled now; returns the
+/// read time itself when there is no stamp or the stamp is not plausible (a clock step).
+/// The flag says whether the kernel's stamp was used.
+fn arrival(stamp: Option<i128>) -> (u64, bool) {
+    let real = realtime_ns();
+    let mono = mono_ns();
+    match stamp {
+        Some(s) => {
+            let at = s - (real - mono as i128);
+            // A segment that "arrived" after we read it, or more than a minute before, means the
+            // wall clock stepped between the two: trust the read time instead.
+            if at <= mono as i128 && at > mono as i128 - 60_000_000_000 {
+                (at as u64, true)
+            } else {
+                (mono, false)
+            }
+        }
+        None => (mono, false),
+    }
+}
+
+/// Reads once into the spare capacity of `buf` (appending), waiting until bytes or EOF arrive.
+/// Returns the byte count (0 at EOF) and when the bytes arrived, on CLOCK_MONOTONIC.
+/// Cancel-safe: bytes are only consumed inside a single synchronous step.
+pub async fn read(stream: &TcpStream, buf: &mut Vec<u8>) -> io::Result<(usize, u64)> {
+    if buf.capacity() == buf.len() {
+        buf.reserve(4096);
+    }
+    let fd = stream.as_raw_fd();
+    loop {
+        stream.readable().await?;
+        let spare = buf.spare_capacity_mut();
+        let room = spare.len();
+        let mut short = None;
+        let r = stream.try_io(Interest::READABLE, || {
+            let (n, stamp) = recv_once(fd, spare)?;
+            if n > 0 && n < room {
+                // A read that did not fill the buffer emptied the socket: report it as
+                // "would block" so tokio clears the readiness now (it does the same for its own
+                // reads) instead of us paying one more recvmsg that returns EAGAIN.
+                short = Some((n, stamp));
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            Ok((n, stamp))
+        });
+        let (n, stamp) = match (r, short) {
+            (_, Some(got)) => got,
+            (Ok(got), None) => got,
+            (Err(e), None) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            (Err(e), None) => return Err(e),
+        };
+        // SAFETY: recvmsg initialised the first n bytes of the spare capacity.
+        unsafe { buf.set_len(buf.len() + n) };
+        if n > 0 {
+            let (at, kernel) = arrival(stamp);
+            if kernel {
+                STAMPED.fetch_add(1, Relaxed);
+            } else {
+                UNSTAMPED.fetch_add(1, Relaxed);
+            }
+            return Ok((n, at));
+        }
+        return Ok((0, mono_ns()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncWriteExt;
+
+    #[tokio::test]
+    async fn stamps_arrival_not_read_time() {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let (c, s) = tokio::join!(TcpStream::connect(addr), l.accept());
+        let c = c.unwrap();
+        let (mut s, _) = s.unwrap();
+        assert!(enable(&c), "SO_TIMESTAMPNS is available on Linux");
+        // The kernel switches stamping on through deferred work after the first request.
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let before = mono_ns();
+        s.write_all(b"first").await.unwrap();
+        let after = mono_ns();
+        // Read 30 ms later: the stamp must say when the bytes came, not when we read them.
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        let mut buf = Vec::with_capacity(64);
+        let (n, at) = read(&c, &mut buf).await.unwrap();
+        let read_at = mono_ns();
+        assert_eq!(&buf[..n], b"first");
+        assert!(
+            at >= before.saturating_sub(100_000),
+            "stamp {at} before the write {before}"
+        );
+        assert!(
+            at <= after + 5_000_000,
+            "stamp {} ms after the write",
+            (at - after) / 1_000_000
+        );
+        assert!(
+            read_at - at >= 25_000_000,
+            "stamp is the read time, not the arrival"
+        );
+
+        // The next read waits for new bytes (readiness was cleared after the short read).
+        let w = tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            s.write_all(b"second").await.unwrap();
+            s
+        });
+        let (n2, at2) = read(&c, &mut buf).await.unwrap();
+        assert_eq!(&buf[n..n + n2], b"second");
+        assert!(at2 > at);
+        // EOF reads as 0 bytes.
+        drop(w.await.unwrap());
+        let (n3, _) = read(&c, &mut buf).await.unwrap();
+        assert_eq!(n3, 0);
+    }
+
+    #[tokio::test]
+    async fn without_stamps_the_read_time_is_used() {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let (c, s) = tokio::join!(TcpStream::connect(addr), l.accept());
+        let c = c.unwrap();
+        let (mut s, _) = s.unwrap();
+        s.write_all(b"x").await.unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let t0 = mono_ns();
+        let mut buf = Vec::new();
+        let (n, at) = read(&c, &mut buf).await.unwrap();
+        assert_eq!(n, 1);
+        assert!(at >= t0);
+    }
+}
