@@ -23,6 +23,14 @@ use crate::clock::mono_ns;
 /// Reads that returned bytes with a kernel stamp, and without one (this process, all sockets).
 static STAMPED: AtomicU64 = AtomicU64::new(0);
 static UNSTAMPED: AtomicU64 = AtomicU64::new(0);
+/// Longest delay between a stamped arrival and its read since the last [`take_max_lag_ns`].
+static MAX_LAG_NS: AtomicU64 = AtomicU64::new(0);
+
+/// The longest read lag (read time minus kernel arrival) seen since the last call, and resets
+/// it. A reader that keeps up sees microseconds; milliseconds mean it is falling behind.
+pub fn take_max_lag_ns() -> u64 {
+    MAX_LAG_NS.swap(0, Relaxed)
+}
 
 /// (reads stamped by the kernel, reads stamped with the read time) so far in this process.
 /// The kernel turns stamping on a moment after the first socket asks (a deferred static key),
@@ -59,7 +67,7 @@ fn realtime_ns() -> i128 {
 }
 
 /// One `recvmsg` into `spare`; returns the byte count and the kernel's stamp (CLOCK_REALTIME ns).
-fn recv_once(
+pub(crate) fn recv_once(
     fd: libc::c_int,
     spare: &mut [std::mem::MaybeUninit<u8>],
 ) -> io::Result<(usize, Option<i128>)> {
@@ -155,6 +163,7 @@ pub async fn read(stream: &TcpStream, buf: &mut Vec<u8>) -> io::Result<(usize, u
             let (at, kernel) = arrival(stamp);
             if kernel {
                 STAMPED.fetch_add(1, Relaxed);
+                MAX_LAG_NS.fetch_max(mono_ns().saturating_sub(at), Relaxed);
             } else {
                 UNSTAMPED.fetch_add(1, Relaxed);
             }

@@ -193,10 +193,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
     crate::clock::raise_nofile_limit();
     // One thread: chunk wakeups never cross threads and the client leaves the other cores to
     // the engine under test.
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
+    let rt = crate::load::pace::client_runtime().context("cannot start the async runtime")?;
     let report = rt.block_on(bench(args.clone()))?;
     print_report(&report);
     if let Some(p) = &args.json {

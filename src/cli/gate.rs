@@ -266,10 +266,7 @@ pub fn run(args: GateArgs) -> Result<()> {
         },
     };
     let api_key = crate::cli::bench::read_api_key(args.api_key_env.as_deref())?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
+    let rt = crate::load::pace::client_runtime().context("cannot start the async runtime")?;
     let results = rt.block_on(async {
         let model = match &args.model {
             Some(m) => m.clone(),

@@ -7,4 +7,5 @@ pub mod gate;
 pub mod report;
 pub mod run;
 pub mod selftest;
+pub mod selftest_floor;
 pub mod verify;

@@ -134,10 +134,7 @@ pub fn run(args: RunArgs) -> Result<()> {
         bundle.display(),
         if resume { " (resuming)" } else { "" }
     );
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
+    let rt = crate::load::pace::client_runtime().context("cannot start the async runtime")?;
     let progress_bar = !args.no_progress && std::io::stderr().is_terminal();
     let outcome = rt.block_on(async {
         let (tx, rx) = tokio::sync::watch::channel::<Option<&'static str>>(None);

@@ -36,6 +36,9 @@ pub struct SelftestArgs {
     /// Worker threads of the engine child process.
     #[arg(long, default_value_t = 2)]
     pub engine_workers: usize,
+    /// Skip the bare-reader floor measurement.
+    #[arg(long)]
+    pub no_floor: bool,
     /// Write the results as JSON here.
     #[arg(long)]
     pub json: Option<std::path::PathBuf>,
@@ -62,6 +65,12 @@ pub struct LevelResult {
     pub client_cpu_sys_us_per_chunk: f64,
     /// Share of the client's reads stamped with the kernel's receive time (the rest: read time).
     pub kernel_stamped_reads: f64,
+    /// The bare reader's CPU per chunk at this level (see `selftest_floor`): the kernel's share
+    /// that any client on this host pays. Absent below 16 streams or with `--no-floor`.
+    pub floor_cpu_user_us_per_chunk: Option<f64>,
+    pub floor_cpu_sys_us_per_chunk: Option<f64>,
+    /// Naps the client's runtime took before parking (reads gathered in rounds; see load::pace).
+    pub naps: u64,
     pub peak_rss_mib: f64,
     pub wall_s: f64,
 }
@@ -257,6 +266,7 @@ async fn level(target: &Target, c: usize, args: &SelftestArgs) -> Result<LevelRe
     };
     let cpu0 = cpu_ns();
     let stamps0 = crate::netstamp::counts();
+    let naps0 = crate::load::pace::naps();
     let wall0 = crate::clock::mono_ns();
     load::run(target.clone(), plan, source, opts, tx)
         .await
@@ -265,6 +275,7 @@ async fn level(target: &Target, c: usize, args: &SelftestArgs) -> Result<LevelRe
     let cpu1 = cpu_ns();
     let (user, sys) = (cpu1.0 - cpu0.0, cpu1.1 - cpu0.1);
     let stamps1 = crate::netstamp::counts();
+    let naps = crate::load::pace::naps() - naps0;
     let (kern, read) = (stamps1.0 - stamps0.0, stamps1.1 - stamps0.1);
     let wall_s = (crate::clock::mono_ns() - wall0) as f64 / 1e9;
     let (_, em) = get_json(target, "/debug/emissions", None, t)
@@ -337,6 +348,9 @@ async fn level(target: &Target, c: usize, args: &SelftestArgs) -> Result<LevelRe
         } else {
             0.0
         },
+        floor_cpu_user_us_per_chunk: None,
+        floor_cpu_sys_us_per_chunk: None,
+        naps,
         peak_rss_mib: peak_rss_mib(),
         wall_s,
     })
@@ -372,9 +386,7 @@ pub fn run(args: SelftestArgs) -> Result<()> {
     let target = Target::parse(&engine.url).map_err(|e| anyhow::anyhow!(e))?;
     // One thread: chunk wakeups never cross threads and the client leaves the other cores to
     // the engine under test.
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let rt = crate::load::pace::client_runtime()?;
     let started_at = crate::clock::wall_rfc3339();
     let mut levels = Vec::new();
     rt.block_on(async {
@@ -391,7 +403,19 @@ pub fn run(args: SelftestArgs) -> Result<()> {
                 c as u64 * args.waves,
                 args.max_tokens
             );
-            let r = level(&target, c, &args).await?;
+            let mut r = level(&target, c, &args).await?;
+            if c >= 16 && !args.no_floor {
+                // Blocks this thread on purpose: the bare reader must run with no runtime.
+                let req = FixedSource {
+                    target: target.clone(),
+                    max_tokens: args.max_tokens,
+                }
+                .prepare(0)
+                .bytes;
+                let f = super::selftest_floor::measure(&target.authority(), &req, c, args.waves)?;
+                r.floor_cpu_user_us_per_chunk = Some(f.user_us_per_chunk);
+                r.floor_cpu_sys_us_per_chunk = Some(f.sys_us_per_chunk);
+            }
             levels.push(r);
         }
         anyhow::Ok(())
@@ -466,6 +490,15 @@ fn print_report(r: &SelftestReport) {
             l.peak_rss_mib,
             l.wall_s
         );
+        if let (Some(u), Some(s)) = (l.floor_cpu_user_us_per_chunk, l.floor_cpu_sys_us_per_chunk) {
+            println!(
+                "{:>6} floor: a bare epoll+recvmsg reader (no runtime, no parsing) {:.2}µ ({:.2}+{:.2}) per chunk",
+                "",
+                u + s,
+                u,
+                s
+            );
+        }
         if l.unmatched_requests > 0 {
             println!(
                 "       {} requests could not be matched to the engine's emission log",

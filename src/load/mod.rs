@@ -3,6 +3,8 @@
 //! Connections are opened before the clock starts so the first wave measures the engine, not
 //! TCP setup. Each finished request's trace goes to a channel; the caller aggregates.
 
+pub mod pace;
+
 use crate::client::{Conn, ErrorClass, RequestError, StreamOpts, Target, Trace};
 use crate::clock::mono_ns;
 use rand::{Rng, SeedableRng};
@@ -241,7 +243,7 @@ async fn closed_phase(
         let opts = opts.clone();
         let out = out.clone();
         let target = target.clone();
-        let mut cancel = cancel.clone();
+        let cancel = cancel.clone();
         set.spawn(async move {
             loop {
                 if deadline.is_some_and(|d| mono_ns() >= d) || *cancel.borrow() {
@@ -251,15 +253,7 @@ async fn closed_phase(
                 if i >= to {
                     break;
                 }
-                let t = tokio::select! {
-                    biased;
-                    _ = cancelled(&mut cancel) => {
-                        // The connection is mid-response: it can't carry another request.
-                        conn = None;
-                        break;
-                    }
-                    t = one(&mut conn, &target, &*source, i, warmup, None, &opts) => t,
-                };
+                let t = one(&mut conn, &target, &*source, i, warmup, None, &opts).await;
                 if out.send(t).is_err() {
                     break;
                 }
@@ -267,11 +261,34 @@ async fn closed_phase(
             conn
         });
     }
+    collect_workers(set, cancel.clone()).await
+}
+
+/// Waits for the closed-loop workers and hands back their connections. On cancellation the
+/// workers are aborted where they stand: a request in flight sends no trace, and its connection,
+/// mid-response, can't carry another request. (Watching the cancel flag here rather than in each
+/// worker keeps it off the per-chunk path: a `select!` there is polled at every chunk.)
+async fn collect_workers(
+    mut set: tokio::task::JoinSet<Option<Conn>>,
+    mut cancel: watch::Receiver<bool>,
+) -> Vec<Option<Conn>> {
     let mut back = Vec::new();
-    while let Some(r) = set.join_next().await {
-        back.push(r.expect("worker task"));
+    loop {
+        tokio::select! {
+            biased;
+            r = set.join_next() => match r {
+                Some(r) => back.push(r.unwrap_or(None)),
+                None => return back,
+            },
+            _ = cancelled(&mut cancel) => {
+                set.abort_all();
+                while let Some(r) = set.join_next().await {
+                    back.push(r.unwrap_or(None));
+                }
+                return back;
+            }
+        }
     }
-    back
 }
 
 /// Intended send offsets (ns after start) for an open-loop run.
@@ -335,7 +352,6 @@ async fn open(
             _ = tokio::time::sleep_until(base + Duration::from_nanos(off)) => {}
         }
         let pool = pool.clone();
-        let mut task_cancel = cancel.clone();
         let source = source.clone();
         let opts = opts.clone();
         let out = out.clone();
@@ -343,19 +359,16 @@ async fn open(
         let warmup = (i as u64) < plan.warmup;
         set.spawn(async move {
             let mut conn = pool.lock().expect("pool lock").pop();
-            let t = tokio::select! {
-                biased;
-                _ = cancelled(&mut task_cancel) => return,
-                t = one(
-                    &mut conn,
-                    &target,
-                    &*source,
-                    i as u64,
-                    warmup,
-                    Some(intended),
-                    &opts,
-                ) => t,
-            };
+            let t = one(
+                &mut conn,
+                &target,
+                &*source,
+                i as u64,
+                warmup,
+                Some(intended),
+                &opts,
+            )
+            .await;
             if let Some(c) = conn {
                 if c.reusable {
                     pool.lock().expect("pool lock").push(c);
@@ -366,7 +379,18 @@ async fn open(
         // Reap finished tasks so a long run doesn't accumulate handles.
         while set.try_join_next().is_some() {}
     }
-    while set.join_next().await.is_some() {}
+    loop {
+        tokio::select! {
+            biased;
+            r = set.join_next() => if r.is_none() { break },
+            // Requests in flight when the run is cancelled are dropped: they send no trace.
+            _ = cancelled(&mut cancel) => {
+                set.abort_all();
+                while set.join_next().await.is_some() {}
+                break;
+            }
+        }
+    }
     Ok(RunWindow {
         start_ns: measured_start,
         end_ns: mono_ns(),

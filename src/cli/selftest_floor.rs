@@ -1,0 +1,129 @@
+//! The floor: what any reader pays on this host to receive one streamed chunk.
+//!
+//! A bare loop (blocking `epoll_wait`, then `recvmsg` with the same receive stamps, no async
+//! runtime, no HTTP or SSE parsing, no trace) drives the same engine with the same requests.
+//! Its CPU per chunk is the kernel's share (loopback TCP, the ACK each read sends, wakeups) plus
+//! almost nothing else, so `bakeoff selftest` can show how much of the client's CPU is its own.
+
+use std::io::Write;
+use std::net::TcpStream;
+use std::os::fd::AsRawFd;
+
+use anyhow::{Context, Result};
+
+/// CPU per chunk of the bare reader at one concurrency level.
+pub struct Floor {
+    pub chunks: u64,
+    pub user_us_per_chunk: f64,
+    pub sys_us_per_chunk: f64,
+}
+
+/// Runs `waves` requests on each of `conns` connections (closed loop) and counts SSE events.
+pub fn measure(authority: &str, request: &[u8], conns: usize, waves: u64) -> Result<Floor> {
+    let mut streams = Vec::with_capacity(conns);
+    for _ in 0..conns {
+        let s = TcpStream::connect(authority)
+            .with_context(|| format!("floor reader: cannot connect to {authority}"))?;
+        s.set_nodelay(true)?;
+        enable_stamps(&s);
+        streams.push(s);
+    }
+    // SAFETY: plain epoll calls on descriptors we own; events is a buffer we own.
+    let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+    anyhow::ensure!(ep >= 0, "epoll_create1 failed");
+    for (i, s) in streams.iter().enumerate() {
+        let mut ev = libc::epoll_event {
+            events: (libc::EPOLLIN | libc::EPOLLET) as u32,
+            u64: i as u64,
+        };
+        unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, s.as_raw_fd(), &mut ev) };
+    }
+    let (u0, s0) = cpu();
+    for s in &mut streams {
+        s.write_all(request)?;
+    }
+    let mut left: Vec<u64> = vec![waves; conns];
+    // The last bytes of each connection, so a "[DONE]" split across two reads is still seen.
+    let mut tail: Vec<[u8; 8]> = vec![[0; 8]; conns];
+    let mut buf: Vec<u8> = Vec::with_capacity(16 * 1024);
+    let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 1024];
+    let mut chunks = 0u64;
+    let mut running = conns;
+    let deadline = crate::clock::mono_ns() + 300_000_000_000;
+    while running > 0 {
+        anyhow::ensure!(
+            crate::clock::mono_ns() < deadline,
+            "floor reader: the engine stopped answering"
+        );
+        let n = unsafe { libc::epoll_wait(ep, events.as_mut_ptr(), events.len() as i32, 1000) };
+        for ev in &events[..n.max(0) as usize] {
+            let i = ev.u64 as usize;
+            loop {
+                buf.clear();
+                let (n, _) = match crate::netstamp::recv_once(
+                    streams[i].as_raw_fd(),
+                    buf.spare_capacity_mut(),
+                ) {
+                    Ok(r) => r,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                    Err(e) => anyhow::bail!("floor reader: read failed: {e}"),
+                };
+                anyhow::ensure!(n > 0, "floor reader: the engine closed a connection");
+                // SAFETY: recvmsg initialised n bytes.
+                unsafe { buf.set_len(n) };
+                chunks += memchr::memmem::find_iter(&buf, b"\n\n").count() as u64;
+                let mut joined = tail[i].to_vec();
+                joined.extend_from_slice(&buf[..n.min(16)]);
+                let done = memchr::memmem::find(&buf, b"[DONE]").is_some()
+                    || memchr::memmem::find(&joined, b"[DONE]").is_some();
+                let k = n.min(8);
+                tail[i] = [0; 8];
+                tail[i][8 - k..].copy_from_slice(&buf[n - k..]);
+                if done && left[i] > 0 {
+                    left[i] -= 1;
+                    if left[i] == 0 {
+                        running -= 1;
+                    } else {
+                        streams[i].write_all(request)?;
+                    }
+                }
+                if n < buf.capacity() {
+                    break;
+                }
+            }
+        }
+    }
+    let (u1, s1) = cpu();
+    unsafe { libc::close(ep) };
+    let per = |ns: u64| ns as f64 / 1e3 / chunks.max(1) as f64;
+    Ok(Floor {
+        chunks,
+        user_us_per_chunk: per(u1 - u0),
+        sys_us_per_chunk: per(s1 - s0),
+    })
+}
+
+fn enable_stamps(s: &TcpStream) {
+    let on: libc::c_int = 1;
+    // SAFETY: setsockopt reads an int we own.
+    unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_TIMESTAMPNS,
+            &on as *const libc::c_int as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
+    // Non-blocking: the loop reads until EAGAIN (edge-triggered epoll).
+    let _ = s.set_nonblocking(true);
+}
+
+/// (user, system) CPU of this thread, ns.
+fn cpu() -> (u64, u64) {
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage fills the struct we own.
+    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
+    let tv = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
+    (tv(ru.ru_utime), tv(ru.ru_stime))
+}
