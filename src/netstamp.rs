@@ -108,8 +108,8 @@ pub(crate) fn recv_once(
 
 /// Converts a CLOCK_REALTIME stamp to CLOCK_MONOTONIC using an offset sampled now; returns the
 /// read time itself when there is no stamp or the stamp is not plausible (a clock step).
-/// The flag says whether the kernel's stamp was used.
-fn arrival(stamp: Option<i128>) -> (u64, bool) {
+/// Also returns whether the kernel's stamp was used, and the read time.
+fn arrival(stamp: Option<i128>) -> (u64, bool, u64) {
     let real = realtime_ns();
     let mono = mono_ns();
     match stamp {
@@ -118,12 +118,12 @@ fn arrival(stamp: Option<i128>) -> (u64, bool) {
             // A segment that "arrived" after we read it, or more than a minute before, means the
             // wall clock stepped between the two: trust the read time instead.
             if at <= mono as i128 && at > mono as i128 - 60_000_000_000 {
-                (at as u64, true)
+                (at as u64, true, mono)
             } else {
-                (mono, false)
+                (mono, false, mono)
             }
         }
-        None => (mono, false),
+        None => (mono, false, mono),
     }
 }
 
@@ -160,10 +160,10 @@ pub async fn read(stream: &TcpStream, buf: &mut Vec<u8>) -> io::Result<(usize, u
         // SAFETY: recvmsg initialised the first n bytes of the spare capacity.
         unsafe { buf.set_len(buf.len() + n) };
         if n > 0 {
-            let (at, kernel) = arrival(stamp);
+            let (at, kernel, read_at) = arrival(stamp);
             if kernel {
                 STAMPED.fetch_add(1, Relaxed);
-                MAX_LAG_NS.fetch_max(mono_ns().saturating_sub(at), Relaxed);
+                MAX_LAG_NS.fetch_max(read_at - at, Relaxed);
             } else {
                 UNSTAMPED.fetch_add(1, Relaxed);
             }

@@ -53,6 +53,14 @@ fn ttft_and_decode_match_the_declared_profile() {
     assert_eq!(v["bakeoff_version"], env!("CARGO_PKG_VERSION"));
     assert_eq!(v["sampling"]["temperature"], 0.0);
     assert_eq!(v["sampling"]["ignore_eos"], true);
+    // Arrival times are the kernel's receive stamps (the read time only where there is none).
+    let stamped = v["arrival_clock"]["kernel_stamped_reads"].as_u64().unwrap();
+    let unstamped = v["arrival_clock"]["read_time_reads"].as_u64().unwrap();
+    assert!(
+        stamped > 8 * 40 / 2 && stamped > 10 * unstamped,
+        "{}",
+        v["arrival_clock"]
+    );
 }
 
 #[test]

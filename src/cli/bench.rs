@@ -117,6 +117,9 @@ pub struct BenchReport {
     /// True when Ctrl-C or SIGTERM stopped the run: the statistics cover the requests that
     /// completed before it; requests in flight were dropped, not counted as failures.
     pub interrupted: bool,
+    /// Where arrival times came from: the kernel's receive stamps, or (where there were none)
+    /// the time of the read; counted over the run's reads.
+    pub arrival_clock: Value,
     #[serde(flatten)]
     pub stats: RunStats,
 }
@@ -410,8 +413,15 @@ async fn bench(args: BenchArgs) -> Result<BenchReport> {
         eprintln!("\n{name}: stopping; requests in flight are dropped, the summary covers those that completed");
         let _ = stop_tx.send(true);
     });
+    let stamps0 = crate::netstamp::counts();
     let window =
         load::run_cancellable(target.clone(), plan, source, opts, tx, stop_rx.clone()).await;
+    let stamps1 = crate::netstamp::counts();
+    let arrival_clock = json!({
+        "source": "kernel receive stamp (SO_TIMESTAMPNS) of the last segment each read returned, converted to CLOCK_MONOTONIC; the read time where the kernel gave none",
+        "kernel_stamped_reads": stamps1.0 - stamps0.0,
+        "read_time_reads": stamps1.1 - stamps0.1,
+    });
     let interrupted = *stop_rx.borrow();
     signals.abort();
     let collected = collector
@@ -432,6 +442,7 @@ async fn bench(args: BenchArgs) -> Result<BenchReport> {
         load: load_record,
         prompt: prompt_record,
         interrupted,
+        arrival_clock,
         stats,
     })
 }

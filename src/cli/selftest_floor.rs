@@ -1,7 +1,9 @@
 //! The floor: what any reader pays on this host to receive one streamed chunk.
 //!
 //! A bare loop (blocking `epoll_wait`, then `recvmsg` with the same receive stamps, no async
-//! runtime, no HTTP or SSE parsing, no trace) drives the same engine with the same requests.
+//! runtime, no HTTP or SSE parsing, no trace) drives the same engine with the same requests. It
+//! naps before waiting under the same rule as the client (`load::pace`), so the two are compared
+//! on equal terms.
 //! Its CPU per chunk is the kernel's share (loopback TCP, the ACK each read sends, wakeups) plus
 //! almost nothing else, so `bakeoff selftest` can show how much of the client's CPU is its own.
 
@@ -50,11 +52,17 @@ pub fn measure(authority: &str, request: &[u8], conns: usize, waves: u64) -> Res
     let mut chunks = 0u64;
     let mut running = conns;
     let deadline = crate::clock::mono_ns() + 300_000_000_000;
+    let (mut window_start, mut window_reads, mut reads, mut rate) = (0u64, 0u64, 0u64, 0u64);
     while running > 0 {
-        anyhow::ensure!(
-            crate::clock::mono_ns() < deadline,
-            "floor reader: the engine stopped answering"
-        );
+        let now = crate::clock::mono_ns();
+        anyhow::ensure!(now < deadline, "floor reader: the engine stopped answering");
+        if now - window_start >= 10_000_000 {
+            rate = (reads - window_reads) * 1_000_000_000 / (now - window_start);
+            (window_start, window_reads) = (now, reads);
+        }
+        if let Some(d) = crate::load::pace::nap_for(rate, 0) {
+            std::thread::sleep(d);
+        }
         let n = unsafe { libc::epoll_wait(ep, events.as_mut_ptr(), events.len() as i32, 1000) };
         for ev in &events[..n.max(0) as usize] {
             let i = ev.u64 as usize;
@@ -69,6 +77,7 @@ pub fn measure(authority: &str, request: &[u8], conns: usize, waves: u64) -> Res
                     Err(e) => anyhow::bail!("floor reader: read failed: {e}"),
                 };
                 anyhow::ensure!(n > 0, "floor reader: the engine closed a connection");
+                reads += 1;
                 // SAFETY: recvmsg initialised n bytes.
                 unsafe { buf.set_len(n) };
                 chunks += memchr::memmem::find_iter(&buf, b"\n\n").count() as u64;
