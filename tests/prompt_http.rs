@@ -161,6 +161,17 @@ async fn build_on(
     tokenizer: Option<&Path>,
     api_key: Option<&str>,
 ) -> Result<bakeoff::workload::prompt::MatchedPrompt, String> {
+    build_with_extra(fake, endpoint, tokens, tokenizer, api_key, None).await
+}
+
+async fn build_with_extra(
+    fake: &Fake,
+    endpoint: Endpoint,
+    tokens: u64,
+    tokenizer: Option<&Path>,
+    api_key: Option<&str>,
+    extra_body: Option<&serde_json::Map<String, Value>>,
+) -> Result<bakeoff::workload::prompt::MatchedPrompt, String> {
     let target = Target::parse(&fake.url).unwrap();
     let spec = PromptSpec {
         target: &target,
@@ -171,6 +182,7 @@ async fn build_on(
         api_key,
         nonce: true,
         timeout: Duration::from_secs(10),
+        extra_body,
     };
     let fut = build(&spec);
     assert_send(&fut);
@@ -255,6 +267,37 @@ async fn without_tokenize_it_calibrates_against_usage() {
     let n = fake.count_of("/v1/chat/completions") as u64;
     assert_eq!(n, p.sizing_requests);
     assert!(n <= 12, "{n} requests");
+}
+
+#[tokio::test]
+async fn calibration_requests_carry_the_extra_body() {
+    // `--extra-body` can change the rendered prompt (chat_template_kwargs): the requests that
+    // measure the template must carry it, while sizing keeps its own max_tokens and stream.
+    let fake = serve(DEFAULT).await;
+    let extra = json!({"chat_template_kwargs": {"enable_thinking": false}, "max_tokens": 99, "stream": true});
+    let p = build_with_extra(
+        &fake,
+        Endpoint::Chat,
+        400,
+        None,
+        None,
+        Some(extra.as_object().unwrap()),
+    )
+    .await
+    .unwrap();
+    assert_eq!(p.verified_prompt_tokens, 400);
+    let log = fake.log.lock().unwrap().clone();
+    let chats: Vec<&Value> = log
+        .iter()
+        .filter(|(p, _)| p == "/v1/chat/completions")
+        .map(|(_, b)| b)
+        .collect();
+    assert!(!chats.is_empty());
+    for b in chats {
+        assert_eq!(b["chat_template_kwargs"]["enable_thinking"], false, "{b}");
+        assert_eq!(b["max_tokens"], 1, "{b}");
+        assert_eq!(b["stream"], false, "{b}");
+    }
 }
 
 #[tokio::test]

@@ -63,6 +63,7 @@ async fn sized(
                 api_key: None,
                 nonce: true,
                 timeout: TIMEOUT,
+                extra_body: None,
             };
             build(&spec).await
         }
@@ -73,6 +74,7 @@ async fn sized(
                 endpoint,
                 api_key: None,
                 timeout: TIMEOUT,
+                extra_body: None,
             });
             let sizing = Sizing {
                 endpoint,

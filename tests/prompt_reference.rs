@@ -42,6 +42,7 @@ fn http(target: &Target, endpoint: Endpoint) -> HttpBackend<'_> {
         endpoint,
         api_key: None,
         timeout: TIMEOUT,
+        extra_body: None,
     }
 }
 
@@ -75,6 +76,7 @@ fn reference_engine_reports_exactly_the_target() {
                 api_key: None,
                 nonce: true,
                 timeout: TIMEOUT,
+                extra_body: None,
             };
             let p = build(&spec).await.unwrap();
             assert_eq!(p.strategy, Strategy::ServerTokenize);

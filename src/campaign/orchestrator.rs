@@ -1611,6 +1611,7 @@ impl Orch {
                 api_key: key.as_deref(),
                 nonce,
                 timeout: Duration::from_secs(300),
+                extra_body: None,
             })
             .await
         })
@@ -1712,6 +1713,7 @@ impl Orch {
                     api_key: key.as_deref(),
                     nonce,
                     timeout: Duration::from_secs(300),
+                    extra_body: None,
                 })
                 .await
             })

@@ -308,6 +308,7 @@ async fn bench(args: BenchArgs) -> Result<BenchReport> {
                 api_key: api_key.as_deref(),
                 nonce,
                 timeout: Duration::from_secs_f64(args.timeout.min(300.0)),
+                extra_body: extra.as_ref(),
             })
             .await
             .map_err(|e| anyhow::anyhow!("matched prompt: {e}"))?;

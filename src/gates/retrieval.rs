@@ -371,6 +371,7 @@ pub async fn run(ctx: &GateContext, check: &RetrievalCheck) -> GateResult {
         endpoint: Endpoint::Chat,
         api_key: ctx.api_key.as_deref(),
         timeout: ctx.timeout,
+        extra_body: Some(&ctx.extra_body).filter(|m| !m.is_empty()),
     };
     let mut sizer = Sizer {
         backend,

@@ -96,6 +96,9 @@ pub struct PromptSpec<'a> {
     pub nonce: bool,
     /// Limit for each sizing request.
     pub timeout: Duration,
+    /// `--extra-body`: merged into the calibration request (fields sizing sets itself win), so
+    /// options that change the rendered prompt, like `chat_template_kwargs`, are counted too.
+    pub extra_body: Option<&'a serde_json::Map<String, Value>>,
 }
 
 /// A prompt sized to the endpoint's tokenizer. Serializes as the record the bench artifact keeps
@@ -211,6 +214,7 @@ pub async fn build(spec: &PromptSpec<'_>) -> Result<MatchedPrompt, String> {
         endpoint: spec.endpoint,
         api_key: spec.api_key,
         timeout: spec.timeout,
+        extra_body: spec.extra_body,
     };
     let sizing = Sizing {
         endpoint: spec.endpoint,
@@ -679,6 +683,7 @@ pub struct HttpBackend<'a> {
     pub endpoint: Endpoint,
     pub api_key: Option<&'a str>,
     pub timeout: Duration,
+    pub extra_body: Option<&'a serde_json::Map<String, Value>>,
 }
 
 impl Backend for HttpBackend<'_> {
@@ -707,7 +712,7 @@ impl Backend for HttpBackend<'_> {
     }
 
     async fn prompt_tokens(&mut self, text: &str) -> Result<u64, String> {
-        let body = match self.endpoint {
+        let mut body = match self.endpoint {
             Endpoint::Chat => json!({
                 "model": self.model,
                 "messages": [{"role": "user", "content": text}],
@@ -723,6 +728,11 @@ impl Backend for HttpBackend<'_> {
                 "stream": false,
             }),
         };
+        if let (Some(extra), Some(b)) = (self.extra_body, body.as_object_mut()) {
+            for (k, v) in extra {
+                b.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+        }
         let t = self.target;
         let path = self.endpoint.path();
         let (status, v) = post_json(t, path, &body, self.api_key, self.timeout)
