@@ -7,15 +7,36 @@
 /// Nanoseconds on CLOCK_MONOTONIC (same value in every process on this host).
 #[inline]
 pub fn mono_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC) as u64
+}
+
+/// Nanoseconds on CLOCK_REALTIME (for converting the kernel's receive stamps; never intervals).
+#[inline]
+pub fn realtime_ns() -> i128 {
+    clock_ns(libc::CLOCK_REALTIME)
+}
+
+#[inline]
+fn clock_ns(id: libc::clockid_t) -> i128 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
-    // SAFETY: clock_gettime writes into the timespec we own; CLOCK_MONOTONIC always exists on Linux.
+    // SAFETY: clock_gettime writes into the timespec we own; both clocks always exist on Linux.
     unsafe {
-        libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
+        libc::clock_gettime(id, &mut ts);
     }
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128
+}
+
+/// (user, system) CPU time in ns of this process (`libc::RUSAGE_SELF`) or the calling thread
+/// (`libc::RUSAGE_THREAD`). The sum is exact; the split may be tick-sampled by the kernel.
+pub fn cpu_ns(who: libc::c_int) -> (u64, u64) {
+    // SAFETY: getrusage fills the struct we own.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(who, &mut ru) };
+    let tv = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
+    (tv(ru.ru_utime), tv(ru.ru_stime))
 }
 
 /// Wall-clock anchor for labels only (RFC 3339, UTC, second precision).

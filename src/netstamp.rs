@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use tokio::io::Interest;
 use tokio::net::TcpStream;
 
-use crate::clock::mono_ns;
+use crate::clock::{mono_ns, realtime_ns};
 
 /// Reads that returned bytes with a kernel stamp, and without one (this process, all sockets).
 static STAMPED: AtomicU64 = AtomicU64::new(0);
@@ -40,7 +40,7 @@ pub fn counts() -> (u64, u64) {
 }
 
 /// Asks the kernel to stamp received segments on this socket. False where it can't.
-pub fn enable(stream: &TcpStream) -> bool {
+pub fn enable(stream: &impl AsRawFd) -> bool {
     let on: libc::c_int = 1;
     // SAFETY: setsockopt reads an int we own for the socket we hold.
     unsafe {
@@ -52,18 +52,6 @@ pub fn enable(stream: &TcpStream) -> bool {
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         ) == 0
     }
-}
-
-fn realtime_ns() -> i128 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into the timespec we own.
-    unsafe {
-        libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts);
-    }
-    ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128
 }
 
 /// One `recvmsg` into `spare`; returns the byte count and the kernel's stamp (CLOCK_REALTIME ns).
@@ -178,13 +166,17 @@ mod tests {
     use super::*;
     use tokio::io::AsyncWriteExt;
 
-    #[tokio::test]
-    async fn stamps_arrival_not_read_time() {
+    /// A connected (client, server) pair on loopback.
+    async fn pair() -> (TcpStream, TcpStream) {
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = l.local_addr().unwrap();
         let (c, s) = tokio::join!(TcpStream::connect(addr), l.accept());
-        let c = c.unwrap();
-        let (mut s, _) = s.unwrap();
+        (c.unwrap(), s.unwrap().0)
+    }
+
+    #[tokio::test]
+    async fn stamps_arrival_not_read_time() {
+        let (c, mut s) = pair().await;
         assert!(enable(&c), "SO_TIMESTAMPNS is available on Linux");
         // The kernel switches stamping on through deferred work after the first request.
         std::thread::sleep(std::time::Duration::from_millis(50));
@@ -228,11 +220,7 @@ mod tests {
 
     #[tokio::test]
     async fn without_stamps_the_read_time_is_used() {
-        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = l.local_addr().unwrap();
-        let (c, s) = tokio::join!(TcpStream::connect(addr), l.accept());
-        let c = c.unwrap();
-        let (mut s, _) = s.unwrap();
+        let (c, mut s) = pair().await;
         s.write_all(b"x").await.unwrap();
         std::thread::sleep(std::time::Duration::from_millis(20));
         let t0 = mono_ns();

@@ -192,15 +192,6 @@ impl Source for FixedSource {
     }
 }
 
-/// (user, system) CPU time of this process, ns.
-fn cpu_ns() -> (u64, u64) {
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: getrusage fills the struct we own.
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
-    let tv = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
-    (tv(ru.ru_utime), tv(ru.ru_stime))
-}
-
 pub fn peak_rss_mib() -> f64 {
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: as above.
@@ -264,7 +255,7 @@ async fn level(target: &Target, c: usize, args: &SelftestArgs) -> Result<LevelRe
         stall: Duration::from_secs(60),
         collect: false,
     };
-    let cpu0 = cpu_ns();
+    let cpu0 = crate::clock::cpu_ns(libc::RUSAGE_SELF);
     let stamps0 = crate::netstamp::counts();
     let naps0 = crate::load::pace::naps();
     let wall0 = crate::clock::mono_ns();
@@ -272,7 +263,7 @@ async fn level(target: &Target, c: usize, args: &SelftestArgs) -> Result<LevelRe
         .await
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     let traces = gather.await?;
-    let cpu1 = cpu_ns();
+    let cpu1 = crate::clock::cpu_ns(libc::RUSAGE_SELF);
     let (user, sys) = (cpu1.0 - cpu0.0, cpu1.1 - cpu0.1);
     let stamps1 = crate::netstamp::counts();
     let naps = crate::load::pace::naps() - naps0;

@@ -27,7 +27,9 @@ pub fn measure(authority: &str, request: &[u8], conns: usize, waves: u64) -> Res
         let s = TcpStream::connect(authority)
             .with_context(|| format!("floor reader: cannot connect to {authority}"))?;
         s.set_nodelay(true)?;
-        enable_stamps(&s);
+        crate::netstamp::enable(&s);
+        // Non-blocking: the loop reads until EAGAIN (edge-triggered epoll).
+        s.set_nonblocking(true)?;
         streams.push(s);
     }
     // SAFETY: plain epoll calls on descriptors we own; events is a buffer we own.
@@ -40,7 +42,7 @@ pub fn measure(authority: &str, request: &[u8], conns: usize, waves: u64) -> Res
         };
         unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, s.as_raw_fd(), &mut ev) };
     }
-    let (u0, s0) = cpu();
+    let (u0, s0) = crate::clock::cpu_ns(libc::RUSAGE_THREAD);
     for s in &mut streams {
         s.write_all(request)?;
     }
@@ -102,7 +104,7 @@ pub fn measure(authority: &str, request: &[u8], conns: usize, waves: u64) -> Res
             }
         }
     }
-    let (u1, s1) = cpu();
+    let (u1, s1) = crate::clock::cpu_ns(libc::RUSAGE_THREAD);
     unsafe { libc::close(ep) };
     let per = |ns: u64| ns as f64 / 1e3 / chunks.max(1) as f64;
     Ok(Floor {
@@ -110,29 +112,4 @@ pub fn measure(authority: &str, request: &[u8], conns: usize, waves: u64) -> Res
         user_us_per_chunk: per(u1 - u0),
         sys_us_per_chunk: per(s1 - s0),
     })
-}
-
-fn enable_stamps(s: &TcpStream) {
-    let on: libc::c_int = 1;
-    // SAFETY: setsockopt reads an int we own.
-    unsafe {
-        libc::setsockopt(
-            s.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_TIMESTAMPNS,
-            &on as *const libc::c_int as *const libc::c_void,
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        );
-    }
-    // Non-blocking: the loop reads until EAGAIN (edge-triggered epoll).
-    let _ = s.set_nonblocking(true);
-}
-
-/// (user, system) CPU of this thread, ns.
-fn cpu() -> (u64, u64) {
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: getrusage fills the struct we own.
-    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
-    let tv = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
-    (tv(ru.ru_utime), tv(ru.ru_stime))
 }
