@@ -41,6 +41,14 @@ fn selftest_matches_every_event_and_uses_kernel_stamps() {
         // Arrival is never before emission by more than clock-conversion noise.
         assert!(l["added_delay_ms"]["min"].as_f64().unwrap() > -0.05, "{l}");
         assert!(l["client_cpu_us_per_chunk"].as_f64().unwrap() > 0.0, "{l}");
+        // The engine's own view: TTFT from its log (declared 20 ms + prefill), a decode rate,
+        // and its CPU (what the two cores also had to carry).
+        assert!(l["engine_ttft_ms"]["p50"].as_f64().unwrap() >= 20.0, "{l}");
+        assert!(
+            l["engine_decode_tok_s"]["p50"].as_f64().unwrap() > 0.0,
+            "{l}"
+        );
+        assert!(l["engine_cpu_us_per_chunk"].as_f64().unwrap() > 0.0, "{l}");
     }
     assert!(levels[0]["floor_cpu_sys_us_per_chunk"].is_null());
     let floor = levels[1]["floor_cpu_user_us_per_chunk"].as_f64().unwrap()

@@ -59,6 +59,14 @@ pub struct LevelResult {
     pub ttft_error_ms_after_first_wave: Option<Distribution>,
     /// |client chunk gap − engine chunk gap| for output chunks, ms.
     pub chunk_gap_error_ms: Option<Distribution>,
+    /// The engine against its declared profile, from its own log: TTFT (first content emission
+    /// minus request arrival; declared 20 ms plus the prompt's prefill at 100,000 tok/s, about
+    /// 0.2 ms) and per-stream decode rate over the content events
+    /// (declared `--decode-tok-s`).
+    pub engine_ttft_ms: Option<Distribution>,
+    pub engine_decode_tok_s: Option<Distribution>,
+    /// The engine process's CPU time per chunk it emitted (from its threads' schedstat).
+    pub engine_cpu_us_per_chunk: f64,
     pub client_cpu_us_per_chunk: f64,
     /// Of that, in the client's own code (user time) and in the kernel (system time).
     pub client_cpu_user_us_per_chunk: f64,
@@ -160,6 +168,12 @@ impl EngineChild {
     }
 }
 
+impl EngineChild {
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
 impl Drop for EngineChild {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -227,7 +241,12 @@ fn parse_emissions(v: &Value) -> Result<HashMap<String, Emission>> {
     Ok(map)
 }
 
-async fn level(target: &Target, c: usize, args: &SelftestArgs) -> Result<LevelResult> {
+async fn level(
+    target: &Target,
+    engine_pid: u32,
+    c: usize,
+    args: &SelftestArgs,
+) -> Result<LevelResult> {
     let t = Duration::from_secs(30);
     delete_json(target, "/debug/emissions", None, t)
         .await
@@ -256,6 +275,7 @@ async fn level(target: &Target, c: usize, args: &SelftestArgs) -> Result<LevelRe
         collect: false,
     };
     let cpu0 = crate::clock::cpu_ns(libc::RUSAGE_SELF);
+    let engine_cpu0 = process_cpu_s(engine_pid);
     let stamps0 = crate::netstamp::counts();
     let naps0 = crate::load::pace::naps();
     let wall0 = crate::clock::mono_ns();
@@ -264,6 +284,7 @@ async fn level(target: &Target, c: usize, args: &SelftestArgs) -> Result<LevelRe
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     let traces = gather.await?;
     let cpu1 = crate::clock::cpu_ns(libc::RUSAGE_SELF);
+    let engine_cpu_s = process_cpu_s(engine_pid) - engine_cpu0;
     let (user, sys) = (cpu1.0 - cpu0.0, cpu1.1 - cpu0.1);
     let stamps1 = crate::netstamp::counts();
     let naps = crate::load::pace::naps() - naps0;
@@ -278,6 +299,7 @@ async fn level(target: &Target, c: usize, args: &SelftestArgs) -> Result<LevelRe
     let mut ttft_all = Vec::new();
     let mut ttft_later = Vec::new();
     let mut gap_err = Vec::new();
+    let (mut engine_ttft, mut engine_rate) = (Vec::new(), Vec::new());
     let mut chunks = 0u64;
     let mut unmatched = 0;
     let mut failed = 0;
@@ -297,7 +319,15 @@ async fn level(target: &Target, c: usize, args: &SelftestArgs) -> Result<LevelRe
         }
         let mut prev: Option<(u64, u64)> = None;
         let mut first_content = None;
+        let (mut content, mut first_emit, mut last_emit) = (0u64, 0u64, 0u64);
         for (ev, &emit) in tr.events.iter().zip(&e.emit_ns) {
+            if ev.kind & kind::CONTENT != 0 {
+                if content == 0 {
+                    first_emit = emit;
+                }
+                last_emit = emit;
+                content += 1;
+            }
             let arrival = tr.send_ns + ev.t_ns;
             delays.push((arrival as f64 - emit as f64) / 1e6);
             if ev.kind & kind::OUTPUT != 0 {
@@ -312,9 +342,13 @@ async fn level(target: &Target, c: usize, args: &SelftestArgs) -> Result<LevelRe
                 first_content = Some((ev.t_ns, emit));
             }
         }
+        if content > 1 && last_emit > first_emit {
+            engine_rate.push((content - 1) as f64 / ((last_emit - first_emit) as f64 / 1e9));
+        }
         if let Some((client_ttft, emit)) = first_content {
-            let engine_ttft = emit.saturating_sub(e.recv_ns) as f64;
-            let err = (client_ttft as f64 - engine_ttft) / 1e6;
+            let truth = emit.saturating_sub(e.recv_ns) as f64;
+            engine_ttft.push(truth / 1e6);
+            let err = (client_ttft as f64 - truth) / 1e6;
             ttft_all.push(err);
             if tr.index >= c as u64 {
                 ttft_later.push(err);
@@ -331,6 +365,9 @@ async fn level(target: &Target, c: usize, args: &SelftestArgs) -> Result<LevelRe
         ttft_error_ms_all: Distribution::from_samples(&ttft_all, 1),
         ttft_error_ms_after_first_wave: Distribution::from_samples(&ttft_later, 1),
         chunk_gap_error_ms: Distribution::from_samples(&gap_err, 1),
+        engine_ttft_ms: Distribution::from_samples(&engine_ttft, 1),
+        engine_decode_tok_s: Distribution::from_samples(&engine_rate, 1),
+        engine_cpu_us_per_chunk: engine_cpu_s * 1e6 / chunks.max(1) as f64,
         client_cpu_us_per_chunk: per_chunk(user + sys, chunks),
         client_cpu_user_us_per_chunk: per_chunk(user, chunks),
         client_cpu_sys_us_per_chunk: per_chunk(sys, chunks),
@@ -345,6 +382,20 @@ async fn level(target: &Target, c: usize, args: &SelftestArgs) -> Result<LevelRe
         peak_rss_mib: peak_rss_mib(),
         wall_s,
     })
+}
+
+/// CPU seconds another process has run, summed over its threads' `schedstat` (nanoseconds;
+/// threads that already exited are not counted, and the engine's live for the whole run).
+fn process_cpu_s(pid: u32) -> f64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0.0;
+    };
+    let ns: u64 = tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum();
+    ns as f64 / 1e9
 }
 
 fn per_chunk(ns: u64, chunks: u64) -> f64 {
@@ -394,7 +445,7 @@ pub fn run(args: SelftestArgs) -> Result<()> {
                 c as u64 * args.waves,
                 args.max_tokens
             );
-            let mut r = level(&target, c, &args).await?;
+            let mut r = level(&target, engine.pid(), c, &args).await?;
             if c >= 16 && !args.no_floor {
                 // Blocks this thread on purpose: the bare reader must run with no runtime.
                 let req = FixedSource {
@@ -480,6 +531,16 @@ fn print_report(r: &SelftestReport) {
             l.kernel_stamped_reads * 100.0,
             l.peak_rss_mib,
             l.wall_s
+        );
+        println!(
+            "{:>6} engine: TTFT p50 {} p99 {} ms (declared 20 + prefill), decode p50 {} min {} tok/s (declared {}), CPU {:.1}µ per chunk",
+            "",
+            f(&l.engine_ttft_ms, |d| d.p50),
+            f(&l.engine_ttft_ms, |d| d.p99),
+            f(&l.engine_decode_tok_s, |d| d.p50),
+            f(&l.engine_decode_tok_s, |d| d.min),
+            r.decode_tok_s,
+            l.engine_cpu_us_per_chunk
         );
         if let (Some(u), Some(s)) = (l.floor_cpu_user_us_per_chunk, l.floor_cpu_sys_us_per_chunk) {
             println!(
