@@ -1574,6 +1574,61 @@ impl Orch {
         }
     }
 
+    /// Sizes a matched prompt of `tokens` for `arm` on `target` (cancellable; a panic in the
+    /// sizing code is caught).
+    async fn build_prompt(
+        &self,
+        arm: &Arm,
+        target: &Target,
+        api_key: Option<String>,
+        tokens: u64,
+    ) -> Guarded<Result<prompt::MatchedPrompt, String>> {
+        let endpoint = match self.c.workload.api {
+            ApiKind::Chat => Endpoint::Chat,
+            ApiKind::Completions => Endpoint::Completions,
+        };
+        let (target, model, tok) = (
+            target.clone(),
+            arm.served_model.clone(),
+            arm.tokenizer.clone(),
+        );
+        let nonce = !self.c.workload.allow_prefix_cache;
+        guarded(&self.cancel, async move {
+            prompt::build(&PromptSpec {
+                target: &target,
+                model: &model,
+                endpoint,
+                tokens,
+                tokenizer: tok.as_deref(),
+                api_key: api_key.as_deref(),
+                nonce,
+                timeout: Duration::from_secs(300),
+                extra_body: None,
+            })
+            .await
+        })
+        .await
+    }
+
+    /// The request body every timed request of `arm` shares (the prompt is added per request).
+    fn request_base(&self, arm: &Arm, ignore_eos: bool) -> serde_json::Map<String, Value> {
+        let w = &self.c.workload;
+        let mut base = serde_json::Map::new();
+        base.insert("model".into(), json!(arm.served_model));
+        base.insert("max_tokens".into(), json!(w.max_tokens));
+        base.insert("temperature".into(), json!(w.sampling.temperature));
+        if let Some(tp) = w.sampling.top_p {
+            base.insert("top_p".into(), json!(tp));
+        }
+        base.insert("seed".into(), json!(w.sampling.seed));
+        if ignore_eos {
+            base.insert("ignore_eos".into(), json!(true));
+        }
+        base.insert("stream".into(), json!(true));
+        base.insert("stream_options".into(), json!({"include_usage": true}));
+        base
+    }
+
     /// Long-context timing: requests at the arm's long-context target prompt length (exact,
     /// like the matched prompt) with the workload's `max_tokens` and `ignore_eos`, closed loop at
     /// concurrency 1, written to `<arm>-timing-<tokens>-c1-long.json`. Returns that file's name
@@ -1590,32 +1645,9 @@ impl Orch {
         let l = live.as_mut()?;
         let target = l.running.target.clone();
         let api_key = arm.api_key_env.as_ref().and_then(|k| std::env::var(k).ok());
-        let endpoint = match self.c.workload.api {
-            ApiKind::Chat => Endpoint::Chat,
-            ApiKind::Completions => Endpoint::Completions,
-        };
-        let (t2, model, tok, key) = (
-            target.clone(),
-            arm.served_model.clone(),
-            arm.tokenizer.clone(),
-            api_key.clone(),
-        );
-        let nonce = !self.c.workload.allow_prefix_cache;
-        let built = guarded(&self.cancel, async move {
-            prompt::build(&PromptSpec {
-                target: &t2,
-                model: &model,
-                endpoint,
-                tokens,
-                tokenizer: tok.as_deref(),
-                api_key: key.as_deref(),
-                nonce,
-                timeout: Duration::from_secs(300),
-                extra_body: None,
-            })
-            .await
-        })
-        .await;
+        let built = self
+            .build_prompt(arm, &target, api_key.clone(), tokens)
+            .await;
         let prompt = match built {
             Guarded::Done(Ok(m)) => Arc::new(m),
             Guarded::Done(Err(e)) => {
@@ -1625,18 +1657,9 @@ impl Orch {
             }
             _ => return None,
         };
+        // Long-context timing always runs to max_tokens, whatever the workload says.
+        let base = self.request_base(arm, true);
         let w = &self.c.workload;
-        let mut base = serde_json::Map::new();
-        base.insert("model".into(), json!(arm.served_model));
-        base.insert("max_tokens".into(), json!(w.max_tokens));
-        base.insert("temperature".into(), json!(w.sampling.temperature));
-        if let Some(tp) = w.sampling.top_p {
-            base.insert("top_p".into(), json!(tp));
-        }
-        base.insert("seed".into(), json!(w.sampling.seed));
-        base.insert("ignore_eos".into(), json!(true));
-        base.insert("stream".into(), json!(true));
-        base.insert("stream_options".into(), json!({"include_usage": true}));
         let st = self.ck.arms.entry(arm.id.clone()).or_default();
         let first_index = st.next_index;
         st.next_index += LONG_REQUESTS as u64;
@@ -1691,33 +1714,10 @@ impl Orch {
         let target = l.running.target.clone();
         let api_key = arm.api_key_env.as_ref().and_then(|k| std::env::var(k).ok());
         if l.prompt.is_none() {
-            let endpoint = match self.c.workload.api {
-                ApiKind::Chat => Endpoint::Chat,
-                ApiKind::Completions => Endpoint::Completions,
-            };
-            let (t2, model, tok, key) = (
-                target.clone(),
-                arm.served_model.clone(),
-                arm.tokenizer.clone(),
-                api_key.clone(),
-            );
             let tokens = self.c.workload.matched_prompt_tokens as u64;
-            let nonce = !self.c.workload.allow_prefix_cache;
-            let built = guarded(&self.cancel, async move {
-                prompt::build(&PromptSpec {
-                    target: &t2,
-                    model: &model,
-                    endpoint,
-                    tokens,
-                    tokenizer: tok.as_deref(),
-                    api_key: key.as_deref(),
-                    nonce,
-                    timeout: Duration::from_secs(300),
-                    extra_body: None,
-                })
-                .await
-            })
-            .await;
+            let built = self
+                .build_prompt(arm, &target, api_key.clone(), tokens)
+                .await;
             match built {
                 Guarded::Cancelled => return (Outcome1::Cancelled, None),
                 Guarded::Panicked(m) => return (Outcome1::Fatal(fail("crash", m, &ev_name)), None),
@@ -1735,20 +1735,7 @@ impl Orch {
                 Guarded::Done(Ok(m)) => l.prompt = Some(Arc::new(m)),
             }
         }
-        let w = &self.c.workload;
-        let mut base = serde_json::Map::new();
-        base.insert("model".into(), json!(arm.served_model));
-        base.insert("max_tokens".into(), json!(w.max_tokens));
-        base.insert("temperature".into(), json!(w.sampling.temperature));
-        if let Some(tp) = w.sampling.top_p {
-            base.insert("top_p".into(), json!(tp));
-        }
-        base.insert("seed".into(), json!(w.sampling.seed));
-        if w.sampling.ignore_eos {
-            base.insert("ignore_eos".into(), json!(true));
-        }
-        base.insert("stream".into(), json!(true));
-        base.insert("stream_options".into(), json!({"include_usage": true}));
+        let base = self.request_base(arm, self.c.workload.sampling.ignore_eos);
         let st = self.ck.arms.entry(arm.id.clone()).or_default();
         let first_index = st.next_index;
         st.next_index += requests as u64;
@@ -1760,7 +1747,7 @@ impl Orch {
             concurrency,
             requests,
             first_index,
-            seed: w.sampling.seed,
+            seed: self.c.workload.sampling.seed,
             gpus: self.c.lane.gpus.clone(),
         };
         match guarded(&self.cancel, timing::run(inp)).await {
