@@ -265,19 +265,10 @@ impl Campaign {
             }
             RecipeRef::Endpoint(_) => None,
             RecipeRef::Reference(r) => {
-                let mut argv = vec![
-                    SELF_PROGRAM.to_string(),
-                    "engine".into(),
-                    "--profile".into(),
-                    r.profile.display().to_string(),
-                    "--host".into(),
-                    lane.host.clone(),
-                    "--port".into(),
-                    lane.port.to_string(),
-                ];
-                if let Some(seed) = r.seed {
-                    argv.extend(["--seed".into(), seed.to_string()]);
-                }
+                let mut argv = vec![SELF_PROGRAM.to_string()];
+                argv.extend(crate::engine::command_args(
+                    &r.profile, &lane.host, lane.port, r.seed,
+                ));
                 let mut start = CommandLine::new(argv);
                 start.self_exe = true;
                 Some(LaunchCommand { start, stop: group })

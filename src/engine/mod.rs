@@ -124,6 +124,29 @@ pub async fn serve(opts: Options) -> anyhow::Result<()> {
 }
 
 /// Write one line to stderr; never panics (stderr may be a closed pipe).
+/// The arguments after the program that start `bakeoff engine` serving `profile` on
+/// `host:port` (campaign arms and lanes start it the same way, so their argv hashes agree).
+pub fn command_args(
+    profile: &std::path::Path,
+    host: &str,
+    port: u16,
+    seed: Option<u64>,
+) -> Vec<String> {
+    let mut a = vec![
+        "engine".into(),
+        "--profile".into(),
+        profile.display().to_string(),
+        "--host".into(),
+        host.to_string(),
+        "--port".into(),
+        port.to_string(),
+    ];
+    if let Some(seed) = seed {
+        a.extend(["--seed".into(), seed.to_string()]);
+    }
+    a
+}
+
 pub fn log_line(line: &str) {
     use std::io::Write;
     let mut err = std::io::stderr().lock();

@@ -268,16 +268,11 @@ fn reference_argv(r: &ReferenceSpec, lane: &LaneSpec) -> Vec<String> {
         .clone()
         .or_else(|| std::env::current_exe().ok())
         .unwrap_or_else(|| PathBuf::from("bakeoff"));
-    vec![
-        bin.display().to_string(),
-        "engine".into(),
-        "--profile".into(),
-        r.profile.display().to_string(),
-        "--host".into(),
-        lane.host.clone(),
-        "--port".into(),
-        lane.port.to_string(),
-    ]
+    let mut argv = vec![bin.display().to_string()];
+    argv.extend(crate::engine::command_args(
+        &r.profile, &lane.host, lane.port, None,
+    ));
+    argv
 }
 
 /// SHA-256 (hex) over the argv and the env names and non-secret values, in a length-prefixed
