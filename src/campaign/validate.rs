@@ -175,6 +175,26 @@ fn lane(c: &mut Campaign, r: &mut Reporter) {
     }
 }
 
+/// Reports each item of the list at `path` that repeats an earlier one.
+fn no_repeats<T: Eq + std::hash::Hash>(
+    r: &mut Reporter,
+    path: &str,
+    items: &[T],
+    name: impl Fn(&T) -> &str,
+    fix: &str,
+) {
+    let mut seen = HashSet::new();
+    for (i, x) in items.iter().enumerate() {
+        if !seen.insert(x) {
+            r.error(
+                &p(path).index(i),
+                format!("`{}` is listed twice", name(x)),
+                fix,
+            );
+        }
+    }
+}
+
 fn positive(r: &mut Reporter, path: &str, v: u64, what: &str) {
     if v == 0 {
         r.error(
@@ -194,16 +214,13 @@ fn workload(c: &mut Campaign, r: &mut Reporter) {
             "list what matters most first, e.g. [\"ttft\", \"decode_tokens_per_second\"]",
         );
     }
-    let mut seen = HashSet::new();
-    for (i, m) in w.ranking_priority.iter().enumerate() {
-        if !seen.insert(*m) {
-            r.error(
-                &p("workload.ranking_priority").index(i),
-                format!("`{}` is listed twice", m.as_str()),
-                "list each metric once",
-            );
-        }
-    }
+    no_repeats(
+        r,
+        "workload.ranking_priority",
+        &w.ranking_priority,
+        |m| m.as_str(),
+        "list each metric once",
+    );
     positive(
         r,
         "workload.matched_prompt_tokens",
@@ -308,16 +325,13 @@ fn suite(r: &mut Reporter, path: &FieldPath, dir: &Path, suite: &mut Option<Path
 
 fn gates(c: &mut Campaign, dir: &Path, r: &mut Reporter) {
     let g = &mut c.gates;
-    let mut seen = HashSet::new();
-    for (i, x) in g.preflight.iter().enumerate() {
-        if !seen.insert(*x) {
-            r.error(
-                &p("gates.preflight").index(i),
-                format!("`{}` is listed twice", x.as_str()),
-                "list each gate once",
-            );
-        }
-    }
+    no_repeats(
+        r,
+        "gates.preflight",
+        &g.preflight,
+        |x| x.as_str(),
+        "list each gate once",
+    );
     if let Some(t) = &mut g.tools {
         positive(r, "gates.tools.batch", t.batch.into(), "the tools batch");
         if t.variants.is_empty() {
@@ -327,16 +341,13 @@ fn gates(c: &mut Campaign, dir: &Path, r: &mut Reporter) {
                 "list at least one of \"plain\", \"streaming\", \"round-trip\"",
             );
         }
-        let mut seen = HashSet::new();
-        for (i, v) in t.variants.iter().enumerate() {
-            if !seen.insert(*v) {
-                r.error(
-                    &p("gates.tools.variants").index(i),
-                    format!("`{}` is listed twice", v.as_str()),
-                    "list each variant once",
-                );
-            }
-        }
+        no_repeats(
+            r,
+            "gates.tools.variants",
+            &t.variants,
+            |v| v.as_str(),
+            "list each variant once",
+        );
         suite(r, &p("gates.tools.suite"), dir, &mut t.suite);
     }
     if let Some(q) = &mut g.quality {
