@@ -165,15 +165,7 @@ fn run(
     loop {
         let t = mono_ns();
         match backend.sample() {
-            Ok(devs) => set.samples.extend(devs.into_iter().map(|d| GpuSample {
-                t_ms: t.saturating_sub(started_ns) as f64 / 1e6,
-                mono_ns: t,
-                uuid: d.uuid,
-                memory_used_mib: d.memory_used_mib,
-                utilization_pct: d.utilization_pct,
-                power_w: d.power_w,
-                sm_clock_mhz: d.sm_clock_mhz,
-            })),
+            Ok(devs) => set.samples.extend(to_samples(devs, t, started_ns)),
             Err(e) => {
                 set.errors += 1;
                 set.note = Some(format!("sampling failed {} time(s); last: {e}", set.errors));
@@ -188,18 +180,23 @@ fn run(
     // One last sample so the end of the step is covered.
     let t = mono_ns();
     if let Ok(devs) = backend.sample() {
-        set.samples.extend(devs.into_iter().map(|d| GpuSample {
-            t_ms: t.saturating_sub(started_ns) as f64 / 1e6,
-            mono_ns: t,
-            uuid: d.uuid,
-            memory_used_mib: d.memory_used_mib,
-            utilization_pct: d.utilization_pct,
-            power_w: d.power_w,
-            sm_clock_mhz: d.sm_clock_mhz,
-        }));
+        set.samples.extend(to_samples(devs, t, started_ns));
     }
     set.stopped_ns = mono_ns();
     set
+}
+
+/// One reading of every device, taken at `t` (a step that started at `started_ns`).
+fn to_samples(devs: Vec<GpuDevice>, t: u64, started_ns: u64) -> impl Iterator<Item = GpuSample> {
+    devs.into_iter().map(move |d| GpuSample {
+        t_ms: t.saturating_sub(started_ns) as f64 / 1e6,
+        mono_ns: t,
+        uuid: d.uuid,
+        memory_used_mib: d.memory_used_mib,
+        utilization_pct: d.utilization_pct,
+        power_w: d.power_w,
+        sm_clock_mhz: d.sm_clock_mhz,
+    })
 }
 
 /// One GPU over one step.
