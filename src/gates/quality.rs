@@ -85,13 +85,11 @@ impl QualitySuite {
         let top_here = Here::new(&fname, "suite");
         let root = Value::Object(file.root.clone());
         let top = Fields::new(&root, &top_here, "", TOP_FIELDS)?;
-        let name = top.opt_str("name")?.map(str::to_string);
-        top.opt_str("description")?;
-        let system = top.opt_str("system")?;
-        let default_max = top.opt_u64("max_tokens")?.unwrap_or(DEFAULT_MAX_TOKENS);
-        if default_max == 0 {
-            return Err(top.err("max_tokens", "must be at least 1"));
-        }
+        let suite::Common {
+            name,
+            system,
+            max_tokens: default_max,
+        } = suite::Common::read(&top, DEFAULT_MAX_TOKENS)?;
         let default_headroom = top.opt_u64("reasoning_headroom")?.unwrap_or(0);
         let min_stable = top.opt_f64("min_stable")?.unwrap_or(1.0);
         if !(0.0..=1.0).contains(&min_stable) {

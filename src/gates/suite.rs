@@ -152,6 +152,32 @@ pub struct Fields<'a> {
     pub prefix: String,
 }
 
+/// The top-level fields every suite kind shares.
+pub struct Common<'a> {
+    pub name: Option<String>,
+    pub system: Option<&'a str>,
+    /// `max_tokens`, or `default_max`; at least 1.
+    pub max_tokens: u64,
+}
+
+impl<'a> Common<'a> {
+    /// Reads `name`, `description` (checked, not kept), `system` and `max_tokens` from `top`.
+    pub fn read(top: &Fields<'a>, default_max: u64) -> Result<Common<'a>, SuiteError> {
+        let name = top.opt_str("name")?.map(str::to_string);
+        top.opt_str("description")?;
+        let system = top.opt_str("system")?;
+        let max_tokens = top.opt_u64("max_tokens")?.unwrap_or(default_max);
+        if max_tokens == 0 {
+            return Err(top.err("max_tokens", "must be at least 1"));
+        }
+        Ok(Common {
+            name,
+            system,
+            max_tokens,
+        })
+    }
+}
+
 impl<'a> Fields<'a> {
     /// Checks `v` is a table whose keys are all in `known`.
     pub fn new(
