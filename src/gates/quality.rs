@@ -110,13 +110,7 @@ impl QualitySuite {
         for (i, v) in list.iter().enumerate() {
             let here = Here::new(&fname, item_label("item", "items", i, v, "id"));
             let f = Fields::new(v, &here, "", ITEM_FIELDS)?;
-            let id = f.str("id")?;
-            if id.is_empty() {
-                return Err(f.err("id", "must not be empty"));
-            }
-            if items.iter().any(|x| x.id == id) {
-                return Err(f.err("id", format!("duplicate id \"{id}\"")));
-            }
+            let id = f.item_id(|id| items.iter().any(|x| x.id == id))?;
             f.opt_str("description")?;
             let mut messages = Vec::new();
             if let Some(s) = f.opt_str("system")?.or(system) {

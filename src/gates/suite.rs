@@ -233,6 +233,18 @@ impl<'a> Fields<'a> {
         }
     }
 
+    /// An item's `id`: present, not empty, and not `taken` by an earlier item.
+    pub fn item_id(&self, taken: impl Fn(&str) -> bool) -> Result<&'a str, SuiteError> {
+        let id = self.str("id")?;
+        if id.is_empty() {
+            return Err(self.err("id", "must not be empty"));
+        }
+        if taken(id) {
+            return Err(self.err("id", format!("duplicate id \"{id}\"")));
+        }
+        Ok(id)
+    }
+
     pub fn str(&self, key: &str) -> Result<&'a str, SuiteError> {
         self.opt_str(key)?
             .ok_or_else(|| self.err(key, "missing (this field is required)"))

@@ -168,13 +168,7 @@ impl ToolSuite {
         for (i, v) in case_list.iter().enumerate() {
             let here = Here::new(&fname, item_label("case", "cases", i, v, "id"));
             let f = Fields::new(v, &here, "", CASE_FIELDS)?;
-            let id = f.str("id")?;
-            if id.is_empty() {
-                return Err(f.err("id", "must not be empty"));
-            }
-            if cases.iter().any(|c| c.id == id) {
-                return Err(f.err("id", format!("duplicate id \"{id}\"")));
-            }
+            let id = f.item_id(|id| cases.iter().any(|c| c.id == id))?;
             f.opt_str("description")?;
             let offered = select(&tools, f.opt_strings("tools")?.as_deref(), &here, "tools")?;
             let tool_choice = match f.get("tool_choice") {
