@@ -272,18 +272,26 @@ async fn collect_workers(
     mut set: tokio::task::JoinSet<Option<Conn>>,
     mut cancel: watch::Receiver<bool>,
 ) -> Vec<Option<Conn>> {
+    // An aborted worker hands back no connection; a worker that panicked passes the panic on.
+    fn conn_of(r: Result<Option<Conn>, tokio::task::JoinError>) -> Option<Conn> {
+        match r {
+            Ok(c) => c,
+            Err(e) if e.is_cancelled() => None,
+            Err(e) => std::panic::resume_unwind(e.into_panic()),
+        }
+    }
     let mut back = Vec::new();
     loop {
         tokio::select! {
             biased;
             r = set.join_next() => match r {
-                Some(r) => back.push(r.unwrap_or(None)),
+                Some(r) => back.push(conn_of(r)),
                 None => return back,
             },
             _ = cancelled(&mut cancel) => {
                 set.abort_all();
                 while let Some(r) = set.join_next().await {
-                    back.push(r.unwrap_or(None));
+                    back.push(conn_of(r));
                 }
                 return back;
             }
