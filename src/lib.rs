@@ -15,6 +15,7 @@ pub mod load;
 pub mod metrics;
 pub mod netstamp;
 pub mod report;
+pub mod run;
 pub mod telemetry;
 pub mod workload;
 

@@ -21,7 +21,7 @@ enum Command {
     /// Measure bakeoff's own timing error against the reference engine's emission log.
     Selftest(bakeoff::cli::selftest::SelftestArgs),
     /// Show the GPU facts bakeoff sees (NVML, else nvidia-smi) and the idle-baseline verdict.
-    Gpu(bakeoff::telemetry::cli::GpuArgs),
+    Gpu(bakeoff::cli::gpu::GpuArgs),
     /// Re-hash an evidence bundle and name every file that changed, went missing or is unlisted.
     Verify(bakeoff::cli::verify::VerifyArgs),
     /// Re-render the verdict (decision-summary.json, publication-summary.md, report.html) of a bundle.
@@ -30,7 +30,7 @@ enum Command {
     Compare(bakeoff::cli::compare::CompareArgs),
 }
 
-fn main() {
+fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Bench(a) => bakeoff::cli::bench::run(*a),
@@ -41,10 +41,21 @@ fn main() {
         Command::Verify(a) => bakeoff::cli::verify::run(a),
         Command::Report(a) => bakeoff::cli::report::run(a),
         Command::Compare(a) => bakeoff::cli::compare::run(a),
-        Command::Gpu(a) => bakeoff::telemetry::cli::run(a),
+        Command::Gpu(a) => bakeoff::cli::gpu::run(a),
     };
-    if let Err(e) = result {
-        eprintln!("error: {e:#}");
-        std::process::exit(1);
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => match e.downcast_ref::<bakeoff::cli::Exit>() {
+            Some(x) => {
+                if let Some(m) = &x.message {
+                    eprintln!("error: {m}");
+                }
+                std::process::ExitCode::from(x.code)
+            }
+            None => {
+                eprintln!("error: {e:#}");
+                std::process::ExitCode::FAILURE
+            }
+        },
     }
 }

@@ -201,7 +201,7 @@ fn sampler_samples_the_lane_gpus_and_joins_to_a_step() {
 
 #[test]
 fn gpu_subcommand_args_parse_and_run_on_this_host() {
-    use bakeoff::telemetry::cli::{run, GpuArgs};
+    use bakeoff::cli::gpu::{run, GpuArgs};
     use clap::Parser;
     #[derive(Parser)]
     struct Cli {

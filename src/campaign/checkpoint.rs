@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-pub const CHECKPOINT_FILE: &str = "checkpoint.json";
+pub const CHECKPOINT_FILE: &str = crate::evidence::bundle::CHECKPOINT;
 pub const SCHEMA: &str = "bakeoff.checkpoint/v1";
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]

@@ -10,19 +10,18 @@
 //! - [`Campaign::launch_command`] gives the exact argv/env of each recipe; `from_env` values
 //!   travel as names only and are resolved by whoever launches.
 //!
-//! The orchestrator and its checkpoints (running a [`Plan`]) live beside this module.
+//! The runner that executes a [`Plan`] is `crate::run`; the checkpoint format lives here.
 
 pub mod checkpoint;
 pub mod command;
 mod diag;
-pub mod orchestrator;
 pub mod plan;
 pub mod spec;
 mod validate;
 
 pub use command::{shell_quote, CommandLine, LaunchCommand, Mask, StopMethod, SELF_PROGRAM};
 pub use diag::{CampaignError, Diagnostic};
-pub use plan::{plan, Phase, Plan, PlanStep, RunState, StepKind};
+pub use plan::{plan, Phase, Plan, PlanStep, RequestContract, RunState, StepKind};
 pub use spec::{
     canonical_json, hex_sha256, load, parse, ApiKind, Arm, Campaign, ContainerRecipe,
     EndpointRecipe, EnvValue, GateName, Gates, Identity, Lane, Policy, PreflightGate,

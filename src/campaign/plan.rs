@@ -13,10 +13,18 @@
 //!
 //! Every step writes one evidence file named `<arm>-<step>[-<shape>].json`, e.g.
 //! `fast-arm-timing-4k-c1-warm.json`; campaign-level steps use `incumbent-shutdown.json`,
-//! `gpu-idle-baseline.json` and `restoration-{launch,identity,preflight}.json`.
+//! `gpu-idle-baseline.json` and `restoration-{launch,identity,preflight}.json`
+//! (every name comes from `evidence/bundle.rs`).
+//!
+//! The plan is the whole contract of a run: every parameter a step uses is in its [`StepKind`]
+//! or in [`Plan::request`], and the runner reads nothing else of the workload, so `--dry-run`
+//! prints exactly what runs.
 
 use super::command::{Mask, StopMethod};
-use super::spec::{Arm, Campaign, PreflightGate, Promotion, RecipeRef, ToolVariant};
+use super::spec::{
+    ApiKind, Arm, Campaign, PreflightGate, Promotion, RecipeRef, Sampling, ToolVariant,
+};
+use crate::evidence::bundle;
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -75,6 +83,7 @@ pub enum StepKind {
         max_tokens: u32,
         concurrency: u32,
         requests: u32,
+        ignore_eos: bool,
     },
     /// Needle retrieval at the arm's long-context target.
     Retrieval {
@@ -83,6 +92,14 @@ pub enum StepKind {
         needles: u32,
         depths: Vec<f64>,
         max_tokens: u32,
+    },
+    /// Decode speed at the long-context prompt length: `requests` requests of exactly
+    /// `prompt_tokens` at c1, each decoding `max_tokens` (ignore_eos), recorded as the arm's
+    /// long-context figures (the retrieval answers are too short to time decoding).
+    LongContextTiming {
+        prompt_tokens: u64,
+        max_tokens: u32,
+        requests: u32,
     },
     /// The tools suite: `batch` requests per variant.
     Tools {
@@ -94,6 +111,7 @@ pub enum StepKind {
     Quality {
         suite: Option<PathBuf>,
         repetitions: u32,
+        reasoning_headroom: Option<u64>,
     },
     /// Stop the arm; check the GPU memory and the lane port are released.
     Stop,
@@ -122,6 +140,7 @@ impl StepKind {
             StepKind::Preflight { .. } => "preflight",
             StepKind::Timing { .. } => "timing",
             StepKind::Retrieval { .. } => "retrieval",
+            StepKind::LongContextTiming { .. } => "long-context-timing",
             StepKind::Tools { .. } => "tools",
             StepKind::Quality { .. } => "quality",
             StepKind::Stop => "stop",
@@ -130,7 +149,31 @@ impl StepKind {
             StepKind::RestorationPreflight { .. } => "restoration-preflight",
         }
     }
+
+    /// Setup steps that a resumed invocation runs again although they are finished: the
+    /// incumbent was restored at the end of the last invocation and must be stopped again, and
+    /// the GPU release checks need this invocation's idle baseline.
+    pub fn reruns_on_resume(&self) -> bool {
+        matches!(
+            self,
+            StepKind::StopIncumbent | StepKind::GpuIdleBaseline { .. }
+        )
+    }
 }
+
+/// How every request of the run is made: the endpoint kind, the sampling parameters (always
+/// sent explicitly), whether prompts carry a cache-defeating nonce, and the prompt-sizing limit.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RequestContract {
+    pub api: ApiKind,
+    pub sampling: Sampling,
+    /// Prompts differ per request (a nonce), so no prefix cache can serve them.
+    pub defeat_prefix_cache: bool,
+    pub sizing_timeout_s: u64,
+}
+
+/// Requests of each long-context timing step.
+pub const LONG_CONTEXT_REQUESTS: u32 = 2;
 
 /// One step of the plan.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -152,6 +195,7 @@ pub struct PlanStep {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Plan {
     pub campaign: Campaign,
+    pub request: RequestContract,
     pub steps: Vec<PlanStep>,
 }
 
@@ -182,7 +226,7 @@ pub fn plan(c: &Campaign) -> Plan {
             Some(&inc.id),
             StepKind::StopIncumbent,
             None,
-            "incumbent-shutdown.json".into(),
+            bundle::INCUMBENT_SHUTDOWN.into(),
         );
     }
     if gpus {
@@ -193,7 +237,7 @@ pub fn plan(c: &Campaign) -> Plan {
                 max_used_mib: c.lane.idle_baseline_max_mib,
             },
             None,
-            "gpu-idle-baseline.json".into(),
+            bundle::GPU_IDLE_BASELINE.into(),
         );
     }
 
@@ -201,10 +245,7 @@ pub fn plan(c: &Campaign) -> Plan {
     let label = c.prompt_label();
     for arm in &c.arms {
         let id = arm.id.as_str();
-        let file = |step: &str, shape: Option<&str>| match shape {
-            Some(s) => format!("{id}-{step}-{s}.json"),
-            None => format!("{id}-{step}.json"),
-        };
+        let file = |step: &str, shape: Option<&str>| bundle::step_file(id, step, shape);
         let managed = arm.kind().managed();
         if managed {
             push(
@@ -254,6 +295,7 @@ pub fn plan(c: &Campaign) -> Plan {
             max_tokens: w.max_tokens,
             concurrency,
             requests,
+            ignore_eos: w.sampling.ignore_eos,
         };
         let mut levels: Vec<u32> = w.concurrency.iter().copied().filter(|&n| n > 1).collect();
         levels.sort_unstable();
@@ -291,6 +333,18 @@ pub fn plan(c: &Campaign) -> Plan {
                 Some(shape.clone()),
                 file("retrieval", Some(&shape)),
             );
+            let shape = format!("{tokens}-c1-long");
+            push(
+                Phase::Arm,
+                Some(id),
+                StepKind::LongContextTiming {
+                    prompt_tokens: tokens,
+                    max_tokens: w.max_tokens,
+                    requests: LONG_CONTEXT_REQUESTS,
+                },
+                Some(shape.clone()),
+                file("timing", Some(&shape)),
+            );
         }
         if let Some(t) = &c.gates.tools {
             push(
@@ -312,6 +366,7 @@ pub fn plan(c: &Campaign) -> Plan {
                 StepKind::Quality {
                     suite: q.suite.clone(),
                     repetitions: q.repetitions,
+                    reasoning_headroom: q.reasoning_headroom,
                 },
                 None,
                 file("quality", None),
@@ -334,7 +389,7 @@ pub fn plan(c: &Campaign) -> Plan {
             Some(&inc.id),
             StepKind::RestoreIncumbent,
             None,
-            "restoration-launch.json".into(),
+            bundle::RESTORATION_LAUNCH.into(),
         );
     }
     push(
@@ -347,7 +402,7 @@ pub fn plan(c: &Campaign) -> Plan {
             served_context: inc.served_context,
         },
         None,
-        "restoration-identity.json".into(),
+        bundle::RESTORATION_IDENTITY.into(),
     );
     push(
         Phase::Restoration,
@@ -356,10 +411,16 @@ pub fn plan(c: &Campaign) -> Plan {
             gates: c.gates.preflight.clone(),
         },
         None,
-        "restoration-preflight.json".into(),
+        bundle::RESTORATION_PREFLIGHT.into(),
     );
     Plan {
         campaign: c.clone(),
+        request: RequestContract {
+            api: w.api,
+            sampling: w.sampling.clone(),
+            defeat_prefix_cache: !w.allow_prefix_cache,
+            sizing_timeout_s: 300,
+        },
         steps,
     }
 }
@@ -720,9 +781,18 @@ fn describe(c: &Campaign, step: &PlanStep) -> String {
             max_tokens,
             concurrency,
             requests,
+            ignore_eos,
         } => format!(
-            "{} {requests} request(s) at c{concurrency}, {prompt_tokens} prompt + {max_tokens} max tokens",
-            state.as_str()
+            "{} {requests} request(s) at c{concurrency}, {prompt_tokens} prompt + {max_tokens} max tokens{}",
+            state.as_str(),
+            if *ignore_eos { ", ignore_eos" } else { "" }
+        ),
+        StepKind::LongContextTiming {
+            prompt_tokens,
+            max_tokens,
+            requests,
+        } => format!(
+            "{requests} request(s) at c1, {prompt_tokens} prompt + {max_tokens} max tokens, ignore_eos (decode speed at long context)"
         ),
         StepKind::Retrieval {
             profile,

@@ -40,12 +40,24 @@ pub fn run(args: EngineArgs) -> anyhow::Result<()> {
         .thread_name("bakeoff-engine")
         .enable_all()
         .build()?;
-    let result = rt.block_on(crate::engine::serve(crate::engine::Options {
-        profiles,
-        host: args.host,
-        port: args.port,
-        seed: args.seed,
-    }));
+    let result = rt.block_on(async {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate())?;
+        let mut int = signal(SignalKind::interrupt())?;
+        let shutdown = async move {
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+            }
+        };
+        let opts = crate::engine::Options {
+            profiles,
+            host: args.host,
+            port: args.port,
+            seed: args.seed,
+        };
+        crate::engine::serve(opts, shutdown).await
+    });
     rt.shutdown_timeout(std::time::Duration::from_millis(200));
     result
 }

@@ -7,26 +7,13 @@
 use crate::client::control::list_models;
 use crate::client::Target;
 use crate::gates::{
-    self, retrieval, suite, Check, GateContext, QualityCheck, QualitySuite, RetrievalCheck,
-    ToolSuite, ToolVariant, ToolsCheck,
+    self, retrieval, Check, GateContext, QualityCheck, RetrievalCheck, ToolVariant, ToolsCheck,
 };
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
-
-/// The suites shipped in the repository, built in so the binary works from any directory.
-pub const BUILTIN_TOOLS: (&str, &str) =
-    ("suites/tools.toml", include_str!("../../suites/tools.toml"));
-pub const BUILTIN_TOOLS_FEWSHOT: (&str, &str) = (
-    "suites/tools-fewshot.toml",
-    include_str!("../../suites/tools-fewshot.toml"),
-);
-pub const BUILTIN_QUALITY: (&str, &str) = (
-    "suites/quality.toml",
-    include_str!("../../suites/quality.toml"),
-);
 
 const ALL_CHECKS: &[&str] = &[
     "smoke",
@@ -128,51 +115,6 @@ pub struct GateOptions {
     pub excerpt_chars: usize,
 }
 
-/// Loads a tools suite: `path`, or the built-in copy when `path` names a shipped suite
-/// (`suites/tools.toml`, `suites/tools-fewshot.toml`) that does not exist here; None = the
-/// built-in `suites/tools.toml`. Used by `bakeoff gate` and by campaigns.
-pub fn load_tools(path: Option<&Path>) -> Result<ToolSuite, suite::SuiteError> {
-    match path {
-        Some(p) => match builtin(p, &[BUILTIN_TOOLS, BUILTIN_TOOLS_FEWSHOT]) {
-            Some((name, text)) => {
-                ToolSuite::from_file(suite::from_bytes(Path::new(name), text.as_bytes())?)
-            }
-            None => ToolSuite::load(p),
-        },
-        None => ToolSuite::from_file(suite::from_bytes(
-            Path::new(BUILTIN_TOOLS.0),
-            BUILTIN_TOOLS.1.as_bytes(),
-        )?),
-    }
-}
-
-/// A built-in suite named by its repository path when no such file exists here.
-fn builtin(
-    p: &Path,
-    list: &[(&'static str, &'static str)],
-) -> Option<(&'static str, &'static str)> {
-    if p.exists() {
-        return None;
-    }
-    list.iter().copied().find(|(n, _)| Path::new(n) == p)
-}
-
-/// Loads a quality suite like [`load_tools`] (built in: `suites/quality.toml`).
-pub fn load_quality(path: Option<&Path>) -> Result<QualitySuite, suite::SuiteError> {
-    match path {
-        Some(p) => match builtin(p, &[BUILTIN_QUALITY]) {
-            Some((name, text)) => {
-                QualitySuite::from_file(suite::from_bytes(Path::new(name), text.as_bytes())?)
-            }
-            None => QualitySuite::load(p),
-        },
-        None => QualitySuite::from_file(suite::from_bytes(
-            Path::new(BUILTIN_QUALITY.0),
-            BUILTIN_QUALITY.1.as_bytes(),
-        )?),
-    }
-}
-
 /// Everything that can be checked before any request: flags, suites.
 fn prepare(url: &str, args: &GateOptions) -> Result<(Target, Vec<Check>)> {
     let target = Target::parse(url).map_err(|e| anyhow::anyhow!(e))?;
@@ -202,7 +144,7 @@ fn prepare(url: &str, args: &GateOptions) -> Result<(Target, Vec<Check>)> {
             "json" => Check::Json,
             "streaming" => Check::Streaming,
             "tools" => {
-                let suite = load_tools(args.tools_suite.as_deref())
+                let suite = gates::builtin::load_tools(args.tools_suite.as_deref())
                     .map_err(|e| anyhow::anyhow!("tools suite refused: {e}"))?;
                 let variants = args
                     .tool_variants
@@ -237,7 +179,7 @@ fn prepare(url: &str, args: &GateOptions) -> Result<(Target, Vec<Check>)> {
                 )
             }
             "quality" => {
-                let suite = load_quality(args.quality_suite.as_deref())
+                let suite = gates::builtin::load_quality(args.quality_suite.as_deref())
                     .map_err(|e| anyhow::anyhow!("quality suite refused: {e}"))?;
                 if args.repetitions == 0 {
                     bail!("--repetitions must be at least 1");

@@ -4,8 +4,44 @@ pub mod bench;
 pub mod compare;
 pub mod engine;
 pub mod gate;
+pub mod gpu;
 pub mod report;
 pub mod run;
 pub mod selftest;
 pub mod selftest_floor;
 pub mod verify;
+
+/// Ends a command with an exit code other than the plain error's 1 (a refusal is 2, an
+/// interrupted run 130), or with no further message when the command already said everything.
+/// `main.rs` turns it into the process's exit status: only `main` ends the process.
+#[derive(Debug)]
+pub struct Exit {
+    pub code: u8,
+    pub message: Option<String>,
+}
+
+impl Exit {
+    pub fn with(code: u8, message: impl Into<String>) -> Exit {
+        Exit {
+            code,
+            message: Some(message.into()),
+        }
+    }
+    pub fn silent(code: u8) -> Exit {
+        Exit {
+            code,
+            message: None,
+        }
+    }
+}
+
+impl std::fmt::Display for Exit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.message {
+            Some(m) => f.write_str(m),
+            None => write!(f, "exit status {}", self.code),
+        }
+    }
+}
+
+impl std::error::Error for Exit {}

@@ -15,12 +15,14 @@ macro_rules! say {
 }
 
 use crate::campaign::checkpoint::Checkpoint;
-use crate::campaign::orchestrator::{self, Options, PortState};
 use crate::campaign::{self, Campaign, Mask};
+use crate::run::{self as runner, Note, Notify, Options, PortState};
 use anyhow::{Context, Result};
 use clap::Args;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
 
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
@@ -41,70 +43,75 @@ pub struct RunArgs {
     pub no_progress: bool,
 }
 
-fn refuse(msg: &str) -> ! {
-    say!("error: {msg}");
-    std::process::exit(2)
+/// Refused before anything started: exit 2 with `msg`.
+fn refuse(msg: impl Into<String>) -> anyhow::Error {
+    super::Exit::with(2, msg).into()
 }
 
-fn load(path: &Path) -> Campaign {
+fn load(path: &Path) -> Result<Campaign> {
     match campaign::load(path) {
-        Ok(c) => c,
+        Ok(c) => Ok(c),
         Err(e) => {
             for d in &e.diagnostics {
                 say!("{d}");
             }
-            say!(
-                "error: the campaign file has {} problem(s); nothing was started",
+            Err(refuse(format!(
+                "the campaign file has {} problem(s); nothing was started",
                 e.diagnostics.len()
-            );
-            std::process::exit(2)
+            )))
         }
     }
 }
 
 /// The campaign of a bundle being resumed: its copy, anchored at the original file's directory.
-fn load_resume(dir: &Path, file: Option<&Path>) -> Campaign {
-    let ck = Checkpoint::load(dir).unwrap_or_else(|e| refuse(&format!("{e:#}")));
-    let copy = dir.join("campaign.toml");
+fn load_resume(dir: &Path, file: Option<&Path>) -> Result<Campaign> {
+    let ck = Checkpoint::load(dir).map_err(|e| refuse(format!("{e:#}")))?;
+    let copy = dir.join(crate::evidence::bundle::CAMPAIGN_COPY);
     let text = std::fs::read_to_string(&copy)
-        .unwrap_or_else(|e| refuse(&format!("cannot read {}: {e}", copy.display())));
+        .map_err(|e| refuse(format!("cannot read {}: {e}", copy.display())))?;
     let c = match campaign::parse(&text, &ck.campaign_file) {
         Ok(c) => c,
         Err(e) => {
             for d in &e.diagnostics {
                 say!("{d}");
             }
-            refuse("the bundle's campaign.toml copy no longer loads");
+            return Err(refuse("the bundle's campaign.toml copy no longer loads"));
         }
     };
     if c.source.sha256 != ck.campaign_sha256 {
-        refuse("the bundle's campaign.toml differs from the one the run started with");
+        return Err(refuse(
+            "the bundle's campaign.toml differs from the one the run started with",
+        ));
     }
     if let Some(f) = file {
-        let other = load(f);
+        let other = load(f)?;
         if other.source.sha256 != c.source.sha256 {
-            refuse(&format!(
+            return Err(refuse(format!(
                 "{} is not the campaign file this bundle was started with; resume without FILE or give the same file",
                 f.display()
-            ));
+            )));
         }
     }
-    c
+    Ok(c)
 }
 
 pub fn run(args: RunArgs) -> Result<()> {
     crate::clock::raise_nofile_limit();
     let (c, bundle, resume) = match (&args.resume, &args.file) {
-        (Some(dir), f) => (load_resume(dir, f.as_deref()), dir.clone(), true),
+        (Some(dir), f) => (load_resume(dir, f.as_deref())?, dir.clone(), true),
         (None, Some(f)) => {
-            let c = load(f);
+            let c = load(f)?;
             let out = args
                 .output
                 .clone()
                 .unwrap_or_else(|| c.campaign.output.clone());
             (c, out, false)
         }
-        (None, None) => refuse("give a campaign file: bakeoff run FILE (or --resume DIR)"),
+        (None, None) => {
+            return Err(refuse(
+                "give a campaign file: bakeoff run FILE (or --resume DIR)",
+            ))
+        }
     };
     if args.dry_run {
         let mut c = c;
@@ -115,7 +122,8 @@ pub fn run(args: RunArgs) -> Result<()> {
         return Ok(());
     }
     let bundle = absolute(&bundle);
-    let port = orchestrator::preconditions(&c, &bundle, resume).unwrap_or_else(|e| refuse(&e));
+    let plan = campaign::plan(&c);
+    let port = runner::preconditions(&plan, &bundle, resume).map_err(refuse)?;
     match &port {
         PortState::Free => say!(
             "bakeoff run: lane {}:{} is free (no incumbent serving)",
@@ -156,17 +164,25 @@ pub fn run(args: RunArgs) -> Result<()> {
                 }
             }
         });
-        orchestrator::run(
-            c,
+        runner::run(
+            plan,
             Options {
                 bundle: bundle.clone(),
                 resume,
-                progress_bar,
+                notify: printer(progress_bar),
                 cancel: rx,
             },
         )
         .await
     })?;
+    // The verdict from the bundle alone, as `bakeoff report DIR` writes it (decision summary,
+    // publication summary, report.html; the manifest is rewritten to cover them).
+    if let Err(e) = crate::report::render_all(&bundle) {
+        say!(
+            "bakeoff run: the verdict could not be written ({e:#}); run `bakeoff report {}`",
+            bundle.display()
+        );
+    }
     let r = &outcome.result;
     for a in &r.arms {
         let f = a
@@ -202,10 +218,10 @@ pub fn run(args: RunArgs) -> Result<()> {
     );
     drop(rt);
     if outcome.interrupted.is_some() {
-        std::process::exit(130);
+        return Err(super::Exit::silent(130).into());
     }
     if !outcome.complete {
-        std::process::exit(1);
+        return Err(super::Exit::silent(1).into());
     }
     Ok(())
 }
@@ -218,4 +234,59 @@ fn absolute(p: &Path) -> PathBuf {
             .map(|d| d.join(p))
             .unwrap_or_else(|_| p.to_path_buf())
     }
+}
+
+/// Shows the runner's notes: a bar on a terminal, else one line per step with an estimate of the
+/// time left (from this invocation's pace).
+fn printer(bar: bool) -> Notify {
+    let t0 = Instant::now();
+    let bar = bar.then(|| {
+        let b = indicatif::ProgressBar::new(0);
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} steps (eta {eta})  {msg}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        b
+    });
+    Arc::new(move |n: Note<'_>| match (n, &bar) {
+        (
+            Note::Step {
+                done, total, what, ..
+            },
+            Some(b),
+        ) => {
+            b.set_length(total as u64);
+            b.set_position(done as u64);
+            b.set_message(what.to_string());
+        }
+        (
+            Note::Step {
+                done,
+                total,
+                this_run,
+                what,
+            },
+            None,
+        ) => {
+            let el = t0.elapsed().as_secs_f64();
+            let est = if this_run > 0 {
+                format!(
+                    ", about {:.0} s left",
+                    el / this_run as f64 * total.saturating_sub(done) as f64
+                )
+            } else {
+                String::new()
+            };
+            say!(
+                "bakeoff run [{el:>7.1} s] step {}/{total}: {what}{est}",
+                (done + 1).min(total)
+            );
+        }
+        (Note::Warning(m), Some(b)) => b.suspend(|| say!("warning: {m}")),
+        (Note::Warning(m), None) => say!("warning: {m}"),
+        (Note::Finished, Some(b)) => b.finish_and_clear(),
+        (Note::Finished, None) => {}
+    })
 }

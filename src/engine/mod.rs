@@ -53,8 +53,13 @@ pub struct Options {
     pub seed: u64,
 }
 
-/// Bind, print the listening line, serve until SIGINT/SIGTERM. Runs inside a tokio runtime.
-pub async fn serve(opts: Options) -> anyhow::Result<()> {
+/// Bind, print the listening line, serve until `shutdown` resolves (the CLI passes SIGINT or
+/// SIGTERM; its handlers are installed before this is called, so a caller may signal as soon as
+/// it has read the listening line). Runs inside a tokio runtime.
+pub async fn serve(
+    opts: Options,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> anyhow::Result<()> {
     use std::io::Write;
     let start_ns = crate::clock::mono_ns();
     // Resolve without tokio's blocking pool (its idle thread would delay a clean exit).
@@ -76,9 +81,6 @@ pub async fn serve(opts: Options) -> anyhow::Result<()> {
         .bind(addr)
         .map_err(|e| anyhow::anyhow!("cannot bind {addr}: {e}"))?;
     let listener = socket.listen(4096)?;
-    // Handlers first: a caller may signal as soon as it has read the listening line.
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
     let local = listener.local_addr()?;
     let shown_host = if local.is_ipv6() {
         format!("[{}]", local.ip())
@@ -115,15 +117,11 @@ pub async fn serve(opts: Options) -> anyhow::Result<()> {
         next_id: std::sync::atomic::AtomicU64::new(0),
     });
     let server = tokio::spawn(server::serve(listener, app));
-    tokio::select! {
-        _ = int.recv() => {}
-        _ = term.recv() => {}
-    }
+    shutdown.await;
     server.abort();
     Ok(())
 }
 
-/// Write one line to stderr; never panics (stderr may be a closed pipe).
 /// The arguments after the program that start `bakeoff engine` serving `profile` on
 /// `host:port` (campaign arms and lanes start it the same way, so their argv hashes agree).
 pub fn command_args(
@@ -147,6 +145,7 @@ pub fn command_args(
     a
 }
 
+/// Write one line to stderr (the engine's log); never panics (stderr may be a closed pipe).
 pub fn log_line(line: &str) {
     use std::io::Write;
     let mut err = std::io::stderr().lock();

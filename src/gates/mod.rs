@@ -11,6 +11,7 @@
 //! call check ([`tooldef`]), answer validators ([`expect`], [`pattern`]), served context
 //! ([`context`]).
 
+pub mod builtin;
 pub mod context;
 pub mod exchange;
 pub mod expect;

@@ -20,6 +20,7 @@ pub mod container;
 pub mod logs;
 pub mod port;
 pub mod process;
+pub mod procnet;
 mod ready;
 
 pub use logs::Masker;

@@ -1,7 +1,6 @@
 //! Telemetry: GPU facts and checks (NVML, nvidia-smi), GPU sampling during timed steps, and engine
 //! `/metrics` snapshots.
 
-pub mod cli;
 pub mod engine_metrics;
 pub mod gpu;
 pub mod sampler;

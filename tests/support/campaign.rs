@@ -192,7 +192,7 @@ pub fn listener_model(port: u16) -> Option<String> {
 /// process still listening on the lane port: a resumed run restores more than once) and reaps the
 /// test's own incumbent child.
 pub fn cleanup(bundle: &Path, mut child: Option<Child>, port: u16) {
-    for l in bakeoff::campaign::orchestrator::procnet::find_listeners(port) {
+    for l in bakeoff::lane::procnet::find_listeners(port) {
         // SAFETY: signals the process (group) serving this test's own lane port.
         unsafe {
             // Only a group the listener leads, never the test runner's own.

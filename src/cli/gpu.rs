@@ -1,6 +1,6 @@
 //! `bakeoff gpu`: print the GPU facts bakeoff sees and the idle-baseline verdict.
 
-use super::gpu;
+use crate::telemetry::gpu;
 
 /// Show the GPU facts bakeoff sees (NVML, else nvidia-smi) and the idle-baseline verdict.
 #[derive(clap::Args, Debug)]

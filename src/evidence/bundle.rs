@@ -1,0 +1,114 @@
+//! The bundle contract: every file name a campaign bundle holds, and the files kept beside it.
+//!
+//! No other module spells a bundle file name; the plan asks [`step_file`] for each step's
+//! evidence, the runner and the documents use the constants and functions here, so a reader of
+//! this one file knows every name a bundle can contain.
+
+use std::path::{Path, PathBuf};
+
+/// The bundle's copy of the campaign file (what resume and restoration re-read).
+pub const CAMPAIGN_COPY: &str = "campaign.toml";
+/// Host, OS, CPU, GPU and engine facts at the start of the run.
+pub const ENVIRONMENT: &str = "environment.json";
+/// The plan as it ran (the same steps `--dry-run` prints).
+pub const PLAN: &str = "plan.json";
+/// The runner's record of what ran (rewritten after every step).
+pub const RESULT: &str = "campaign-result.json";
+/// Which plan steps are finished (rewritten after every step; resume reads it).
+pub const CHECKPOINT: &str = "checkpoint.json";
+/// Every file with its SHA-256 and size.
+pub const MANIFEST: &str = "artifact-manifest.json";
+/// The verdict's documents.
+pub const DECISION_SUMMARY: &str = "decision-summary.json";
+pub const PUBLICATION_SUMMARY: &str = "publication-summary.md";
+pub const REPORT_HTML: &str = "report.html";
+
+/// Campaign-level step evidence.
+pub const INCUMBENT_SHUTDOWN: &str = "incumbent-shutdown.json";
+pub const GPU_IDLE_BASELINE: &str = "gpu-idle-baseline.json";
+pub const RESTORATION_LAUNCH: &str = "restoration-launch.json";
+pub const RESTORATION_IDENTITY: &str = "restoration-identity.json";
+pub const RESTORATION_PREFLIGHT: &str = "restoration-preflight.json";
+
+/// An arm step's evidence: `<arm>-<step>[-<shape>].json`, e.g. `fast-timing-4k-c1-warm.json`.
+pub fn step_file(arm: &str, step: &str, shape: Option<&str>) -> String {
+    match shape {
+        Some(s) => format!("{arm}-{step}-{s}.json"),
+        None => format!("{arm}-{step}.json"),
+    }
+}
+
+/// The incumbent stopped again by a resumed invocation.
+pub fn incumbent_shutdown_resume(invocation: u32) -> String {
+    format!("incumbent-shutdown-resume-{invocation}.json")
+}
+
+/// An arm stopped by a signal in invocation `invocation`.
+pub fn stop_interrupted(arm: &str, invocation: u32) -> String {
+    format!("{arm}-stop-interrupted-{invocation}.json")
+}
+
+/// The `n`-th launch of an arm resumed half way (launch + ready again).
+pub fn relaunch(arm: &str, n: u32) -> String {
+    format!("{arm}-relaunch-{n}.json")
+}
+
+/// The stop of a relaunch that failed.
+pub fn stop_relaunch(arm: &str, n: u32) -> String {
+    format!("{arm}-stop-relaunch-{n}.json")
+}
+
+/// The masked copy of an arm's engine log for its planned launch.
+pub fn engine_log(arm: &str) -> String {
+    format!("{arm}-engine.log")
+}
+
+/// The masked copy of an arm's engine log for its `n`-th launch.
+pub fn engine_log_relaunch(arm: &str, n: u32) -> String {
+    format!("{arm}-engine-relaunch-{n}.log")
+}
+
+/// Raw engine logs, beside the bundle (never in it: they may hold secrets; masked copies go in).
+pub fn logs_dir(bundle: &Path) -> PathBuf {
+    sibling(bundle, "logs")
+}
+
+/// One arm's raw engine log in [`logs_dir`].
+pub fn raw_engine_log(bundle: &Path, arm: &str) -> PathBuf {
+    logs_dir(bundle).join(format!("{arm}.log"))
+}
+
+/// The restored incumbent's log: beside the bundle, because it keeps growing after the run.
+pub fn incumbent_log(bundle: &Path) -> PathBuf {
+    sibling(bundle, "incumbent.log")
+}
+
+fn sibling(bundle: &Path, suffix: &str) -> PathBuf {
+    let name = bundle
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "bundle".into());
+    bundle.with_file_name(format!("{name}.{suffix}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        assert_eq!(step_file("a", "ready", None), "a-ready.json");
+        assert_eq!(
+            step_file("a", "timing", Some("4k-c1-warm")),
+            "a-timing-4k-c1-warm.json"
+        );
+        assert_eq!(
+            logs_dir(Path::new("/x/run1")),
+            PathBuf::from("/x/run1.logs")
+        );
+        assert_eq!(
+            incumbent_log(Path::new("/x/run1")),
+            PathBuf::from("/x/run1.incumbent.log")
+        );
+    }
+}

@@ -1,0 +1,89 @@
+//! An arm that is running ([`Live`]) and what every step that talks to it shares: its gate
+//! context, its request body, the crash check.
+
+use super::cx::{fail, Cx};
+use crate::campaign::Arm;
+use crate::client::Target;
+use crate::evidence::result::Failure;
+use crate::gates::GateContext;
+use crate::lane::{self, LaunchSpec, ReadyFacts, Running};
+use crate::workload::prompt::MatchedPrompt;
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+/// An arm that is running.
+pub struct Live {
+    pub running: Running,
+    pub spec: LaunchSpec,
+    pub ready: Option<ReadyFacts>,
+    /// The matched prompt, sized once per launch by the first timing step.
+    pub prompt: Option<Arc<MatchedPrompt>>,
+    /// This launch's masked log copy in the bundle.
+    pub log_name: String,
+}
+
+impl Live {
+    /// Did the arm's process die? (process and reference arms)
+    pub fn crashed(&self) -> bool {
+        match (self.running.kind, self.running.pid) {
+            ("process" | "reference", Some(pid)) => lane::process::group_members(pid).is_empty(),
+            _ => false,
+        }
+    }
+
+    pub fn crash_failure(&self, step: &str, evidence: &str) -> Failure {
+        let tail = self.running.log_tail(3).join(" | ");
+        fail(
+            "crash",
+            format!("the arm's process exited during {step}; last log lines: {tail}"),
+            evidence,
+        )
+    }
+
+    pub fn target(&self) -> Target {
+        self.running.target.clone()
+    }
+}
+
+/// The gate context of `arm` at `target`: the run's sampling, the arm's key and context.
+pub fn gate_ctx(cx: &Cx, arm: &Arm, target: &Target) -> GateContext {
+    let s = &cx.plan.request.sampling;
+    let mut g = GateContext::new(target.clone(), arm.served_model.clone());
+    g.api_key = api_key(arm);
+    g.temperature = s.temperature;
+    g.seed = s.seed;
+    if let Some(tp) = s.top_p {
+        g.extra_body.insert("top_p".into(), json!(tp));
+    }
+    g.context_tokens = Some(arm.served_context);
+    g
+}
+
+/// The arm's API key, read from the variable the campaign names (never recorded).
+pub fn api_key(arm: &Arm) -> Option<String> {
+    arm.api_key_env.as_ref().and_then(|k| std::env::var(k).ok())
+}
+
+/// The request body every timed request of `arm` shares (the prompt is added per request).
+pub fn request_base(
+    cx: &Cx,
+    arm: &Arm,
+    max_tokens: u32,
+    ignore_eos: bool,
+) -> serde_json::Map<String, Value> {
+    let s = &cx.plan.request.sampling;
+    let mut base = serde_json::Map::new();
+    base.insert("model".into(), json!(arm.served_model));
+    base.insert("max_tokens".into(), json!(max_tokens));
+    base.insert("temperature".into(), json!(s.temperature));
+    if let Some(tp) = s.top_p {
+        base.insert("top_p".into(), json!(tp));
+    }
+    base.insert("seed".into(), json!(s.seed));
+    if ignore_eos {
+        base.insert("ignore_eos".into(), json!(true));
+    }
+    base.insert("stream".into(), json!(true));
+    base.insert("stream_options".into(), json!({"include_usage": true}));
+    base
+}

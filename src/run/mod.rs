@@ -1,0 +1,329 @@
+//! The runner: executes a [`Plan`] step by step over one bundle.
+//!
+//! ```text
+//! Plan ──▶ Runner::run: for each plan step (setup → arms → restoration), one loop:
+//!            cancelled? ─▶ stop the live arm, skip to restoration
+//!            finished? (resume) ─▶ skip      arm failed? ─▶ skip (its stop still runs)
+//!            step::run (steps/<kind>.rs) ─▶ Recorder (evidence, result, checkpoint)
+//!          ─▶ finish (timing, manifest)
+//! ```
+//!
+//! The loop below is the only place that decides what runs next, handles a signal, counts
+//! progress and checkpoints; the restoration steps run on every path out (success, a failed arm,
+//! a signal, a panicking step: each step runs in its own task, see [`cx::guarded`]). The runner
+//! prints nothing but progress lines; the verdict documents are written by the caller.
+
+mod arm;
+mod cx;
+mod progress;
+mod recorder;
+mod setup;
+mod step;
+mod steps;
+mod timed;
+
+pub use cx::Cancel;
+pub use progress::{quiet, Note, Notify};
+pub use setup::{lane_spec, launch_spec, preconditions, PortState};
+
+use crate::campaign::checkpoint::{InvocationTiming, StepStatus};
+use crate::campaign::{Phase, Plan, PlanStep, StepKind};
+use crate::evidence::bundle;
+use crate::evidence::result::{ArmStatus, CampaignResult, Failure};
+use anyhow::Result;
+use cx::{fail, Cx, Outcome as StepOutcome};
+use std::path::PathBuf;
+use std::time::Instant;
+use step::Steps;
+
+pub struct Options {
+    /// The bundle directory.
+    pub bundle: PathBuf,
+    pub resume: bool,
+    /// Receives progress and warnings (the runner prints nothing).
+    pub notify: Notify,
+    pub cancel: Cancel,
+}
+
+pub struct Outcome {
+    pub complete: bool,
+    /// `interrupted by SIGINT during <arm>/<step>`.
+    pub interrupted: Option<String>,
+    pub result: CampaignResult,
+    pub timing: InvocationTiming,
+}
+
+/// The arm whose steps are running.
+struct ArmRun<L> {
+    id: String,
+    live: Option<L>,
+    /// A step failed so the arm cannot go on: the rest is skipped, its stop still runs.
+    fatal: bool,
+}
+
+struct Runner<S: Steps> {
+    steps: S,
+    cx: Cx,
+    /// Finished steps when this invocation started.
+    done_at_start: usize,
+    interrupted: Option<String>,
+    arm: Option<ArmRun<S::Live>>,
+    t0: Instant,
+}
+
+/// Runs (or resumes) a campaign. Never returns before the incumbent restoration was attempted.
+pub async fn run(plan: Plan, opts: Options) -> Result<Outcome> {
+    run_with(plan, opts, step::Real).await
+}
+
+/// The runner's loop over plan steps executed by `steps`.
+async fn run_with<S: Steps>(plan: Plan, opts: Options, steps: S) -> Result<Outcome> {
+    let t0 = Instant::now();
+    let cx = Cx::open(plan, &opts)?;
+    let mut r = Runner {
+        steps,
+        done_at_start: cx.rec.finished_steps(),
+        cx,
+        interrupted: None,
+        arm: None,
+        t0,
+    };
+    let steps = r.cx.plan.steps.clone();
+    for s in &steps {
+        if s.phase != Phase::Arm
+            || r.arm
+                .as_ref()
+                .is_some_and(|a| Some(&a.id) != s.arm.as_ref())
+        {
+            r.leave_arm();
+        }
+        if s.phase == Phase::Restoration {
+            // A signal during restoration is recorded, but the restoration goes on.
+            if r.cx.cancelled() {
+                r.mark_interrupted(s);
+            }
+        } else {
+            if r.interrupted.is_some() || (s.phase == Phase::Arm && r.cx.rec.finished(s.number)) {
+                continue;
+            }
+            if r.cx.cancelled() {
+                r.interrupt(s).await;
+                continue;
+            }
+        }
+        r.execute(s).await;
+    }
+    r.leave_arm();
+    r.finish()
+}
+
+impl<S: Steps> Runner<S> {
+    /// Runs one step unless it is finished (resume) or its arm already failed, and records it.
+    async fn execute(&mut self, s: &PlanStep) {
+        let again = self.cx.rec.finished(s.number);
+        match s.phase {
+            Phase::Setup if again && !s.kind.reruns_on_resume() => return,
+            Phase::Arm if again => return,
+            Phase::Arm => {
+                if !self.enter_arm(s).await {
+                    return;
+                }
+                if self.arm.as_ref().is_some_and(|a| a.fatal) && s.kind != StepKind::Stop {
+                    self.cx.rec.finish_step(s, StepStatus::Skipped, None);
+                    return;
+                }
+            }
+            _ => {}
+        }
+        self.note(&progress::step_label(&self.cx, s));
+        let t = Instant::now();
+        let live = self.arm.as_mut().map(|a| &mut a.live);
+        let done = cx::catch_panic(self.steps.run(&mut self.cx, s, again, live))
+            .await
+            .unwrap_or_else(|m| {
+                cx::Done::new(StepOutcome::Fatal(fail("crash", m, &s.evidence)), None)
+            });
+        let wall_ms = t.elapsed().as_secs_f64() * 1e3;
+        let file = done.file.clone().unwrap_or_else(|| s.evidence.clone());
+        if let Some(ev) = &done.evidence {
+            self.cx.rec.write_json_or_warn(&file, ev);
+        }
+        if again {
+            // A setup step redone by a resumed invocation: its own file, outside the plan.
+            let evidence = done.evidence.is_some().then_some(file.as_str());
+            self.cx
+                .rec
+                .extra(s.arm.as_deref(), s.kind.name(), evidence, wall_ms);
+            self.cx.rec.save();
+            return;
+        }
+        match done.outcome {
+            StepOutcome::Cancelled => {
+                self.mark_interrupted(s);
+                self.cx.rec.set_interrupted(s, wall_ms);
+                self.stop_interrupted_arm().await;
+            }
+            StepOutcome::Ok => self.cx.rec.finish_step(s, StepStatus::Done, Some(wall_ms)),
+            StepOutcome::GateFailed(f) => {
+                self.set_failure(s, f, false);
+                self.cx.rec.finish_step(s, StepStatus::Done, Some(wall_ms));
+            }
+            StepOutcome::Fatal(f) => {
+                self.set_failure(s, f, true);
+                self.cx
+                    .rec
+                    .finish_step(s, StepStatus::Failed, Some(wall_ms));
+            }
+        }
+    }
+
+    /// Opens the arm of `s` when it is the arm's first step to run. An arm resumed half way
+    /// (launched by an earlier invocation) is launched again first. False: the step must not run.
+    async fn enter_arm(&mut self, s: &PlanStep) -> bool {
+        let id = s.arm.clone().unwrap_or_default();
+        if self.arm.as_ref().is_some_and(|a| a.id == id) {
+            return true;
+        }
+        let fatal = self.cx.rec.arm_result(&id).status == ArmStatus::Failed;
+        self.arm = Some(ArmRun {
+            id: id.clone(),
+            live: None,
+            fatal,
+        });
+        let started_before = self.cx.plan.steps.iter().any(|p| {
+            p.arm.as_deref() == Some(id.as_str())
+                && p.phase == Phase::Arm
+                && matches!(p.kind, StepKind::Launch | StepKind::Ready { .. })
+                && self.cx.rec.finished(p.number)
+        });
+        if !started_before || fatal {
+            return true;
+        }
+        let label = format!("{}: relaunch", progress::arm_label(&self.cx, &id));
+        self.note(&label);
+        match self.steps.relaunch(&mut self.cx, &id).await {
+            Ok(live) => {
+                self.arm.as_mut().expect("opened above").live = Some(live);
+                true
+            }
+            Err(f) if f.class == "interrupted" => {
+                // The relaunch stopped what it started; the arm stays interrupted.
+                self.mark_interrupted(s);
+                self.arm = None;
+                self.cx.rec.arm_result(&id).status = ArmStatus::Interrupted;
+                self.cx.rec.save();
+                false
+            }
+            Err(f) => {
+                self.set_failure(s, f, true);
+                true
+            }
+        }
+    }
+
+    /// Closes the current arm: its end state, and a live engine dropped (endpoint arms).
+    fn leave_arm(&mut self) {
+        let Some(a) = self.arm.take() else { return };
+        self.cx.rec.arm_result(&a.id).status = if a.fatal {
+            ArmStatus::Failed
+        } else {
+            ArmStatus::Completed
+        };
+        self.cx.rec.save();
+    }
+
+    fn set_failure(&mut self, s: &PlanStep, f: Failure, fatal: bool) {
+        if fatal {
+            if let Some(a) = self.arm.as_mut() {
+                a.fatal = true;
+            }
+        }
+        let Some(id) = s.arm.as_deref().filter(|_| s.phase == Phase::Arm) else {
+            return;
+        };
+        let a = self.cx.rec.arm_result(id);
+        if fatal {
+            a.status = ArmStatus::Failed;
+            // The fatal failure explains why the arm stopped, over an earlier gate failure.
+            a.failure = Some(f);
+        } else if a.failure.is_none() {
+            a.failure = Some(f);
+        }
+    }
+
+    /// A signal arrived before `s`: the live arm is stopped; the rest up to restoration skipped.
+    async fn interrupt(&mut self, s: &PlanStep) {
+        self.mark_interrupted(s);
+        if let (Phase::Arm, None, Some(id)) = (s.phase, &self.arm, &s.arm) {
+            self.arm = Some(ArmRun {
+                id: id.clone(),
+                live: None,
+                fatal: false,
+            });
+        }
+        self.stop_interrupted_arm().await;
+    }
+
+    fn mark_interrupted(&mut self, s: &PlanStep) {
+        if self.interrupted.is_none() {
+            let sig = self.cx.signal().unwrap_or("a signal");
+            let at = match s.phase {
+                Phase::Setup => "setup",
+                Phase::Restoration => "restoration",
+                Phase::Arm => s.arm.as_deref().unwrap_or_default(),
+            };
+            self.interrupted = Some(format!(
+                "interrupted by {sig} during {at}/{}",
+                s.kind.name()
+            ));
+        }
+    }
+
+    /// Stops the running arm after a signal and records it as interrupted.
+    async fn stop_interrupted_arm(&mut self) {
+        let Some(mut a) = self.arm.take() else { return };
+        if let Some(live) = a.live.take() {
+            let t = Instant::now();
+            let ev = self.steps.stop(&mut self.cx, &a.id, live).await;
+            let name = bundle::stop_interrupted(&a.id, self.cx.rec.invocation());
+            self.cx.rec.write_json_or_warn(&name, &ev);
+            let w = t.elapsed().as_secs_f64() * 1e3;
+            self.cx
+                .rec
+                .extra(Some(&a.id), "stop (interrupted)", Some(&name), w);
+            self.cx.rec.add_evidence(&a.id, &name);
+        }
+        self.cx.rec.arm_result(&a.id).status = ArmStatus::Interrupted;
+        self.cx.rec.save();
+    }
+
+    fn note(&self, what: &str) {
+        let done = self.cx.rec.finished_steps();
+        (self.cx.notify)(Note::Step {
+            done,
+            total: self.cx.plan.steps.len(),
+            this_run: done.saturating_sub(self.done_at_start),
+            what,
+        });
+    }
+
+    fn finish(mut self) -> Result<Outcome> {
+        (self.cx.notify)(Note::Finished);
+        let total_ms = self.t0.elapsed().as_secs_f64() * 1e3;
+        let (complete, timing) = self.cx.rec.close(
+            self.interrupted.as_deref(),
+            total_ms,
+            self.cx.lane_has_gpus(),
+        );
+        crate::evidence::manifest::write(self.cx.rec.dir())?;
+        Ok(Outcome {
+            complete,
+            interrupted: self.interrupted,
+            result: self.cx.rec.into_result(),
+            timing,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,294 @@
+//! The recorder: the only writer of a bundle's evidence, its `campaign-result.json` and its
+//! `checkpoint.json`. Every write is atomic and masked (no secret value reaches the bundle); the
+//! result and the checkpoint are rewritten after every step, so an interrupted run can resume.
+
+use super::setup;
+use crate::campaign::checkpoint::{Checkpoint, ExtraStep, InvocationTiming, StepStatus};
+use crate::campaign::{Mask, Plan, PlanStep, StepKind};
+use crate::evidence::bundle;
+use crate::evidence::result::{ArmResult, ArmStatus, CampaignResult, GateRecord};
+use anyhow::{anyhow, Result};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+
+pub struct Recorder {
+    dir: PathBuf,
+    mask: Mask,
+    result: CampaignResult,
+    ck: Checkpoint,
+    /// This invocation (1 = the first run, 2 = the first resume, ...).
+    inv: u32,
+    /// Wall time of the engines starting and stopping, and of measuring, this invocation.
+    engine_ms: f64,
+    measure_ms: f64,
+    notify: super::Notify,
+}
+
+/// Steps whose time is the engines starting and stopping (the rest is measurement).
+fn is_engine_step(k: &StepKind) -> bool {
+    matches!(
+        k,
+        StepKind::Launch
+            | StepKind::Ready { .. }
+            | StepKind::Stop
+            | StepKind::StopIncumbent
+            | StepKind::RestoreIncumbent
+    )
+}
+
+impl Recorder {
+    /// A new bundle (its campaign copy, environment and plan written), or the one being resumed.
+    pub fn open(
+        plan: &Plan,
+        dir: PathBuf,
+        mask: Mask,
+        resume: bool,
+        notify: super::Notify,
+    ) -> Result<Recorder> {
+        let (ck, result) = if resume {
+            let ck = Checkpoint::load(&dir)?;
+            let r: CampaignResult = serde_json::from_slice(
+                &std::fs::read(dir.join(bundle::RESULT))
+                    .map_err(|e| anyhow!("cannot read {} in the bundle: {e}", bundle::RESULT))?,
+            )?;
+            (ck, r)
+        } else {
+            (Checkpoint::new(plan), setup::new_result(&plan.campaign))
+        };
+        let mut rec = Recorder {
+            dir,
+            mask,
+            result,
+            ck,
+            inv: 0,
+            engine_ms: 0.0,
+            measure_ms: 0.0,
+            notify,
+        };
+        rec.ck.invocations += 1;
+        rec.inv = rec.ck.invocations;
+        if !resume {
+            let c = &plan.campaign;
+            let src = std::fs::read(&c.source.path).map_err(|e| {
+                anyhow!(
+                    "cannot read the campaign file {}: {e}",
+                    c.source.path.display()
+                )
+            })?;
+            crate::evidence::write_atomic(&rec.dir.join(bundle::CAMPAIGN_COPY), &src)?;
+            rec.write_json(bundle::ENVIRONMENT, &setup::environment(c))?;
+            rec.write_json(
+                bundle::PLAN,
+                &json!({"campaign_id": c.campaign.id, "steps": plan.steps}),
+            )?;
+        }
+        rec.result.complete = false;
+        rec.result.incomplete_reason = Some("running".into());
+        rec.save();
+        Ok(rec)
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn invocation(&self) -> u32 {
+        self.inv
+    }
+
+    pub fn result(&mut self) -> &mut CampaignResult {
+        &mut self.result
+    }
+
+    pub fn into_result(self) -> CampaignResult {
+        self.result
+    }
+
+    pub fn checkpoint(&mut self) -> &mut Checkpoint {
+        &mut self.ck
+    }
+
+    pub fn finished(&self, number: usize) -> bool {
+        self.ck.step(number).status.finished()
+    }
+
+    pub fn finished_steps(&self) -> usize {
+        self.ck.steps.iter().filter(|s| s.status.finished()).count()
+    }
+
+    pub fn write_json(&self, name: &str, v: &Value) -> Result<()> {
+        let text = serde_json::to_string_pretty(v)? + "\n";
+        crate::evidence::write_atomic(&self.dir.join(name), self.mask.scrub(&text).as_bytes())
+    }
+
+    pub fn write_json_or_warn(&self, name: &str, v: &Value) {
+        if let Err(e) = self.write_json(name, v) {
+            self.warn(&e.to_string());
+        }
+    }
+
+    pub fn write_text(&self, name: &str, text: &str) -> Result<()> {
+        crate::evidence::write_atomic(&self.dir.join(name), self.mask.scrub(text).as_bytes())
+    }
+
+    /// A problem that does not stop the run, for whoever shows progress.
+    pub fn warn(&self, msg: &str) {
+        (self.notify)(super::Note::Warning(msg));
+    }
+
+    /// Rewrites `campaign-result.json` and `checkpoint.json`.
+    pub fn save(&mut self) {
+        self.result.updated_at = crate::clock::wall_rfc3339();
+        if let Ok(v) = serde_json::to_value(&self.result) {
+            if let Err(e) = self.write_json(bundle::RESULT, &v) {
+                self.warn(&e.to_string());
+            }
+        }
+        if let Err(e) = self.ck.save(&self.dir) {
+            self.warn(&e.to_string());
+        }
+    }
+
+    pub fn arm_result(&mut self, id: &str) -> &mut ArmResult {
+        self.result
+            .arms
+            .iter_mut()
+            .find(|a| a.id == id)
+            .expect("every arm has a result entry")
+    }
+
+    /// Lists `name` among the arm's evidence (once).
+    pub fn add_evidence(&mut self, arm: &str, name: &str) {
+        let a = self.arm_result(arm);
+        if !a.evidence.iter().any(|e| e == name) {
+            a.evidence.push(name.to_string());
+        }
+    }
+
+    /// Records a gate of an arm (replacing an earlier record of the same gate).
+    pub fn put_gate(&mut self, arm: &str, rec: GateRecord) {
+        let a = self.arm_result(arm);
+        a.gates.retain(|g| g.name != rec.name);
+        a.gates.push(rec);
+    }
+
+    /// Reserves `n` request indices on the arm's server (distinct across steps and resumes).
+    pub fn next_indices(&mut self, arm: &str, n: u64) -> u64 {
+        let st = self.ck.arms.entry(arm.to_string()).or_default();
+        let first = st.next_index;
+        st.next_index += n;
+        first
+    }
+
+    /// Counts a launch of the arm (the request indices start again on a fresh server).
+    pub fn count_launch(&mut self, arm: &str) -> u32 {
+        let st = self.ck.arms.entry(arm.to_string()).or_default();
+        st.launches += 1;
+        st.next_index = 0;
+        st.launches
+    }
+
+    pub fn launches(&self, arm: &str) -> u32 {
+        self.ck.arms.get(arm).map(|a| a.launches).unwrap_or(1)
+    }
+
+    fn add_time(&mut self, engine: bool, wall_ms: f64) {
+        if engine {
+            self.engine_ms += wall_ms;
+        } else {
+            self.measure_ms += wall_ms;
+        }
+    }
+
+    /// Records a finished plan step: checkpoint, the arm's evidence list, then saves.
+    pub fn finish_step(&mut self, s: &PlanStep, status: StepStatus, wall_ms: Option<f64>) {
+        if let Some(w) = wall_ms {
+            self.add_time(is_engine_step(&s.kind), w);
+        }
+        self.ck.set(s.number, status, wall_ms, self.inv);
+        if let (Some(arm), crate::campaign::Phase::Arm) = (&s.arm, s.phase) {
+            if status != StepStatus::Skipped {
+                let ev = s.evidence.clone();
+                self.add_evidence(&arm.clone(), &ev);
+            }
+        }
+        self.save();
+    }
+
+    /// A step cancelled by a signal: it runs again on resume.
+    pub fn set_interrupted(&mut self, s: &PlanStep, wall_ms: f64) {
+        self.ck
+            .set(s.number, StepStatus::Interrupted, Some(wall_ms), self.inv);
+    }
+
+    /// Work outside the plan's steps (a relaunch, a stop after a signal, a setup step redone).
+    pub fn extra(&mut self, arm: Option<&str>, step: &str, evidence: Option<&str>, wall_ms: f64) {
+        let engine = step.contains("launch") || step.contains("stop") || step.contains("restore");
+        self.add_time(engine, wall_ms);
+        self.ck.extra.push(ExtraStep {
+            invocation: self.inv,
+            arm: arm.map(str::to_string),
+            step: step.into(),
+            evidence: evidence.map(str::to_string),
+            wall_ms,
+        });
+    }
+
+    /// Ends the invocation: complete or why not, the notes, where the time went; saves.
+    pub fn close(
+        &mut self,
+        interrupted: Option<&str>,
+        total_ms: f64,
+        lane_has_gpus: bool,
+    ) -> (bool, InvocationTiming) {
+        let r = &mut self.result;
+        let all_end = r
+            .arms
+            .iter()
+            .all(|a| matches!(a.status, ArmStatus::Completed | ArmStatus::Failed));
+        let restored = r.restoration.as_ref().is_some_and(|x| x.status == "passed");
+        let complete = all_end && restored && interrupted.is_none();
+        r.complete = complete;
+        r.incomplete_reason = if complete {
+            None
+        } else if let Some(i) = interrupted {
+            Some(i.to_string())
+        } else if !restored {
+            Some("the incumbent's restoration failed (see restoration-*.json)".into())
+        } else {
+            Some("not every arm reached an end state".into())
+        };
+        if let Some(i) = interrupted {
+            if !r.notes.iter().any(|n| n == i) {
+                r.notes.push(i.to_string());
+            }
+        }
+        if !lane_has_gpus {
+            let n = "GPU telemetry not applicable: the lane owns no GPU (idle baseline, memory reserve and GPU samples were not taken)".to_string();
+            if !r.notes.contains(&n) {
+                r.notes.push(n);
+            }
+        }
+        let overhead = (total_ms - self.engine_ms - self.measure_ms).max(0.0);
+        let timing = InvocationTiming {
+            invocation: self.inv,
+            started_at: r.started_at.clone(),
+            total_ms,
+            engine_lifecycle_ms: self.engine_ms,
+            measurement_ms: self.measure_ms,
+            overhead_ms: overhead,
+            overhead_fraction: if total_ms > 0.0 {
+                overhead / total_ms
+            } else {
+                0.0
+            },
+            outcome: r
+                .incomplete_reason
+                .clone()
+                .unwrap_or_else(|| "complete".into()),
+        };
+        self.ck.timing.push(timing.clone());
+        self.save();
+        (complete, timing)
+    }
+}

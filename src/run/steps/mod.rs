@@ -1,0 +1,75 @@
+//! One file per step kind (see run/step.rs for the dispatch), and what the gate steps share.
+
+pub mod gpu;
+pub mod incumbent;
+pub mod lifecycle;
+pub mod preflight;
+pub mod quality;
+pub mod restoration;
+pub mod retrieval;
+pub mod timing;
+pub mod tools;
+
+use super::arm::{gate_ctx, Live};
+use super::cx::{fail, Cx, Guarded, Outcome};
+use crate::campaign::{Arm, PlanStep};
+use crate::evidence::result::GateRecord;
+use crate::gates::{self, Check, GateResult};
+use serde_json::Value;
+
+/// The gate record of result `r`, whose evidence is `evidence`.
+pub fn gate_record(cx: &Cx, r: &GateResult, evidence: &str) -> GateRecord {
+    GateRecord {
+        name: r.gate.clone(),
+        status: r.status.as_str().into(),
+        passed: Some(r.passed),
+        total: Some(r.total),
+        detail: r.reason.clone(),
+        required: cx.required(&r.gate),
+        evidence: Some(evidence.into()),
+    }
+}
+
+/// Runs one gate check on the live arm (cancellable, a panic caught) and records its gate.
+/// A failed gate fails with `class`; a process that died meanwhile is a `crash`.
+pub async fn gate_step(
+    cx: &mut Cx,
+    arm: &Arm,
+    s: &PlanStep,
+    live: &Option<Live>,
+    check: Check,
+    class: &str,
+) -> (Outcome, Option<Value>, Option<GateResult>) {
+    let ev_name = s.evidence.clone();
+    let l = live.as_ref().expect("ready");
+    let ctx = gate_ctx(cx, arm, &l.target());
+    match cx
+        .guarded(async move { gates::run_one(&ctx, &check).await })
+        .await
+    {
+        Guarded::Cancelled => (Outcome::Cancelled, None, None),
+        Guarded::Panicked(m) => (Outcome::Fatal(fail("crash", m, &ev_name)), None, None),
+        Guarded::Done(r) => {
+            let rec = gate_record(cx, &r, &ev_name);
+            cx.rec.put_gate(&arm.id, rec);
+            let ev = serde_json::to_value(&r).unwrap_or(Value::Null);
+            let out = if l.crashed() {
+                Outcome::Fatal(l.crash_failure(s.kind.name(), &ev_name))
+            } else if r.passed() {
+                Outcome::Ok
+            } else {
+                Outcome::GateFailed(fail(class, format!("{}: {}", r.gate, r.reason), &ev_name))
+            };
+            (out, Some(ev), Some(r))
+        }
+    }
+}
+
+/// The preflight check of a gate name.
+pub fn preflight_check(name: &str) -> Check {
+    match name {
+        "json" => Check::Json,
+        "streaming" => Check::Streaming,
+        _ => Check::Smoke,
+    }
+}

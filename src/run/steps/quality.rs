@@ -1,0 +1,16 @@
+//! `quality`: the quality suite on the ready arm, `repetitions` times (plan step parameters; the
+//! suite was loaded before any arm started).
+
+use super::gate_step;
+use crate::campaign::{Arm, PlanStep};
+use crate::run::arm::Live;
+use crate::run::cx::{fail, Cx, Done, Outcome};
+
+pub async fn run(cx: &mut Cx, arm: &Arm, s: &PlanStep, live: &Option<Live>) -> Done {
+    let Some(check) = cx.quality.clone() else {
+        let f = fail("quality", "no quality suite", &s.evidence);
+        return Done::new(Outcome::GateFailed(f), None);
+    };
+    let (out, ev, _) = gate_step(cx, arm, s, live, check, "quality").await;
+    Done::new(out, ev)
+}

@@ -1,0 +1,290 @@
+//! The restoration phase, run on every path out: `restore-incumbent` (start it again, detached,
+//! unless it still serves), `restoration-identity` (the same recipe, argv/env, served model and
+//! context) and `restoration-preflight` (a fresh preflight). None of them is cancellable.
+
+use super::preflight_check;
+use crate::campaign::{Arm, CommandLine, EnvValue, PlanStep, PreflightGate, StepKind};
+use crate::client::Target;
+use crate::evidence::bundle;
+use crate::evidence::result::GateRecord;
+use crate::gates::{self, Check};
+use crate::lane::{self, procnet};
+use crate::run::arm::gate_ctx;
+use crate::run::cx::{fail, Cx, Done, Outcome};
+use crate::run::setup::{launch_spec, runs_recipe};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// A restoration step's evidence and whether it passed.
+fn done(cx: &mut Cx, step: &str, ev: Value, passed: bool, evidence: &str) -> Done {
+    if passed {
+        return Done::ok(ev);
+    }
+    cx.restore.failed_steps.push(format!("{step} failed"));
+    let f = fail("restoration", format!("{step} failed"), evidence);
+    Done::new(Outcome::Fatal(f), Some(ev))
+}
+
+fn incumbent_target(cx: &Cx, inc: &Arm) -> Target {
+    match &inc.endpoint {
+        Some(e) => Target::parse(&e.url).unwrap_or_else(|_| cx.lane.target()),
+        None => cx.lane.target(),
+    }
+}
+
+/// Starts the incumbent again (detached: it outlives bakeoff), unless it already serves.
+pub async fn launch(cx: &mut Cx) -> Done {
+    let inc = cx.incumbent();
+    let port = cx.c().lane.port;
+    if let Some(l) = procnet::find_listeners(port).first() {
+        let m = runs_recipe(cx.c(), &inc, l);
+        let ev = json!({"incumbent": inc.id, "already_serving": m, "process": l,
+               "detail": if m { "the incumbent was still serving (it had not been stopped); not started again" }
+                         else { "the lane port is held by a process that is not the incumbent; the incumbent could not be restored" }});
+        cx.restore.pid = m.then_some(l.pid);
+        return done(cx, "restore-incumbent", ev, m, bundle::RESTORATION_LAUNCH);
+    }
+    let log = bundle::incumbent_log(cx.rec.dir());
+    let spec = match launch_spec(cx.c(), &inc, &log) {
+        Ok(s) => s,
+        Err(e) => {
+            let ev = json!({"incumbent": inc.id, "failure": e});
+            return done(
+                cx,
+                "restore-incumbent",
+                ev,
+                false,
+                bundle::RESTORATION_LAUNCH,
+            );
+        }
+    };
+    let mut lane = cx.lane.clone();
+    lane.ready_timeout = lane.ready_timeout.max(Duration::from_secs(5));
+    let mut r = match lane::launch(&lane, &spec).await {
+        Ok(r) => r,
+        Err(f) => {
+            let ev = json!({"incumbent": inc.id, "spec": spec.describe(&lane), "failure": f});
+            return done(
+                cx,
+                "restore-incumbent",
+                ev,
+                false,
+                bundle::RESTORATION_LAUNCH,
+            );
+        }
+    };
+    let pid = r.pid;
+    let ready = lane::wait_ready(&mut r, &lane).await;
+    let ev = json!({
+        "incumbent": inc.id, "spec": spec.describe(&lane), "pid": pid, "detached": true,
+        "log_outside_bundle": log.display().to_string(),
+        "started_at": r.started_wall,
+        "ready": ready.as_ref().ok(), "failure": ready.as_ref().err(),
+    });
+    // Dropping `Running` leaves the incumbent running (own process group).
+    drop(r);
+    let ok = ready.is_ok();
+    if let Ok(f) = ready {
+        cx.restore.ready = Some(f);
+        cx.restore.pid = pid;
+    }
+    done(cx, "restore-incumbent", ev, ok, bundle::RESTORATION_LAUNCH)
+}
+
+/// Proves the restored incumbent is the one that was stopped: recipe hash (re-read from the
+/// bundle's campaign copy), argv/env of the serving process, served model and context.
+pub async fn identity(cx: &mut Cx, s: &PlanStep) -> Done {
+    let StepKind::RestorationIdentity {
+        recipe_hash,
+        argv_env_hash,
+        served_model,
+        served_context,
+    } = &s.kind
+    else {
+        unreachable!("dispatched on RestorationIdentity")
+    };
+    let inc = cx.incumbent();
+    let c = cx.c();
+    let copy =
+        std::fs::read_to_string(cx.rec.dir().join(bundle::CAMPAIGN_COPY)).unwrap_or_default();
+    let recipe_actual = crate::campaign::parse(&copy, &c.source.path)
+        .ok()
+        .and_then(|c| c.arm(&inc.id).map(|a| c.recipe_hash(a)))
+        .unwrap_or_default();
+    // What actually runs: the serving process's argv and env.
+    let lc = c.launch_command(&inc);
+    let pid = cx
+        .restore
+        .pid
+        .or_else(|| procnet::find_listeners(c.lane.port).first().map(|l| l.pid));
+    let (argv_actual, proc_desc) = match (pid, &lc, inc.endpoint.as_ref()) {
+        (_, None, Some(_)) => (c.argv_env_hash(&inc), Value::Null),
+        (Some(pid), Some(lc), _) => {
+            let l = procnet::describe(pid);
+            let matches = procnet::matches(
+                &l,
+                &lc.start.argv,
+                lc.start.self_exe,
+                lc.start.cwd.as_deref(),
+            );
+            let mut argv = l.cmdline.clone();
+            if matches && !argv.is_empty() {
+                argv[0] = lc.start.argv[0].clone();
+            }
+            let penv = procnet::environ(pid).unwrap_or_default();
+            let mut env = BTreeMap::new();
+            for (k, v) in &lc.start.env {
+                let got = penv.iter().find(|(n, _)| n == k).map(|(_, x)| x.clone());
+                match (v, got) {
+                    (EnvValue::FromEnv(n), Some(_)) => {
+                        env.insert(k.clone(), EnvValue::FromEnv(n.clone()));
+                    }
+                    (EnvValue::Literal(_), Some(x)) => {
+                        env.insert(k.clone(), EnvValue::Literal(x));
+                    }
+                    _ => {}
+                }
+            }
+            let h = CommandLine {
+                argv,
+                env,
+                cwd: lc.start.cwd.clone(),
+                self_exe: lc.start.self_exe,
+            }
+            .argv_env_hash();
+            let hash = if inc.container.is_some() {
+                c.argv_env_hash(&inc)
+            } else {
+                h
+            };
+            (
+                hash,
+                json!({"pid": pid, "cmdline": l.cmdline, "cmdline_matches_recipe": matches}),
+            )
+        }
+        _ => (String::new(), Value::Null),
+    };
+    let target = incumbent_target(cx, &inc);
+    let (model_ids, ctx) = match &cx.restore.ready {
+        Some(f) => (f.model_ids.clone(), f.context_tokens),
+        None => served_identity(&target).await,
+    };
+    let model_actual = model_ids
+        .iter()
+        .find(|m| *m == served_model)
+        .cloned()
+        .or(model_ids.first().cloned());
+    let rest = &mut cx.restore.record;
+    rest.recipe_hash_expected = recipe_hash.clone();
+    rest.recipe_hash_actual = recipe_actual.clone();
+    rest.argv_env_hash_expected = argv_env_hash.clone();
+    rest.argv_env_hash_actual = argv_actual.clone();
+    rest.served_model_expected = served_model.clone();
+    rest.served_model_actual = model_actual.clone();
+    rest.context_expected = *served_context;
+    rest.context_actual = ctx;
+    let checks = json!({
+        "recipe_hash": &recipe_actual == recipe_hash,
+        "argv_env_hash": &argv_actual == argv_env_hash,
+        "served_model": model_actual.as_deref() == Some(served_model.as_str()),
+        "context": ctx.is_none_or(|c| c == *served_context),
+    });
+    let passed = checks
+        .as_object()
+        .expect("object")
+        .values()
+        .all(|v| v == &json!(true));
+    let ev = json!({
+        "incumbent": inc.id,
+        "recipe_hash": {"expected": recipe_hash, "actual": recipe_actual},
+        "argv_env_hash": {"expected": argv_env_hash, "actual": argv_actual},
+        "served_model": {"expected": served_model, "actual": model_actual, "listed": model_ids},
+        "context": {"expected": served_context, "actual": ctx},
+        "process": proc_desc,
+        "checks": checks,
+        "passed": passed,
+    });
+    done(cx, s.kind.name(), ev, passed, &s.evidence)
+}
+
+/// The preflight gates again, on the restored incumbent (smoke and streaming when the campaign
+/// lists none). Not cancellable: the restoration finishes even after a signal.
+pub async fn preflight(cx: &mut Cx, s: &PlanStep, list: &[PreflightGate]) -> Done {
+    let names: Vec<&str> = if list.is_empty() {
+        vec!["smoke", "streaming"]
+    } else {
+        list.iter().map(|g| g.as_str()).collect()
+    };
+    let inc = cx.incumbent();
+    let target = incumbent_target(cx, &inc);
+    let ctx = gate_ctx(cx, &inc, &target);
+    let checks: Vec<Check> = names.iter().map(|n| preflight_check(n)).collect();
+    let results = gates::run(&ctx, &checks).await;
+    let passed_n = results.iter().filter(|r| r.passed()).count() as u64;
+    let all = passed_n == results.len() as u64 && !results.is_empty();
+    let reasons: Vec<String> = results
+        .iter()
+        .map(|r| format!("{}: {}", r.gate, r.reason))
+        .collect();
+    let rec = GateRecord {
+        name: "restoration-preflight".into(),
+        status: if all { "passed" } else { "failed" }.into(),
+        passed: Some(passed_n),
+        total: Some(results.len() as u64),
+        detail: reasons.join("; "),
+        required: cx.required("restoration"),
+        evidence: Some(s.evidence.clone()),
+    };
+    cx.restore.record.preflight = Some(rec);
+    let ev = json!({"incumbent": inc.id, "gates": results});
+    done(cx, s.kind.name(), ev, all, &s.evidence)
+}
+
+/// The restoration's verdict from its steps, into the result.
+pub fn settle(cx: &mut Cx) {
+    let inc = cx.incumbent();
+    let failed = std::mem::take(&mut cx.restore.failed_steps);
+    let mut rest = std::mem::take(&mut cx.restore.record);
+    let ok = failed.is_empty();
+    rest.status = if ok { "passed" } else { "failed" }.into();
+    rest.detail = if ok {
+        let mut d = "the incumbent serves again from the same recipe, with the declared model and context, and passed a fresh preflight".to_string();
+        if let (Some(p), true) = (
+            cx.restore.pid,
+            inc.kind().managed() && inc.container.is_none(),
+        ) {
+            d.push_str(&format!(
+                "; it keeps serving as pid {p} (its own process group): stop it with `kill -TERM -- -{p}`"
+            ));
+        }
+        d
+    } else {
+        failed.join("; ")
+    };
+    rest.evidence = Some(bundle::RESTORATION_IDENTITY.into());
+    cx.rec.result().restoration = Some(rest);
+}
+
+/// Served model ids and context from `/v1/models` (max_model_len or meta.n_ctx), else `/props`.
+async fn served_identity(t: &Target) -> (Vec<String>, Option<u64>) {
+    let to = Duration::from_secs(10);
+    let Ok((200, v)) = crate::client::control::get_json(t, "/v1/models", None, to).await else {
+        return (Vec::new(), None);
+    };
+    let data = v["data"].as_array().cloned().unwrap_or_default();
+    let ids = data
+        .iter()
+        .filter_map(|m| m["id"].as_str().map(str::to_string))
+        .collect();
+    let mut ctx = data.iter().find_map(|m| m["max_model_len"].as_u64());
+    if ctx.is_none() {
+        if let Ok((200, p)) = crate::client::control::get_json(t, "/props", None, to).await {
+            ctx = p["default_generation_settings"]["n_ctx"].as_u64();
+        }
+    }
+    if ctx.is_none() {
+        ctx = data.iter().find_map(|m| m["meta"]["n_ctx"].as_u64());
+    }
+    (ids, ctx)
+}

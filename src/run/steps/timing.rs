@@ -1,0 +1,228 @@
+//! `timing` (the matched prompt at one concurrency, cold or warm) and `long-context-timing`
+//! (decode speed at the long-context prompt length). Both size an exact prompt on the arm,
+//! reserve request indices and run the one timed load (run/timed.rs).
+
+use crate::campaign::{ApiKind, Arm, PlanStep, RunState, StepKind};
+use crate::client::Target;
+use crate::run::arm::{api_key, request_base, Live};
+use crate::run::cx::{fail, Cx, Done, Guarded, Outcome};
+use crate::run::timed;
+use crate::workload::prompt::{self, MatchedPrompt, PromptSpec};
+use crate::workload::Endpoint;
+use serde_json::json;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Sizes a matched prompt of `tokens` for `arm` on `target` (cancellable; a panic in the sizing
+/// code is caught).
+async fn build_prompt(
+    cx: &Cx,
+    arm: &Arm,
+    target: &Target,
+    tokens: u64,
+) -> Guarded<Result<MatchedPrompt, String>> {
+    let req = &cx.plan.request;
+    let endpoint = match req.api {
+        ApiKind::Chat => Endpoint::Chat,
+        ApiKind::Completions => Endpoint::Completions,
+    };
+    let (target, model, tok) = (
+        target.clone(),
+        arm.served_model.clone(),
+        arm.tokenizer.clone(),
+    );
+    let api_key = api_key(arm);
+    let nonce = req.defeat_prefix_cache;
+    let timeout = Duration::from_secs(req.sizing_timeout_s);
+    cx.guarded(async move {
+        prompt::build(&PromptSpec {
+            target: &target,
+            model: &model,
+            endpoint,
+            tokens,
+            tokenizer: tok.as_deref(),
+            api_key: api_key.as_deref(),
+            nonce,
+            timeout,
+            extra_body: None,
+        })
+        .await
+    })
+    .await
+}
+
+/// The timed input of `requests` requests at `concurrency`, their indices reserved on the arm.
+fn input(
+    cx: &mut Cx,
+    arm: &Arm,
+    target: Target,
+    prompt: Arc<MatchedPrompt>,
+    body: (u32, bool),
+    concurrency: u32,
+    requests: u32,
+) -> timed::TimingInput {
+    let (max_tokens, ignore_eos) = body;
+    let base = request_base(cx, arm, max_tokens, ignore_eos);
+    timed::TimingInput {
+        target,
+        base,
+        prompt,
+        api_key: api_key(arm),
+        concurrency,
+        requests,
+        first_index: cx.rec.next_indices(&arm.id, requests as u64),
+        seed: cx.plan.request.sampling.seed,
+        gpus: cx.c().lane.gpus.clone(),
+    }
+}
+
+pub async fn run(cx: &mut Cx, arm: &Arm, s: &PlanStep, live: &mut Option<Live>) -> Done {
+    let StepKind::Timing {
+        state,
+        prompt_tokens,
+        max_tokens,
+        concurrency,
+        requests,
+        ignore_eos,
+    } = s.kind
+    else {
+        unreachable!("dispatched on Timing")
+    };
+    let ev_name = s.evidence.as_str();
+    let l = live.as_mut().expect("ready");
+    let target = l.target();
+    if l.prompt.is_none() {
+        match build_prompt(cx, arm, &target, prompt_tokens as u64).await {
+            Guarded::Cancelled => return Done::cancelled(),
+            Guarded::Panicked(m) => {
+                return Done::new(Outcome::Fatal(fail("crash", m, ev_name)), None)
+            }
+            Guarded::Done(Err(e)) => {
+                let f = if l.crashed() {
+                    l.crash_failure("prompt sizing", ev_name)
+                } else {
+                    fail("compatibility", format!("matched prompt: {e}"), ev_name)
+                };
+                let ev = json!({"error": format!("matched prompt: {e}")});
+                return Done::new(Outcome::Fatal(f), Some(ev));
+            }
+            Guarded::Done(Ok(m)) => l.prompt = Some(Arc::new(m)),
+        }
+    }
+    let prompt = l.prompt.clone().expect("built above");
+    let inp = input(
+        cx,
+        arm,
+        target,
+        prompt,
+        (max_tokens, ignore_eos),
+        concurrency,
+        requests,
+    );
+    let l = live.as_ref().expect("ready");
+    let out = match cx.guarded(timed::run(inp)).await {
+        Guarded::Cancelled => return Done::cancelled(),
+        Guarded::Panicked(m) => return Done::new(Outcome::Fatal(fail("crash", m, ev_name)), None),
+        Guarded::Done(Err(e)) => {
+            let f = if l.crashed() {
+                l.crash_failure("timing", ev_name)
+            } else {
+                fail("crash", e.clone(), ev_name)
+            };
+            return Done::new(Outcome::Fatal(f), Some(json!({"error": e})));
+        }
+        Guarded::Done(Ok(out)) => out,
+    };
+    let mut ev = out.evidence;
+    ev["arm"] = json!(arm.id);
+    ev["state"] = json!(state.as_str());
+    ev["shape"] = json!(s.shape);
+    let rec = timed::record(ev_name, concurrency, &out.stats);
+    if let Some(p) = rec.prompt_tokens_reported {
+        cx.rec
+            .result()
+            .workload
+            .matched_prompt_tokens_reported
+            .insert(arm.id.clone(), p);
+    }
+    let a = cx.rec.arm_result(&arm.id);
+    match (state, concurrency) {
+        (RunState::Cold, _) => a.cold = Some(rec),
+        (RunState::Warm, 1) => a.warm = Some(rec),
+        (RunState::Warm, n) => {
+            a.concurrency.insert(n.to_string(), rec);
+        }
+    }
+    if l.crashed() {
+        let shape = s.shape.as_deref().unwrap_or("");
+        let mut f = l.crash_failure(&format!("timing {shape}"), ev_name);
+        if let Some((class, fc)) = out.stats.failures_by_class.iter().next() {
+            f.detail = format!(
+                "{} ({} request(s) failed: {class}: {})",
+                f.detail, out.stats.failed, fc.example
+            );
+        }
+        return Done::new(Outcome::Fatal(f), Some(ev));
+    }
+    if out.stats.ok == 0 {
+        let ex = out
+            .stats
+            .failures_by_class
+            .iter()
+            .next()
+            .map(|(c, f)| format!("{c}: {}", f.example))
+            .unwrap_or_default();
+        let f = fail(
+            "crash",
+            format!("every timed request failed ({ex})"),
+            ev_name,
+        );
+        return Done::new(Outcome::Fatal(f), Some(ev));
+    }
+    Done::ok(ev)
+}
+
+/// Requests at the long-context prompt length, closed loop at c1, always decoding `max_tokens`:
+/// the arm's long-context decode speed and E2E (the retrieval step's record is updated). A
+/// failure here is recorded in the file and leaves the retrieval figures in place.
+pub async fn long_context(cx: &mut Cx, arm: &Arm, s: &PlanStep, live: &mut Option<Live>) -> Done {
+    let StepKind::LongContextTiming {
+        prompt_tokens,
+        max_tokens,
+        requests,
+    } = s.kind
+    else {
+        unreachable!("dispatched on LongContextTiming")
+    };
+    let l = live.as_ref().expect("ready");
+    let target = l.target();
+    let prompt = match build_prompt(cx, arm, &target, prompt_tokens).await {
+        Guarded::Done(Ok(m)) => Arc::new(m),
+        Guarded::Done(Err(e)) => {
+            return Done::ok(json!({"arm": arm.id, "error": format!("long-context prompt: {e}")}))
+        }
+        Guarded::Panicked(m) => return Done::ok(json!({"arm": arm.id, "error": m})),
+        Guarded::Cancelled => return Done::cancelled(),
+    };
+    let inp = input(cx, arm, target, prompt, (max_tokens, true), 1, requests);
+    let out = match cx.guarded(timed::run(inp)).await {
+        Guarded::Done(Ok(out)) => out,
+        Guarded::Done(Err(e)) | Guarded::Panicked(e) => {
+            return Done::ok(json!({"arm": arm.id, "error": e}))
+        }
+        Guarded::Cancelled => return Done::cancelled(),
+    };
+    let mut ev = out.evidence;
+    ev["arm"] = json!(arm.id);
+    ev["state"] = json!("long-context");
+    ev["shape"] = json!(format!(
+        "long context {prompt_tokens} prompt + {max_tokens} max tokens, ignore_eos, c1"
+    ));
+    let rec = timed::record(&s.evidence, 1, &out.stats);
+    if let Some(lc) = cx.rec.arm_result(&arm.id).long_context.as_mut() {
+        lc.evidence = s.evidence.clone();
+        lc.decode_tok_s = rec.decode_tok_s.map(|s| s.p50);
+        lc.e2e_ms = rec.e2e_ms.map(|s| s.p50);
+    }
+    Done::ok(ev)
+}
