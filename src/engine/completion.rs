@@ -22,7 +22,7 @@ use super::generate::{self, Finish, Output};
 use super::http::{self, Conn, Request};
 use super::json;
 use super::request::{self, Completion};
-use super::server::App;
+use super::app::App;
 use super::state::{mix64, Model};
 use super::timer::sleep_until_ns;
 use crate::clock::mono_ns;
