@@ -18,13 +18,16 @@ mod diag;
 pub mod orchestrator;
 pub mod plan;
 pub mod spec;
+mod loader;
+mod paths;
 mod validate;
 
 pub use command::{shell_quote, CommandLine, LaunchCommand, Mask, StopMethod, SELF_PROGRAM};
 pub use diag::{CampaignError, Diagnostic};
+pub use loader::{load, parse};
 pub use plan::{plan, Phase, Plan, PlanStep, RunState, StepKind};
 pub use spec::{
-    canonical_json, hex_sha256, load, parse, ApiKind, Arm, Campaign, ContainerRecipe,
+    canonical_json, hex_sha256, ApiKind, Arm, Campaign, ContainerRecipe,
     EndpointRecipe, EnvValue, GateName, Gates, Identity, Lane, Policy, PreflightGate,
     ProcessRecipe, Promotion, QualityGate, QualityRisk, RankingMetric, RecipeKind, RecipeRef,
     ReferenceRecipe, RetrievalGate, Role, Sampling, Source, Speculative, ToolVariant, ToolsGate,
