@@ -67,8 +67,14 @@ pub fn compile_pattern(src: &str) -> Result<Regex, String> {
 /// The regex crate's error in one line. A syntax error is printed over several lines (the
 /// pattern, a caret line under the offending span, `error: ...`); keep the reason and the column.
 fn one_line(e: &regex::Error) -> String {
-    let regex::Error::Syntax(text) = e else {
-        return e.to_string();
+    let text = match e {
+        regex::Error::Syntax(text) => text,
+        regex::Error::CompiledTooBig(limit) => {
+            return format!(
+                "it compiles to more than the {limit}-byte size limit; use smaller repetition counts or classes"
+            )
+        }
+        other => return other.to_string(),
     };
     let lines: Vec<&str> = text.lines().collect();
     let reason = lines
@@ -521,7 +527,11 @@ mod tests {
         assert!(Expect::parse(&json!({}), &here, "expect", &[]).is_err());
         let err = Expect::parse(&json!({"pattern": "(?=x)"}), &here, "expect", &[]).unwrap_err();
         assert_eq!(err.field, "expect.pattern");
-        assert!(err.message.contains("not a valid regular expression"), "{}", err.message);
+        assert!(
+            err.message.contains("not a valid regular expression"),
+            "{}",
+            err.message
+        );
     }
 
     fn m(p: &str, t: &str) -> bool {
@@ -569,7 +579,10 @@ mod tests {
             "(?=x)", "(ab", "ab)", "[ab", "\\1", "*a", "x{3,1}", "[z-a]", "\\",
         ] {
             let e = compile_pattern(bad).expect_err(bad);
-            assert!(e.starts_with("not a valid regular expression: "), "{bad}: {e}");
+            assert!(
+                e.starts_with("not a valid regular expression: "),
+                "{bad}: {e}"
+            );
             assert!(!e.contains('\n'), "{bad}: {e}");
         }
         let e = compile_pattern("ab(?=x)").unwrap_err();
@@ -577,7 +590,7 @@ mod tests {
         assert!(e.ends_with("(at character 3)"), "{e}");
         // Too large to compile within the size limit (Unicode \w is hundreds of ranges).
         let e = compile_pattern("\\w{1000}\\w{1000}\\w{1000}").unwrap_err();
-        assert!(e.contains("size limit"), "{e}");
+        assert!(e.contains("1048576-byte size limit"), "{e}");
     }
 
     #[test]

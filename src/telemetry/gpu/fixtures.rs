@@ -1,8 +1,8 @@
 //! Probes built from nvidia-smi text, for the unit tests of this module.
 
 use super::device::GpuProbe;
-use super::smi::{parse_compute_apps, parse_query_gpu};
 pub(crate) use super::smi::H200;
+use super::smi::{parse_compute_apps, parse_query_gpu};
 
 pub(crate) fn available(text: &str, apps: &str) -> GpuProbe {
     let rows = parse_query_gpu(text).unwrap();
