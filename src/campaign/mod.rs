@@ -15,18 +15,20 @@
 pub mod checkpoint;
 pub mod command;
 mod diag;
+mod loader;
+mod paths;
 pub mod plan;
 pub mod spec;
 mod validate;
 
 pub use command::{shell_quote, CommandLine, LaunchCommand, Mask, StopMethod, SELF_PROGRAM};
 pub use diag::{CampaignError, Diagnostic};
+pub use loader::{load, parse};
 pub use plan::{plan, Phase, Plan, PlanStep, RequestContract, RunState, StepKind};
 pub use spec::{
-    canonical_json, hex_sha256, load, parse, ApiKind, Arm, Campaign, ContainerRecipe,
-    EndpointRecipe, EnvValue, GateName, Gates, Identity, Lane, Policy, PreflightGate,
-    ProcessRecipe, Promotion, QualityGate, QualityRisk, RankingMetric, RecipeKind, RecipeRef,
-    ReferenceRecipe, RetrievalGate, Role, Sampling, Source, Speculative, ToolVariant, ToolsGate,
-    Volume, Workload,
+    canonical_json, hex_sha256, ApiKind, Arm, Campaign, ContainerRecipe, EndpointRecipe, EnvValue,
+    GateName, Gates, Identity, Lane, Policy, PreflightGate, ProcessRecipe, Promotion, QualityGate,
+    QualityRisk, RankingMetric, RecipeKind, RecipeRef, ReferenceRecipe, RetrievalGate, Role,
+    Sampling, Source, Speculative, ToolVariant, ToolsGate, Volume, Workload,
 };
 pub use validate::{is_env_name, is_id, looks_secret, token_label};

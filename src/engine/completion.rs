@@ -17,12 +17,12 @@ use std::sync::Arc;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use super::app::App;
 use super::emissions::{self, Kind, Record};
 use super::generate::{self, Finish, Output};
 use super::http::{self, Conn, Request};
 use super::json;
 use super::request::{self, Completion};
-use super::server::App;
 use super::state::{mix64, Model};
 use super::timer::sleep_until_ns;
 use crate::clock::mono_ns;

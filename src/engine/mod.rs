@@ -3,6 +3,7 @@
 //! the load client proves its timing accuracy (`GET /debug/emissions` gives the CLOCK_MONOTONIC
 //! time of every event it wrote). The user-facing reference is docs/reference-engine.md.
 
+pub mod app;
 pub mod completion;
 pub mod emissions;
 pub mod generate;

@@ -1,43 +1,16 @@
 //! The listener, the per-connection loop and the small endpoints.
 
-use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use serde_json::Value;
 use tokio::net::TcpListener;
 
+// `App` lives in app.rs so completion.rs can use it without importing this module.
+pub use super::app::App;
 use super::http::{self, Conn, ReadError, Request};
 use super::json;
-use super::state::{self, Model};
+use super::state;
 use super::{completion, emissions, tokenizer};
-use crate::clock::mono_ns;
-
-/// Shared server state.
-pub struct App {
-    pub models: Vec<Arc<Model>>,
-    /// `--seed`.
-    pub seed: u64,
-    /// When the engine started (ns); models are loading until start + startup_ms.
-    pub start_ns: u64,
-    /// Completion ids (`chatcmpl-<n>`, `cmpl-<n>`), shared by every model, 1-based.
-    pub next_id: AtomicU64,
-}
-
-impl App {
-    pub fn model(&self, name: &str) -> Option<&Arc<Model>> {
-        self.models.iter().find(|m| m.profile.model == name)
-    }
-
-    /// True once every model's startup_ms has passed.
-    pub fn loaded(&self) -> bool {
-        let max_ms = self
-            .models
-            .iter()
-            .map(|m| m.profile.startup_ms)
-            .fold(0.0, f64::max);
-        mono_ns() >= self.start_ns + (max_ms * 1e6) as u64
-    }
-}
 
 /// Accept connections forever.
 pub async fn serve(listener: TcpListener, app: Arc<App>) {

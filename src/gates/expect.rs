@@ -1,8 +1,8 @@
 //! Deterministic validators: of a visible answer (quality items, tool round trips) and of tool-call
 //! argument values.
 
-use super::pattern::Pattern;
 use super::suite::{type_name, Fields, Here, SuiteError};
+use regex::{Regex, RegexBuilder};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -44,6 +44,54 @@ pub fn words_only(s: &str) -> String {
         .join(" ")
 }
 
+/// Compiled size limit of one `pattern`, for the program and for the lazy DFA's cache each (the
+/// regex crate's default is 10 MiB): a suite compiles one per item, so a large suite stays small.
+const PATTERN_SIZE_LIMIT: usize = 1 << 20;
+/// Nesting depth of groups and repetitions a `pattern` may use.
+const PATTERN_NEST_LIMIT: u32 = 64;
+
+/// Compiles a suite's `pattern` with the `regex` crate (docs/suites.md, "Patterns"): matching is a
+/// search (anchor with `^...$` for the whole text), linear in the text, so no pattern can hang a
+/// gate. `.` also matches a newline, as the hand-written matcher this replaced did. The error is one
+/// line: what is wrong, and where in the pattern.
+pub fn compile_pattern(src: &str) -> Result<Regex, String> {
+    RegexBuilder::new(src)
+        .dot_matches_new_line(true)
+        .size_limit(PATTERN_SIZE_LIMIT)
+        .dfa_size_limit(PATTERN_SIZE_LIMIT)
+        .nest_limit(PATTERN_NEST_LIMIT)
+        .build()
+        .map_err(|e| format!("not a valid regular expression: {}", one_line(&e)))
+}
+
+/// The regex crate's error in one line. A syntax error is printed over several lines (the
+/// pattern, a caret line under the offending span, `error: ...`); keep the reason and the column.
+fn one_line(e: &regex::Error) -> String {
+    let text = match e {
+        regex::Error::Syntax(text) => text,
+        regex::Error::CompiledTooBig(limit) => {
+            return format!(
+                "it compiles to more than the {limit}-byte size limit; use smaller repetition counts or classes"
+            )
+        }
+        other => return other.to_string(),
+    };
+    let lines: Vec<&str> = text.lines().collect();
+    let reason = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("error: "))
+        .unwrap_or(text.as_str());
+    let column = lines
+        .iter()
+        .find(|l| l.trim_start().starts_with('^') && l.trim().chars().all(|c| c == '^'))
+        .and_then(|l| l.find('^'))
+        .map(|at| at.saturating_sub(4) + 1);
+    match column {
+        Some(c) => format!("{reason} (at character {c})"),
+        None => reason.to_string(),
+    }
+}
+
 /// Checks of a visible answer; every check given must hold.
 #[derive(Debug, Clone, Serialize, Default)]
 pub struct Expect {
@@ -65,14 +113,14 @@ pub struct Expect {
     /// The normalised answer ends with this (normalised).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub suffix: Option<String>,
-    /// The trimmed answer matches this safe-regex-subset pattern.
+    /// The trimmed answer matches this regular expression (see [`compile_pattern`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pattern: Option<String>,
     /// A multiple-choice letter: the answer's chosen option (see [`chosen_letter`]) is this.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub choice: Option<String>,
     #[serde(skip)]
-    compiled: Option<Pattern>,
+    compiled: Option<Regex>,
 }
 
 pub const EXPECT_FIELDS: &[&str] = &[
@@ -115,12 +163,7 @@ impl Expect {
             compiled: None,
         };
         if let Some(p) = &e.pattern {
-            e.compiled = Some(Pattern::new(p).map_err(|m| {
-                f.err(
-                    "pattern",
-                    format!("not in the supported pattern subset: {m}"),
-                )
-            })?);
+            e.compiled = Some(compile_pattern(p).map_err(|m| f.err("pattern", m))?);
         }
         if let Some(c) = &e.choice {
             let ok = c.chars().count() == 1 && c.chars().all(|c| c.is_ascii_alphabetic());
@@ -195,15 +238,11 @@ impl Expect {
             }
         }
         if let Some(p) = &self.compiled {
-            match p.is_match(answer.trim()) {
-                Ok(true) => {}
-                Ok(false) => {
-                    return Err(format!(
-                        "answered {shown:?}, which does not match the pattern {:?}",
-                        p.source()
-                    ))
-                }
-                Err(e) => return Err(e),
+            if !p.is_match(answer.trim()) {
+                return Err(format!(
+                    "answered {shown:?}, which does not match the pattern {:?}",
+                    p.as_str()
+                ));
             }
         }
         if let Some(c) = &self.choice {
@@ -274,7 +313,7 @@ pub struct ArgConstraint {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub present: Option<bool>,
     #[serde(skip)]
-    compiled: Option<Pattern>,
+    compiled: Option<Regex>,
 }
 
 pub const CONSTRAINT_FIELDS: &[&str] = &[
@@ -343,12 +382,7 @@ impl ArgConstraint {
             compiled: None,
         };
         if let Some(p) = &c.pattern {
-            c.compiled = Some(Pattern::new(p).map_err(|m| {
-                f.err(
-                    "pattern",
-                    format!("not in the supported pattern subset: {m}"),
-                )
-            })?);
+            c.compiled = Some(compile_pattern(p).map_err(|m| f.err("pattern", m))?);
         }
         if map.is_empty() {
             return Err(here.err(
@@ -415,14 +449,10 @@ impl ArgConstraint {
             }
         }
         if let Some(p) = &self.compiled {
-            let ok = match as_text() {
-                Some(s) => p.is_match(s)?,
-                None => false,
-            };
-            if !ok {
+            if !as_text().is_some_and(|s| p.is_match(s)) {
                 return Err(format!(
                     "argument {name} is {v}, which does not match the pattern {:?}",
-                    p.source()
+                    p.as_str()
                 ));
             }
         }
@@ -495,7 +525,78 @@ mod tests {
         let err = Expect::parse(&json!({"exactly": "x"}), &here, "expect", &[]).unwrap_err();
         assert_eq!(err.field, "expect.exactly");
         assert!(Expect::parse(&json!({}), &here, "expect", &[]).is_err());
-        assert!(Expect::parse(&json!({"pattern": "(?=x)"}), &here, "expect", &[]).is_err());
+        let err = Expect::parse(&json!({"pattern": "(?=x)"}), &here, "expect", &[]).unwrap_err();
+        assert_eq!(err.field, "expect.pattern");
+        assert!(
+            err.message.contains("not a valid regular expression"),
+            "{}",
+            err.message
+        );
+    }
+
+    fn m(p: &str, t: &str) -> bool {
+        compile_pattern(p).unwrap().is_match(t)
+    }
+
+    #[test]
+    fn patterns_search_unless_anchored() {
+        assert!(m("^[0-9]{5}$", "94103"));
+        assert!(!m("^[0-9]{5}$", "9410"));
+        assert!(!m("^[0-9]{5}$", "941034"));
+        assert!(m("^\\d+(\\.\\d+)?$", "3.14"));
+        assert!(!m("^\\d+(\\.\\d+)?$", "3."));
+        assert!(m("(yes|no)", "I say no."));
+        assert!(m("^(yes|no)$", "yes"));
+        assert!(!m("^(yes|no)$", "yesno"));
+        assert!(m("^a.c$", "abc"));
+        assert!(m("^a.c$", "a\nc"), "`.` matches a newline");
+        assert!(m("^colou?r$", "color"));
+        assert!(m("^colou?r$", "colour"));
+        assert!(m("^ab*c$", "ac"));
+        assert!(m("^ab+c$", "abbbc"));
+        assert!(!m("^ab+c$", "ac"));
+        assert!(m("[^a-z]", "abc1"));
+        assert!(!m("^[^a-z]+$", "abc1"));
+        assert!(m("(?i)^paris$", "PARIS"));
+        assert!(m("(?i)^[a-c]+$", "ABC"));
+        assert!(!m("^paris$", "PARIS"));
+        assert!(m("^\\w+\\s\\w+$", "hello world"));
+        assert!(m("^(ab)+$", "ababab"));
+        assert!(m("^x{2,}$", "xxxx"));
+        assert!(m("^x{0,2}$", ""));
+        assert!(m("a|b", "b"));
+        assert!(m("^$", ""));
+        assert!(!m("^$", "\n"), "`$` is the end of the text, not of a line");
+        assert!(m("^[-a]+$", "-a-"));
+        assert!(m("^\\$\\d$", "$5"));
+        assert!(m("^(a*)*$", "aaa"));
+        assert!(m("^(a|)+b$", "aab"));
+    }
+
+    #[test]
+    fn patterns_that_do_not_compile_are_refused_in_one_line() {
+        for bad in [
+            "(?=x)", "(ab", "ab)", "[ab", "\\1", "*a", "x{3,1}", "[z-a]", "\\",
+        ] {
+            let e = compile_pattern(bad).expect_err(bad);
+            assert!(
+                e.starts_with("not a valid regular expression: "),
+                "{bad}: {e}"
+            );
+            assert!(!e.contains('\n'), "{bad}: {e}");
+        }
+        let e = compile_pattern("ab(?=x)").unwrap_err();
+        assert!(e.contains("look-around"), "{e}");
+        assert!(e.ends_with("(at character 3)"), "{e}");
+        // Too large to compile within the size limit (Unicode \w is hundreds of ranges).
+        let e = compile_pattern("\\w{1000}\\w{1000}\\w{1000}").unwrap_err();
+        assert!(e.contains("1048576-byte size limit"), "{e}");
+    }
+
+    #[test]
+    fn matching_is_linear_where_backtracking_was_exponential() {
+        let p = compile_pattern("^(a|a)*(a|a)*(a|a)*(a|a)*b$").unwrap();
+        assert!(!p.is_match(&"a".repeat(10_000)));
     }
 
     #[test]
@@ -521,5 +622,13 @@ mod tests {
             ArgConstraint::parse(&json!({"city": "x"}), &here, "arguments.address").unwrap_err();
         assert_eq!(e.field, "arguments.address.city");
         assert!(e.message.contains("dotted"));
+        let c = ArgConstraint::parse(&json!({"pattern": "^[0-9]{5}$"}), &here, "zip").unwrap();
+        assert!(c.check("zip", Some(&json!("94103"))).is_ok());
+        assert!(c
+            .check("zip", Some(&json!(94103)))
+            .unwrap_err()
+            .contains("does not match the pattern"));
+        let e = ArgConstraint::parse(&json!({"pattern": "[z-a]"}), &here, "zip").unwrap_err();
+        assert_eq!(e.field, "zip.pattern");
     }
 }

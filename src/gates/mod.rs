@@ -8,14 +8,13 @@
 //!
 //! One file per gate: [`preflight`], [`tools`], [`retrieval`], [`quality`]. Shared parts: sending
 //! and recording requests ([`exchange`]), suite files ([`suite`]), tool definitions and the strict
-//! call check ([`tooldef`]), answer validators ([`expect`], [`pattern`]), served context
+//! call check ([`tooldef`]), answer validators ([`expect`]), served context
 //! ([`context`]).
 
 pub mod builtin;
 pub mod context;
 pub mod exchange;
 pub mod expect;
-pub mod pattern;
 pub mod preflight;
 pub mod quality;
 pub mod retrieval;

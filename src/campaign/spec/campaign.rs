@@ -1,0 +1,106 @@
+//! The whole campaign file ([`Campaign`]), where it came from ([`Source`]), and the questions a
+//! consumer asks of it.
+
+use super::arms::{Arm, RecipeRef, Role};
+use super::gates::Gates;
+use super::hashing::{canonical_json, hex_sha256};
+use super::identity::{Identity, Lane};
+use super::policy::Policy;
+use super::recipes::EnvValue;
+use super::workload::Workload;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// A whole campaign file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Campaign {
+    /// `[campaign]`: identity and output.
+    pub campaign: Identity,
+    /// `[lane]`: where every arm runs, one at a time.
+    pub lane: Lane,
+    /// `[workload]`: the matched workload every arm gets.
+    pub workload: Workload,
+    /// `[gates]`: which pass/fail checks run, and their parameters.
+    #[serde(default)]
+    pub gates: Gates,
+    /// `[policy]`: how the verdict is decided.
+    #[serde(default)]
+    pub policy: Policy,
+    /// `[[arms]]`, in file order (the order they run in).
+    pub arms: Vec<Arm>,
+    /// Where the file came from (set by [`load`](crate::campaign::load), never read from the file).
+    #[serde(skip_deserializing, default)]
+    pub source: Source,
+}
+
+/// The campaign file itself.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Source {
+    /// The path as given to [`load`](crate::campaign::load).
+    pub path: PathBuf,
+    /// The absolute directory relative paths were resolved against.
+    pub dir: PathBuf,
+    /// SHA-256 (hex) of the file's bytes.
+    pub sha256: String,
+}
+
+impl Campaign {
+    /// The arm with this id.
+    pub fn arm(&self, id: &str) -> Option<&Arm> {
+        self.arms.iter().find(|a| a.id == id)
+    }
+
+    /// The incumbent arm (load guarantees exactly one).
+    pub fn incumbent(&self) -> &Arm {
+        self.arms
+            .iter()
+            .find(|a| a.role == Role::Incumbent)
+            .expect("a loaded campaign has exactly one incumbent")
+    }
+
+    /// The matched-prompt shape label (`workload.prompt_label`).
+    pub fn prompt_label(&self) -> &str {
+        &self.workload.prompt_label
+    }
+
+    /// The long-context target (profile name, prompt tokens) of an arm, when retrieval runs.
+    pub fn long_context_target<'a>(&'a self, arm: &'a Arm) -> Option<(&'a str, u64)> {
+        self.gates.retrieval.as_ref()?;
+        let name = arm.long_context_profile.as_deref()?;
+        let tokens = *self.workload.long_context_targets.get(name)?;
+        Some((name, tokens))
+    }
+
+    /// SHA-256 (hex) of the arm's canonical JSON (keys sorted, no whitespace; paths as loaded,
+    /// i.e. absolute; `from_env` values as `{"from_env":"NAME"}`, never their values). The
+    /// restoration proof compares it before and after.
+    pub fn recipe_hash(&self, arm: &Arm) -> String {
+        let v = serde_json::to_value(arm).expect("an arm serializes to JSON");
+        let mut s = String::new();
+        canonical_json(&v, &mut s);
+        hex_sha256(s.as_bytes())
+    }
+
+    /// Every environment variable name a `from_env` value of any arm (or `api_key_env`) reads,
+    /// with the arm id, in file order.
+    pub fn secret_env_names(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        for arm in &self.arms {
+            let env = match arm.recipe() {
+                RecipeRef::Process(p) => Some(&p.env),
+                RecipeRef::Container(c) => Some(&c.env),
+                _ => None,
+            };
+            for v in env.into_iter().flat_map(|e| e.values()) {
+                if let EnvValue::FromEnv(name) = v {
+                    out.push((arm.id.clone(), name.clone()));
+                }
+            }
+            if let Some(k) = &arm.api_key_env {
+                out.push((arm.id.clone(), k.clone()));
+            }
+        }
+        out
+    }
+}

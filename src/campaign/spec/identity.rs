@@ -1,0 +1,96 @@
+//! `[campaign]` (identity and output) and `[lane]` (the port and GPUs every arm runs on).
+
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// `[campaign]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Identity {
+    /// Lowercase letters, digits and `-`; names the bundle and container names.
+    pub id: String,
+    /// A description of the hardware, or `"auto"` to detect it at run time (nvidia-smi / CPU).
+    #[serde(default = "default_hardware")]
+    pub hardware: String,
+    /// A label for how arms are isolated, e.g. "isolated direct managed recipe lane".
+    #[serde(default = "default_topology")]
+    pub topology: String,
+    /// Free text for the report.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Bundle directory. Default `runs/<id>` next to the campaign file; absolute after load.
+    #[serde(default)]
+    pub output: PathBuf,
+}
+
+fn default_hardware() -> String {
+    "auto".into()
+}
+fn default_topology() -> String {
+    "isolated managed single lane".into()
+}
+
+impl Identity {
+    /// Whether the hardware is detected at run time.
+    pub fn hardware_is_auto(&self) -> bool {
+        self.hardware == "auto"
+    }
+}
+
+/// `[lane]`: a host port plus the GPUs it owns.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Lane {
+    /// Address arms listen on and bakeoff connects to.
+    #[serde(default = "default_host")]
+    pub host: String,
+    /// The lane port (1–65535).
+    pub port: u16,
+    /// GPU UUIDs the lane owns (`GPU-…` or `MIG-…`, as `nvidia-smi -L` prints). Empty: no GPU,
+    /// and the GPU steps (idle baseline, memory reserve) are left out of the plan.
+    #[serde(default)]
+    pub gpus: Vec<String>,
+    /// GPU memory (MiB) that must stay free after an arm is ready; an arm leaving less fails its
+    /// memory-reserve check.
+    #[serde(default)]
+    pub memory_reserve_mib: u64,
+    /// The idle baseline (with the incumbent stopped) fails when a lane GPU uses more than this.
+    #[serde(default = "default_idle_max")]
+    pub idle_baseline_max_mib: u64,
+    /// Polled until it answers 200.
+    #[serde(default = "default_health")]
+    pub health_path: String,
+    /// Launch → ready limit.
+    #[serde(default = "default_ready_timeout")]
+    pub ready_timeout_s: u64,
+    /// SIGTERM (or `docker stop`) → SIGKILL grace.
+    #[serde(default = "default_stop_grace")]
+    pub stop_grace_s: u64,
+}
+
+fn default_host() -> String {
+    "127.0.0.1".into()
+}
+fn default_idle_max() -> u64 {
+    1024
+}
+fn default_health() -> String {
+    "/health".into()
+}
+fn default_ready_timeout() -> u64 {
+    600
+}
+fn default_stop_grace() -> u64 {
+    30
+}
+
+impl Lane {
+    /// `http://host:port`.
+    pub fn base_url(&self) -> String {
+        if self.host.contains(':') {
+            format!("http://[{}]:{}", self.host, self.port)
+        } else {
+            format!("http://{}:{}", self.host, self.port)
+        }
+    }
+}

@@ -1,0 +1,28 @@
+//! The campaign file's data model (docs/campaign.md), strict parsing, one file per table.
+//!
+//! Parsing is strict: every table denies unknown fields. `campaign::load` (loader.rs) reads the
+//! file, parses it into these types, resolves relative paths against the file's directory, fills
+//! defaults that depend on other fields, and runs the semantic checks of validate/. What it returns
+//! is complete: a consumer never has to apply a default itself.
+
+mod arms;
+mod campaign;
+mod gates;
+mod hashing;
+mod identity;
+mod policy;
+mod recipes;
+mod workload;
+
+pub use arms::{Arm, RecipeKind, RecipeRef, Role, Speculative};
+pub use campaign::{Campaign, Source};
+pub use gates::{
+    GateName, Gates, PreflightGate, QualityGate, RetrievalGate, ToolVariant, ToolsGate,
+};
+pub use hashing::{canonical_json, hex_sha256};
+pub use identity::{Identity, Lane};
+pub use policy::{Policy, Promotion, QualityRisk};
+pub use recipes::{
+    ContainerRecipe, EndpointRecipe, EnvValue, ProcessRecipe, ReferenceRecipe, Volume,
+};
+pub use workload::{ApiKind, RankingMetric, Sampling, Workload};

@@ -1,0 +1,101 @@
+//! `[workload]`: the matched workload every arm gets, its sampling, and the ranking order.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// What the ranking puts first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RankingMetric {
+    Ttft,
+    DecodeTokensPerSecond,
+    UsableContextAndKv,
+    Concurrency,
+    E2e,
+}
+
+impl RankingMetric {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RankingMetric::Ttft => "ttft",
+            RankingMetric::DecodeTokensPerSecond => "decode_tokens_per_second",
+            RankingMetric::UsableContextAndKv => "usable_context_and_kv",
+            RankingMetric::Concurrency => "concurrency",
+            RankingMetric::E2e => "e2e",
+        }
+    }
+}
+
+/// Which OpenAI API the timed requests use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ApiKind {
+    #[default]
+    Chat,
+    Completions,
+}
+
+/// `[workload]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Workload {
+    /// Ranking order, most important first.
+    pub ranking_priority: Vec<RankingMetric>,
+    /// Exact prompt tokens of the matched prompt (checked against `usage.prompt_tokens`).
+    pub matched_prompt_tokens: u32,
+    /// `max_tokens` of every timed request.
+    pub max_tokens: u32,
+    /// Warm requests at concurrency 1 after the cold one; also requests per stream at Cn.
+    #[serde(default = "default_warm")]
+    pub warm_repetitions: u32,
+    /// Concurrency levels (1 is the warm run itself; each level above 1 is its own step).
+    #[serde(default = "default_concurrency")]
+    pub concurrency: Vec<u32>,
+    /// Long-context profile name → target prompt tokens for retrieval.
+    #[serde(default)]
+    pub long_context_targets: BTreeMap<String, u64>,
+    /// Shape label of the matched prompt in file names; default from the token count
+    /// (`256`, `4k`, …; filled by load).
+    #[serde(default)]
+    pub prompt_label: String,
+    #[serde(default)]
+    pub api: ApiKind,
+    /// Let the engine's prefix cache see identical prompts (default: a nonce defeats it).
+    #[serde(default)]
+    pub allow_prefix_cache: bool,
+    #[serde(default)]
+    pub sampling: Sampling,
+}
+
+fn default_warm() -> u32 {
+    5
+}
+fn default_concurrency() -> Vec<u32> {
+    vec![1]
+}
+
+/// `[workload.sampling]`: always sent explicitly and recorded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Sampling {
+    #[serde(default)]
+    pub temperature: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f64>,
+    #[serde(default)]
+    pub seed: u64,
+    /// Ask the engine to ignore end-of-sequence so every request decodes `max_tokens`.
+    #[serde(default)]
+    pub ignore_eos: bool,
+}
+
+impl Default for Sampling {
+    fn default() -> Self {
+        Sampling {
+            temperature: 0.0,
+            top_p: None,
+            seed: 0,
+            ignore_eos: false,
+        }
+    }
+}

@@ -1,0 +1,436 @@
+//! `[[arms]]`: each arm on its own, then the rules across arms (one incumbent, controls, names).
+
+use super::common::{is_env_name, is_id, p};
+use super::recipes::{argv_checks, env_checks, pinned};
+use crate::campaign::diag::Reporter;
+use crate::campaign::paths::resolve;
+use crate::campaign::spec::{Campaign, Role};
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+
+/// Arm ids that would collide with campaign-level evidence files (`restoration-preflight.json`).
+const RESERVED_IDS: &[&str] = &["restoration"];
+
+pub(super) fn arm(c: &mut Campaign, i: usize, dir: &Path, r: &mut Reporter) {
+    let at = p("arms").index(i);
+    let lane = c.lane.clone();
+    let campaign_id = c.campaign.id.clone();
+    let a = &mut c.arms[i];
+    let arm_id = a.id.clone();
+    if !is_id(&a.id) {
+        r.error(
+            &at.key("id"),
+            format!(
+                "`{}` is not a valid arm id (it starts the arm's evidence file names)",
+                a.id
+            ),
+            "use lowercase letters, digits and `-`, e.g. \"vllm-nvfp4-mtp3\"",
+        );
+    } else if RESERVED_IDS.contains(&a.id.as_str()) {
+        r.error(
+            &at.key("id"),
+            format!("`{}` is reserved (campaign-level evidence uses it)", a.id),
+            "choose another id",
+        );
+    }
+    if a.label.trim().is_empty() {
+        a.label = a.id.clone();
+    }
+    for (field, v) in [("engine", &a.engine), ("model", &a.model)] {
+        if v.trim().is_empty() {
+            r.error(
+                &at.key(field),
+                format!("empty {field}"),
+                format!("describe the arm's {field}"),
+            );
+        }
+    }
+    if let Some(t) = &mut a.tokenizer {
+        *t = resolve(dir, t);
+        if !t.is_file() {
+            r.error(
+                &at.key("tokenizer"),
+                format!("tokenizer {} does not exist", t.display()),
+                "give the model's tokenizer.json relative to the campaign file's directory, or leave it out",
+            );
+        }
+    }
+    if let Some(k) = &a.api_key_env {
+        if !is_env_name(k) {
+            r.error(
+                &at.key("api_key_env"),
+                format!("`{k}` is not an environment variable name"),
+                "give the NAME of the variable that holds the key, never the key",
+            );
+        }
+    }
+    let tables = a.recipe_tables();
+    match tables.len() {
+        0 => {
+            r.error(
+                &at,
+                format!("arm `{}` has no recipe", a.id),
+                "add exactly one of [arms.process], [arms.container], [arms.endpoint], [arms.reference]",
+            );
+            return;
+        }
+        1 => {}
+        _ => {
+            r.error(
+                &at.key(tables[1]),
+                format!(
+                    "arm `{}` has more than one recipe ({})",
+                    a.id,
+                    tables.join(", ")
+                ),
+                "keep exactly one recipe table per arm",
+            );
+            return;
+        }
+    }
+    if let Some(pr) = &mut a.process {
+        let rp = at.key("process");
+        argv_checks(r, &rp.key("argv"), &pr.argv, true);
+        env_checks(r, &rp.key("env"), &pr.env);
+        pr.cwd = if pr.cwd.as_os_str().is_empty() {
+            dir.to_path_buf()
+        } else {
+            resolve(dir, &pr.cwd)
+        };
+        if !pr.cwd.is_dir() {
+            r.error(
+                &rp.key("cwd"),
+                format!("cwd {} is not a directory", pr.cwd.display()),
+                "give a directory relative to the campaign file's directory (or absolute)",
+            );
+        }
+        if let Some(a0) = pr.argv.first_mut() {
+            let prog = Path::new(a0.as_str());
+            if prog.is_relative() && a0.contains('/') {
+                *a0 = resolve(&pr.cwd, prog).display().to_string();
+            }
+        }
+    }
+    if let Some(ct) = &mut c.arms[i].container {
+        let rp = at.key("container");
+        if !pinned(&ct.image) {
+            r.error(
+                &rp.key("image"),
+                format!("image `{}` is not pinned by digest", ct.image),
+                "use repository@sha256:<64 hex digits> (docker buildx imagetools inspect IMAGE shows the digest)",
+            );
+        }
+        if ct.docker.trim().is_empty() {
+            r.error(
+                &rp.key("docker"),
+                "empty docker CLI",
+                "leave it out for \"docker\"",
+            );
+        }
+        argv_checks(r, &rp.key("args"), &ct.args, false);
+        argv_checks(r, &rp.key("run_args"), &ct.run_args, false);
+        for (j, ra) in ct.run_args.iter().enumerate() {
+            let opt = ra.split('=').next().unwrap_or("");
+            if matches!(
+                opt,
+                "--name"
+                    | "--gpus"
+                    | "-p"
+                    | "--publish"
+                    | "-d"
+                    | "--detach"
+                    | "--rm"
+                    | "-e"
+                    | "--env"
+                    | "-v"
+                    | "--volume"
+                    | "--label"
+                    | "-l"
+            ) {
+                r.error(
+                    &rp.key("run_args").index(j),
+                    format!("`{opt}` is set by bakeoff from the recipe"),
+                    "use the recipe's fields instead (name, gpus, container_port, env, volumes, labels)",
+                );
+            }
+        }
+        env_checks(r, &rp.key("env"), &ct.env);
+        if ct.gpus.is_empty() {
+            ct.gpus = lane.gpus.clone();
+        } else {
+            for (j, g) in ct.gpus.iter().enumerate() {
+                if !lane.gpus.contains(g) {
+                    r.error(
+                        &rp.key("gpus").index(j),
+                        format!("GPU `{g}` is not one of the lane's GPUs"),
+                        "list it in lane.gpus, or use only the lane's GPUs (leave gpus out for all of them)",
+                    );
+                }
+            }
+        }
+        if ct.container_port == 0 {
+            ct.container_port = lane.port;
+        }
+        for (j, v) in ct.volumes.iter_mut().enumerate() {
+            v.host = resolve(dir, &v.host);
+            if !v.container.starts_with('/') || v.container.contains(':') {
+                r.error(
+                    &rp.key("volumes").index(j).key("container"),
+                    format!("`{}` is not an absolute container path", v.container),
+                    "give an absolute path without `:`, e.g. \"/models\"",
+                );
+            }
+        }
+        for k in ct.labels.keys() {
+            if k.is_empty()
+                || k.contains('=')
+                || k.contains(char::is_whitespace)
+                || k.starts_with("bakeoff.")
+            {
+                r.error(
+                    &rp.key("labels").key(k),
+                    format!("label key `{k}` is not allowed"),
+                    "use a key without `=` or spaces; `bakeoff.*` labels are set by bakeoff",
+                );
+            }
+        }
+        if ct.name.is_empty() {
+            ct.name = format!("bakeoff-{campaign_id}-{arm_id}");
+        } else if !ct
+            .name
+            .chars()
+            .next()
+            .is_some_and(|ch| ch.is_ascii_alphanumeric())
+            || !ct
+                .name
+                .chars()
+                .all(|ch| ch.is_ascii_alphanumeric() || matches!(ch, '_' | '.' | '-'))
+        {
+            r.error(
+                &rp.key("name"),
+                format!("`{}` is not a valid container name", ct.name),
+                "use letters, digits, `_`, `.` and `-`, starting with a letter or digit",
+            );
+        }
+    }
+    let a = &mut c.arms[i];
+    if let Some(e) = &mut a.endpoint {
+        if e.url.is_empty() {
+            e.url = lane.base_url();
+        } else if let Err(problem) = crate::client::Target::parse(&e.url) {
+            r.error(
+                &at.key("endpoint").key("url"),
+                problem,
+                "give the server root, e.g. \"http://10.0.0.5:8000\"",
+            );
+        }
+    }
+    if let Some(rf) = &mut a.reference {
+        rf.profile = resolve(dir, &rf.profile);
+        match crate::engine::profile::Profile::load(&rf.profile) {
+            Err(e) => {
+                r.error(
+                    &at.key("reference").key("profile"),
+                    format!("cannot use the profile: {}", e.to_string().replace('\n', " ")),
+                    "give a reference-engine profile relative to the campaign file's directory (docs/reference-engine.md)",
+                );
+            }
+            Ok(prof) => {
+                if a.served_model.is_empty() {
+                    a.served_model = prof.model.clone();
+                } else if a.served_model != prof.model {
+                    r.error(
+                        &at.key("served_model"),
+                        format!(
+                            "served_model `{}` differs from the profile's model `{}`",
+                            a.served_model, prof.model
+                        ),
+                        "leave served_model out for a reference arm, or make them match",
+                    );
+                }
+                if a.served_context == 0 {
+                    a.served_context = prof.context_tokens;
+                } else if a.served_context > prof.context_tokens {
+                    r.error(
+                        &at.key("served_context"),
+                        format!(
+                            "served_context {} exceeds the profile's context_tokens {}",
+                            a.served_context, prof.context_tokens
+                        ),
+                        "leave served_context out for a reference arm, or lower it",
+                    );
+                }
+            }
+        }
+    } else {
+        if a.served_model.trim().is_empty() {
+            r.error(
+                &at.key("served_model"),
+                format!("arm `{}` has no served_model", a.id),
+                "add served_model = \"…\": the model id /v1/models must list (llama.cpp: the -a alias; vLLM: --served-model-name)",
+            );
+        }
+        if a.served_context == 0 {
+            r.error(
+                &at.key("served_context"),
+                format!("arm `{}` has no served_context", a.id),
+                "add served_context = N: the longest prompt + completion one request may use (llama.cpp: -c divided by -np)",
+            );
+        }
+    }
+    let need = u64::from(c.workload.matched_prompt_tokens) + u64::from(c.workload.max_tokens);
+    let a = &c.arms[i];
+    if a.served_context > 0 && need > a.served_context {
+        r.error(
+            &at.key("served_context"),
+            format!(
+                "the matched prompt ({}) + max_tokens ({}) = {need} tokens do not fit arm `{}`'s served context of {}",
+                c.workload.matched_prompt_tokens, c.workload.max_tokens, a.id, a.served_context
+            ),
+            "raise served_context or lower workload.matched_prompt_tokens / workload.max_tokens",
+        );
+    }
+    if let Some(s) = &a.speculative {
+        if s.method.trim().is_empty() {
+            r.error(
+                &at.key("speculative").key("method"),
+                "empty speculative method",
+                "name it, e.g. \"mtp\", \"eagle3\", \"draft-model\"",
+            );
+        }
+    }
+}
+
+pub(super) fn across_arms(c: &mut Campaign, r: &mut Reporter) {
+    let at = |i: usize| p("arms").index(i);
+    if c.arms.is_empty() {
+        r.error(
+            &p("arms"),
+            "no arms",
+            "add at least one [[arms]] table (and one of them the incumbent)",
+        );
+        return;
+    }
+    let mut first: HashMap<&str, usize> = HashMap::new();
+    for (i, a) in c.arms.iter().enumerate() {
+        if let Some(&j) = first.get(a.id.as_str()) {
+            r.error(
+                &at(i).key("id"),
+                format!(
+                    "duplicate arm id `{}` (also arms[{j}] on line {})",
+                    a.id,
+                    r.index.line(&at(j).key("id"))
+                ),
+                "give every arm a unique id (ids name the evidence files)",
+            );
+        } else {
+            first.insert(&a.id, i);
+        }
+    }
+    let incumbents: Vec<usize> = (0..c.arms.len())
+        .filter(|&i| c.arms[i].role == Role::Incumbent)
+        .collect();
+    match incumbents.as_slice() {
+        [] => r.error(
+            &p("arms"),
+            "no incumbent",
+            "give exactly one arm role = \"incumbent\" (what serves today: stopped first, restored last)",
+        ),
+        [_] => {}
+        [i0, rest @ ..] => {
+            for &i in rest {
+                r.error(
+                    &at(i).key("role"),
+                    format!(
+                        "a second incumbent (`{}`; the first is `{}` on line {})",
+                        c.arms[i].id,
+                        c.arms[*i0].id,
+                        r.index.line(&at(*i0).key("role"))
+                    ),
+                    "exactly one arm is the incumbent: make the others \"candidate\"",
+                );
+            }
+        }
+    }
+    // Speculative arms and their matched controls.
+    let mut controlled: HashSet<&str> = HashSet::new();
+    for (i, a) in c.arms.iter().enumerate() {
+        let Some(s) = &a.speculative else { continue };
+        let cp = at(i).key("speculative").key("control");
+        controlled.insert(s.control.as_str());
+        if s.control == a.id {
+            r.error(
+                &cp,
+                format!("arm `{}` names itself as its control", a.id),
+                "name the matched arm without speculation",
+            );
+            continue;
+        }
+        let Some(ctl) = c.arms.iter().find(|x| x.id == s.control) else {
+            r.error(
+                &cp,
+                format!("control `{}` is not an arm of this campaign", s.control),
+                "add the matched no-speculation arm (role = \"control\") or correct the id",
+            );
+            continue;
+        };
+        if ctl.speculative.is_some() {
+            r.error(
+                &cp,
+                format!("control `{}` uses speculative decoding itself", ctl.id),
+                "a control runs the same model without speculation: remove its [arms.speculative]",
+            );
+        }
+        if ctl.model != a.model
+            || ctl.quantization != a.quantization
+            || ctl.served_context != a.served_context
+        {
+            r.error(
+                &cp,
+                format!(
+                    "control `{}` is not matched: model, quantization and served_context must equal arm `{}`'s",
+                    ctl.id, a.id
+                ),
+                "make the control serve the same model, quantization and context, without speculation",
+            );
+        }
+    }
+    for (i, a) in c.arms.iter().enumerate() {
+        if a.role == Role::Control && !controlled.contains(a.id.as_str()) {
+            r.error(
+                &at(i).key("role"),
+                format!("no speculative arm names `{}` as its control", a.id),
+                format!("set speculative.control = \"{}\" on the speculative arm, or make this arm a candidate", a.id),
+            );
+        }
+    }
+    // An endpoint incumbent cannot be stopped to free the lane.
+    let inc = c.arms.iter().find(|a| a.role == Role::Incumbent);
+    if let Some((idx, inc)) =
+        inc.map(|a| (c.arms.iter().position(|x| x.id == a.id).unwrap_or(0), a))
+    {
+        if let Some(e) = &inc.endpoint {
+            let loopback = |h: &str| {
+                matches!(
+                    h.trim_matches(|ch| ch == '[' || ch == ']'),
+                    "127.0.0.1" | "localhost" | "::1" | "0.0.0.0"
+                )
+            };
+            let on_lane = crate::client::Target::parse(&e.url).is_ok_and(|t| {
+                t.port == c.lane.port
+                    && (t.host == c.lane.host || (loopback(&t.host) && loopback(&c.lane.host)))
+            });
+            let managed = c
+                .arms
+                .iter()
+                .any(|a| a.recipe_tables().len() == 1 && a.kind().managed());
+            if on_lane && managed {
+                r.error(
+                    &at(idx).key("endpoint"),
+                    format!("the incumbent `{}` is an already-running endpoint on the lane port, which bakeoff cannot stop to free the lane", inc.id),
+                    "give the incumbent a process or container recipe, or move it off the lane port",
+                );
+            }
+        }
+    }
+}

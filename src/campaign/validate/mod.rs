@@ -1,0 +1,38 @@
+//! Semantic checks of a parsed campaign, and the defaults that depend on other fields, one file
+//! per table.
+//!
+//! Every problem becomes one diagnostic at the line of the field it is about; all are collected.
+
+mod arms;
+mod common;
+mod gates;
+mod identity;
+mod policy;
+mod recipes;
+mod workload;
+
+use super::diag::{CampaignError, Reporter, SpanIndex};
+use super::spec::Campaign;
+use std::path::Path;
+
+pub use common::{is_env_name, is_id, looks_secret, token_label};
+
+pub(super) fn resolve_and_validate(
+    c: &mut Campaign,
+    file: &Path,
+    index: &SpanIndex,
+) -> Result<(), CampaignError> {
+    let mut r = Reporter::new(file, index);
+    let dir = c.source.dir.clone();
+    identity::identity(c, &dir, &mut r);
+    identity::lane(c, &mut r);
+    workload::workload(c, &mut r);
+    gates::gates(c, &dir, &mut r);
+    for i in 0..c.arms.len() {
+        arms::arm(c, i, &dir, &mut r);
+    }
+    arms::across_arms(c, &mut r);
+    workload::long_context(c, &mut r);
+    policy::policy(c, &mut r);
+    r.finish()
+}

@@ -1,0 +1,177 @@
+//! `[workload]`, and the long-context targets the retrieval gate uses.
+
+use super::common::{no_repeats, p, positive, token_label};
+use crate::campaign::diag::Reporter;
+use crate::campaign::spec::{Arm, Campaign};
+use std::collections::HashSet;
+
+pub(super) fn workload(c: &mut Campaign, r: &mut Reporter) {
+    let w = &mut c.workload;
+    if w.ranking_priority.is_empty() {
+        r.error(
+            &p("workload.ranking_priority"),
+            "empty ranking priority",
+            "list what matters most first, e.g. [\"ttft\", \"decode_tokens_per_second\"]",
+        );
+    }
+    no_repeats(
+        r,
+        "workload.ranking_priority",
+        &w.ranking_priority,
+        |m| m.as_str(),
+        "list each metric once",
+    );
+    positive(
+        r,
+        "workload.matched_prompt_tokens",
+        w.matched_prompt_tokens.into(),
+        "the matched prompt",
+    );
+    positive(r, "workload.max_tokens", w.max_tokens.into(), "max_tokens");
+    positive(
+        r,
+        "workload.warm_repetitions",
+        w.warm_repetitions.into(),
+        "warm repetitions",
+    );
+    if w.concurrency.is_empty() {
+        r.error(
+            &p("workload.concurrency"),
+            "no concurrency levels",
+            "list at least [1]",
+        );
+    }
+    let mut seen = HashSet::new();
+    for (i, n) in w.concurrency.iter().enumerate() {
+        if *n == 0 {
+            r.error(
+                &p("workload.concurrency").index(i),
+                "concurrency 0",
+                "give levels of 1 or more",
+            );
+        } else if !seen.insert(*n) {
+            r.error(
+                &p("workload.concurrency").index(i),
+                format!("level {n} is listed twice"),
+                "list each level once",
+            );
+        }
+    }
+    for (name, tokens) in &w.long_context_targets {
+        if *tokens == 0 {
+            r.error(
+                &p("workload.long_context_targets").key(name),
+                "a long-context target of 0 tokens",
+                "give the prompt tokens retrieval is tested at, e.g. 24000",
+            );
+        }
+    }
+    if w.prompt_label.is_empty() {
+        w.prompt_label = token_label(w.matched_prompt_tokens.into());
+    } else if !w
+        .prompt_label
+        .chars()
+        .all(|ch| ch.is_ascii_lowercase() || ch.is_ascii_digit() || ch == '.')
+    {
+        r.error(
+            &p("workload.prompt_label"),
+            format!("`{}` cannot go into a file name", w.prompt_label),
+            "use lowercase letters, digits and `.`, e.g. \"4k\"",
+        );
+    }
+    let s = &w.sampling;
+    if !(s.temperature.is_finite() && (0.0..=2.0).contains(&s.temperature)) {
+        r.error(
+            &p("workload.sampling.temperature"),
+            format!("temperature {} is out of range", s.temperature),
+            "give a temperature from 0 to 2",
+        );
+    }
+    if let Some(tp) = s.top_p {
+        if !(tp.is_finite() && tp > 0.0 && tp <= 1.0) {
+            r.error(
+                &p("workload.sampling.top_p"),
+                format!("top_p {tp} is out of range"),
+                "give a top_p above 0 and at most 1, or leave it out",
+            );
+        }
+    }
+}
+
+pub(super) fn long_context(c: &mut Campaign, r: &mut Reporter) {
+    let targets = c.workload.long_context_targets.clone();
+    let Some(rg) = c.gates.retrieval.clone() else {
+        if !targets.is_empty() {
+            r.error(
+                &p("workload.long_context_targets"),
+                "long-context targets are given but retrieval does not run",
+                "add a [gates.retrieval] table, or remove the targets",
+            );
+        }
+        return;
+    };
+    if targets.is_empty() {
+        r.error(
+            &p("gates.retrieval"),
+            "retrieval runs but workload.long_context_targets is empty",
+            "add targets per long-context profile, e.g. long_context_targets = { full = 24000 }",
+        );
+        return;
+    }
+    let only = (targets.len() == 1)
+        .then(|| targets.keys().next().cloned())
+        .flatten();
+    for i in 0..c.arms.len() {
+        let at = p("arms").index(i);
+        let a: &mut Arm = &mut c.arms[i];
+        if a.long_context_profile.is_none() {
+            a.long_context_profile = only.clone();
+        }
+        let Some(name) = a.long_context_profile.clone() else {
+            r.error(
+                &at,
+                format!("arm `{}` has no long_context_profile", a.id),
+                format!(
+                    "add long_context_profile = one of {}",
+                    targets
+                        .keys()
+                        .map(|k| format!("\"{k}\""))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            );
+            continue;
+        };
+        let Some(&tokens) = targets.get(&name) else {
+            r.error(
+                &at.key("long_context_profile"),
+                format!("`{name}` is not a key of workload.long_context_targets"),
+                format!(
+                    "use one of {}",
+                    targets
+                        .keys()
+                        .map(|k| format!("\"{k}\""))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            );
+            continue;
+        };
+        let need = tokens + u64::from(rg.max_tokens);
+        if a.served_context > 0 && need > a.served_context {
+            let field = if r.index.contains(&at.key("long_context_profile")) {
+                at.key("long_context_profile")
+            } else {
+                at.key("served_context")
+            };
+            r.error(
+                &field,
+                format!(
+                    "long-context target `{name}` ({tokens} tokens) + the answer ({} tokens) exceeds arm `{}`'s served_context of {}",
+                    rg.max_tokens, a.id, a.served_context
+                ),
+                "give this arm a smaller (bounded) long-context profile, or lower the target",
+            );
+        }
+    }
+}
