@@ -1613,20 +1613,16 @@ impl Orch {
     /// The request body every timed request of `arm` shares (the prompt is added per request).
     fn request_base(&self, arm: &Arm, ignore_eos: bool) -> serde_json::Map<String, Value> {
         let w = &self.c.workload;
-        let mut base = serde_json::Map::new();
-        base.insert("model".into(), json!(arm.served_model));
-        base.insert("max_tokens".into(), json!(w.max_tokens));
-        base.insert("temperature".into(), json!(w.sampling.temperature));
-        if let Some(tp) = w.sampling.top_p {
-            base.insert("top_p".into(), json!(tp));
+        crate::workload::request::BodySpec {
+            model: &arm.served_model,
+            max_tokens: w.max_tokens.into(),
+            temperature: Some(w.sampling.temperature),
+            top_p: w.sampling.top_p,
+            seed: Some(w.sampling.seed),
+            ignore_eos,
+            stream: Some(true),
         }
-        base.insert("seed".into(), json!(w.sampling.seed));
-        if ignore_eos {
-            base.insert("ignore_eos".into(), json!(true));
-        }
-        base.insert("stream".into(), json!(true));
-        base.insert("stream_options".into(), json!({"include_usage": true}));
-        base
+        .build()
     }
 
     /// Long-context timing: requests at the arm's long-context target prompt length (exact,
