@@ -333,3 +333,152 @@ fn ctrl_c_writes_the_summary_of_what_completed() {
     // Dropped in-flight requests are not failures.
     assert_eq!(v["failed"], 0);
 }
+
+#[test]
+fn bench_and_campaign_timing_run_one_load_path_and_agree() {
+    use bakeoff::cli::bench::{bench, ArrivalArg, BenchArgs, EndpointArg};
+    use bakeoff::client::Target;
+    use bakeoff::load::session;
+    use bakeoff::run::timed::{self as timing, TimingInput};
+    use bakeoff::workload::prompt::{self, PromptSpec};
+    use bakeoff::workload::request::BodySpec;
+    use bakeoff::workload::Endpoint;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    let _g = reference::serial();
+    // BASE: a fixed 50 ms TTFT, free prefill, 80 tok/s, no concurrency slowdown, no faults, so
+    // both loads face the same declared timing.
+    let e = Engine::start(BASE);
+    // The same load both ways: a 64-token matched chat prompt, 40 tokens with ignore_eos,
+    // closed loop at concurrency 2, 8 measured requests, no warm-up, the same limits.
+    let (concurrency, requests, max_tokens, prompt_tokens) = (2u32, 8u32, 40u64, 64u64);
+    let args = BenchArgs {
+        url: e.url.clone(),
+        model: None,
+        endpoint: EndpointArg::Chat,
+        prompt_tokens,
+        prompt: None,
+        tokenizer: None,
+        allow_prefix_cache: false,
+        max_tokens,
+        temperature: 0.0,
+        seed: 0,
+        ignore_eos: true,
+        concurrency: concurrency as usize,
+        rate: None,
+        arrival: ArrivalArg::Constant,
+        requests: Some(requests as u64),
+        duration: None,
+        warmup: 0,
+        api_key_env: None,
+        extra_body: None,
+        timeout: 600.0,
+        stall_timeout: 120.0,
+        json: None,
+        requests_jsonl: None,
+        no_progress: true,
+    };
+    let rt = bakeoff::load::pace::client_runtime().unwrap();
+    let n0 = session::sessions();
+    let (b, t, base) = rt.block_on(async {
+        let (_keep, never) = tokio::sync::watch::channel(false);
+        let b = bench(args, never).await.unwrap();
+        assert_eq!(
+            session::sessions(),
+            n0 + 1,
+            "bench ran its load through load::session"
+        );
+        let target = Target::parse(&e.url).unwrap();
+        let m = prompt::build(&PromptSpec {
+            target: &target,
+            model: "ref",
+            endpoint: Endpoint::Chat,
+            tokens: prompt_tokens,
+            tokenizer: None,
+            api_key: None,
+            nonce: true,
+            timeout: Duration::from_secs(300),
+            extra_body: None,
+        })
+        .await
+        .unwrap();
+        // What the campaign's `request_base` builds for this workload.
+        let base = BodySpec {
+            model: "ref",
+            max_tokens,
+            temperature: Some(0.0),
+            top_p: None,
+            seed: Some(0),
+            ignore_eos: true,
+            stream: Some(true),
+        }
+        .build();
+        let t = timing::run(TimingInput {
+            target,
+            base: base.clone(),
+            prompt: Arc::new(m),
+            api_key: None,
+            concurrency,
+            requests,
+            first_index: 1000,
+            seed: 0,
+            gpus: vec![],
+        })
+        .await
+        .unwrap();
+        assert_eq!(
+            session::sessions(),
+            n0 + 2,
+            "timing ran its load through load::session"
+        );
+        (b, t, base)
+    });
+    // The same request body (minus the prompt) both ways.
+    assert_eq!(b.sampling, serde_json::Value::Object(base));
+    assert_eq!(t.evidence["sampling"], b.sampling);
+    let (bs, ts) = (&b.stats, &t.stats);
+    // Counts are exact: the same requests, each generating exactly max_tokens on an exact prompt.
+    for s in [bs, ts] {
+        assert_eq!((s.ok, s.failed, s.warmup_excluded), (requests as u64, 0, 0));
+        assert_eq!(s.completion_tokens_total, requests as u64 * max_tokens);
+        assert_eq!(s.prompt_token_mismatches, 0);
+        for (name, want) in [
+            ("prompt_tokens", prompt_tokens),
+            ("completion_tokens", max_tokens),
+        ] {
+            let d = &s.metrics[name];
+            assert_eq!((d.min, d.max), (want as f64, want as f64), "{name}");
+        }
+    }
+    assert_eq!(t.evidence["requests"].as_array().unwrap().len(), 8);
+    assert!(
+        t.evidence["engine_metrics"]["diff"].is_object(),
+        "{}",
+        t.evidence["engine_metrics"]
+    );
+    // Times agree within the engine's own jitter: at 160 events/s its timer spins to each
+    // deadline (~5 µs, docs/reference-engine.md "Precision") and the client adds tens of µs
+    // (`bakeoff selftest`), so medians of the same path differ by scheduling noise of this
+    // shared host only. The bounds are those `ttft_and_decode_match_the_declared_profile`
+    // allows around the declared profile: 1 ms of TTFT, 1% of decode rate.
+    let p50 = |s: &bakeoff::metrics::summary::RunStats, m: &str| s.metrics[m].p50;
+    let (bt, tt) = (p50(bs, "ttft_ms"), p50(ts, "ttft_ms"));
+    assert!(
+        (bt - tt).abs() <= 1.0,
+        "TTFT p50: bench {bt} ms, timing {tt} ms"
+    );
+    assert!(
+        (tt - 50.0).abs() <= 1.0,
+        "timing TTFT p50 {tt} ms, declared 50"
+    );
+    let (bd, td) = (p50(bs, "decode_tok_s"), p50(ts, "decode_tok_s"));
+    assert!(
+        (bd - td).abs() <= 0.8,
+        "decode p50: bench {bd}, timing {td} tok/s"
+    );
+    assert!(
+        (td - 80.0).abs() <= 0.8,
+        "timing decode p50 {td} tok/s, declared 80"
+    );
+}

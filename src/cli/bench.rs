@@ -1,19 +1,22 @@
 //! `bakeoff bench URL`: load an OpenAI-compatible endpoint and measure it.
 
 use crate::client::control::list_models;
-use crate::client::{post_request_bytes, StreamOpts, Target, Trace};
-use crate::load::{self, Arrival, Mode, Plan, Prepared, Source};
+use crate::client::{StreamOpts, Target, Trace};
+use crate::load::session::{self, Session, Sink, Telemetry};
+use crate::load::{Arrival, Mode, Plan};
 use crate::metrics::summary::{Collector, RunStats};
-use crate::workload::prompt::{self, MatchedPrompt, PromptSpec};
+use crate::workload::prompt::{self, PromptSpec};
+use crate::workload::request::{merge_extra, BodySpec, Precedence, PromptText, RequestSource};
 use crate::workload::Endpoint;
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::io::{IsTerminal, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::watch;
 
 #[derive(Debug, Clone, Copy, ValueEnum, Serialize, PartialEq)]
 #[serde(rename_all = "kebab-case")]
@@ -124,64 +127,6 @@ pub struct BenchReport {
     pub stats: RunStats,
 }
 
-/// Sends the same body for every request except the per-request prompt.
-struct BodySource {
-    target: Target,
-    endpoint: Endpoint,
-    base: serde_json::Map<String, Value>,
-    prompt: PromptKind,
-    api_key: Option<String>,
-}
-
-enum PromptKind {
-    Matched(MatchedPrompt),
-    Literal { text: String, nonce: bool },
-}
-
-impl BodySource {
-    fn text(&self, index: u64) -> (String, Option<u64>) {
-        match &self.prompt {
-            PromptKind::Matched(m) => (m.text(index), Some(m.target_tokens)),
-            PromptKind::Literal { text, nonce } => {
-                if *nonce {
-                    (format!("[bakeoff {index:07}]\n{text}"), None)
-                } else {
-                    (text.clone(), None)
-                }
-            }
-        }
-    }
-}
-
-impl Source for BodySource {
-    fn prepare(&self, index: u64) -> Prepared {
-        let (text, tokens) = self.text(index);
-        let mut body = self.base.clone();
-        match self.endpoint {
-            Endpoint::Chat => {
-                body.insert(
-                    "messages".into(),
-                    json!([{"role": "user", "content": text}]),
-                );
-            }
-            Endpoint::Completions => {
-                body.insert("prompt".into(), Value::String(text));
-            }
-        }
-        let bytes = serde_json::to_vec(&body).expect("JSON body");
-        Prepared {
-            bytes: post_request_bytes(
-                &self.target,
-                self.endpoint.path(),
-                &bytes,
-                self.api_key.as_deref(),
-                true,
-            ),
-            prompt_tokens: tokens,
-        }
-    }
-}
-
 pub fn read_api_key(var: Option<&str>) -> Result<Option<String>> {
     match var {
         None => Ok(None),
@@ -197,7 +142,23 @@ pub fn run(args: BenchArgs) -> Result<()> {
     // One thread: chunk wakeups never cross threads and the client leaves the other cores to
     // the engine under test.
     let rt = crate::load::pace::client_runtime().context("cannot start the async runtime")?;
-    let report = rt.block_on(bench(args.clone()))?;
+    let report = rt.block_on(async {
+        // Ctrl-C or SIGTERM stops the load; the summary covers what completed.
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let signals = tokio::spawn(async move {
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+            let name = tokio::select! {
+                _ = tokio::signal::ctrl_c() => "Ctrl-C",
+                _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending::<()>().await } } => "SIGTERM",
+            };
+            eprintln!("\n{name}: stopping; requests in flight are dropped, the summary covers those that completed");
+            let _ = stop_tx.send(true);
+        });
+        let r = bench(args.clone(), stop_rx).await;
+        signals.abort();
+        r
+    })?;
     print_report(&report);
     if let Some(p) = &args.json {
         let bytes = serde_json::to_vec_pretty(&report)?;
@@ -262,7 +223,9 @@ fn validate(args: &BenchArgs) -> Result<(Target, Option<serde_json::Map<String, 
     Ok((target, extra))
 }
 
-async fn bench(args: BenchArgs) -> Result<BenchReport> {
+/// Runs the bench load (`run` adds the signal handling, the printing and the files); `stop`
+/// turning true stops it, and the report says it was interrupted.
+pub async fn bench(args: BenchArgs, stop: watch::Receiver<bool>) -> Result<BenchReport> {
     let (target, extra) = validate(&args)?;
     let api_key = read_api_key(args.api_key_env.as_deref())?;
     let control_timeout = Duration::from_secs(30);
@@ -286,9 +249,9 @@ async fn bench(args: BenchArgs) -> Result<BenchReport> {
         EndpointArg::Completions => Endpoint::Completions,
     };
     let nonce = !args.allow_prefix_cache;
-    let (prompt_kind, prompt_record) = match &args.prompt {
+    let (prompt_text, prompt_record) = match &args.prompt {
         Some(text) => (
-            PromptKind::Literal {
+            PromptText::Literal {
                 text: text.clone(),
                 nonce,
             },
@@ -313,24 +276,22 @@ async fn bench(args: BenchArgs) -> Result<BenchReport> {
             .await
             .map_err(|e| anyhow::anyhow!("matched prompt: {e}"))?;
             let rec = serde_json::to_value(&m)?;
-            (PromptKind::Matched(m), rec)
+            (PromptText::Matched(Arc::new(m)), rec)
         }
     };
 
-    let mut base = serde_json::Map::new();
-    base.insert("model".into(), json!(model));
-    base.insert("max_tokens".into(), json!(args.max_tokens));
-    base.insert("temperature".into(), json!(args.temperature));
-    base.insert("seed".into(), json!(args.seed));
-    base.insert("stream".into(), json!(true));
-    base.insert("stream_options".into(), json!({"include_usage": true}));
-    if args.ignore_eos {
-        base.insert("ignore_eos".into(), json!(true));
+    let mut base = BodySpec {
+        model: &model,
+        max_tokens: args.max_tokens,
+        temperature: Some(args.temperature),
+        top_p: None,
+        seed: Some(args.seed),
+        ignore_eos: args.ignore_eos,
+        stream: Some(true),
     }
+    .build();
     if let Some(extra) = &extra {
-        for (k, v) in extra {
-            base.insert(k.clone(), v.clone());
-        }
+        merge_extra(&mut base, extra, Precedence::ExtraWins);
     }
     // Recorded sampling: what was actually sent, minus the prompt.
     let sampling = Value::Object(base.clone());
@@ -371,16 +332,13 @@ async fn bench(args: BenchArgs) -> Result<BenchReport> {
         "api_key_env": args.api_key_env,
     });
 
-    let expected_prompt = match &prompt_kind {
-        PromptKind::Matched(m) => Some(m.target_tokens),
-        PromptKind::Literal { .. } => None,
-    };
-    let source = Arc::new(BodySource {
+    let source = Arc::new(RequestSource {
         target: target.clone(),
         endpoint,
         base,
-        prompt: prompt_kind,
+        prompt: prompt_text,
         api_key,
+        offset: 0,
     });
     let opts = StreamOpts {
         timeout: Duration::from_secs_f64(args.timeout),
@@ -388,14 +346,9 @@ async fn bench(args: BenchArgs) -> Result<BenchReport> {
         collect: false,
     };
     let started_at = crate::clock::wall_rfc3339();
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Trace>();
     let total = requests.map(|r| r + args.warmup);
     let show_progress = !args.no_progress && std::io::stderr().is_terminal();
-    let jsonl = args.requests_jsonl.clone();
-    // The collector runs on its own thread: aggregation and file I/O stay off the runtime
-    // threads that timestamp chunks.
-    let collector =
-        std::thread::spawn(move || collect(rx, expected_prompt, jsonl, total, show_progress));
+    let sink = BenchSink::new(args.requests_jsonl.as_deref(), total, show_progress)?;
     eprintln!(
         "running {} against {target} (model {model}) ...",
         match mode {
@@ -403,35 +356,22 @@ async fn bench(args: BenchArgs) -> Result<BenchReport> {
             Mode::Open { rate, .. } => format!("open loop at {rate} requests/s"),
         }
     );
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let signals = tokio::spawn(async move {
-        let mut term =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-        let name = tokio::select! {
-            _ = tokio::signal::ctrl_c() => "Ctrl-C",
-            _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending::<()>().await } } => "SIGTERM",
-        };
-        eprintln!("\n{name}: stopping; requests in flight are dropped, the summary covers those that completed");
-        let _ = stop_tx.send(true);
-    });
-    let stamps0 = crate::netstamp::counts();
-    let window =
-        load::run_cancellable(target.clone(), plan, source, opts, tx, stop_rx.clone()).await;
-    let stamps1 = crate::netstamp::counts();
-    let arrival_clock = json!({
-        "source": "kernel receive stamp (SO_TIMESTAMPNS) of the last segment each read returned, converted to CLOCK_MONOTONIC; the read time where the kernel gave none",
-        "kernel_stamped_reads": stamps1.0 - stamps0.0,
-        "read_time_reads": stamps1.1 - stamps0.1,
-    });
-    let interrupted = *stop_rx.borrow();
-    signals.abort();
-    let collected = collector
-        .join()
-        .map_err(|_| anyhow::anyhow!("the collector thread panicked"))??;
-    if let Err(e) = window {
+    let out = session::run(
+        Session {
+            target: target.clone(),
+            plan,
+            source,
+            opts,
+            cancel: Some(stop),
+            telemetry: Telemetry::None,
+            seed: args.seed,
+        },
+        sink,
+    )
+    .await?;
+    if let Err(e) = &out.window {
         bail!("{e}");
     }
-    let stats = collected.summarize(args.seed);
     Ok(BenchReport {
         bakeoff_version: crate::VERSION,
         tool: "bakeoff bench",
@@ -442,64 +382,74 @@ async fn bench(args: BenchArgs) -> Result<BenchReport> {
         sampling,
         load: load_record,
         prompt: prompt_record,
-        interrupted,
-        arrival_clock,
-        stats,
+        interrupted: out.interrupted,
+        arrival_clock: out.reads.evidence(),
+        stats: out.stats(),
     })
 }
 
-fn collect(
-    mut rx: tokio::sync::mpsc::UnboundedReceiver<Trace>,
-    expected_prompt: Option<u64>,
-    jsonl: Option<PathBuf>,
-    total: Option<u64>,
-    show_progress: bool,
-) -> Result<Collector> {
-    let mut out = match &jsonl {
-        Some(p) => Some(std::io::BufWriter::new(std::fs::File::create(p).with_context(|| {
-            format!("cannot create {} (--requests-jsonl); check the directory exists and is writable", p.display())
-        })?)),
-        None => None,
-    };
-    let bar = if show_progress {
-        let b = match total {
-            Some(n) => indicatif::ProgressBar::new(n),
-            None => indicatif::ProgressBar::new_spinner(),
+/// Bench's view of each trace: a `--requests-jsonl` line and the progress bar.
+struct BenchSink {
+    out: Option<std::io::BufWriter<std::fs::File>>,
+    bar: Option<indicatif::ProgressBar>,
+    run_start: Option<u64>,
+}
+
+impl BenchSink {
+    fn new(jsonl: Option<&Path>, total: Option<u64>, show_progress: bool) -> Result<BenchSink> {
+        let out = match jsonl {
+            Some(p) => Some(std::io::BufWriter::new(std::fs::File::create(p).with_context(|| {
+                format!("cannot create {} (--requests-jsonl); check the directory exists and is writable", p.display())
+            })?)),
+            None => None,
         };
-        b.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} requests  {msg}",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        Some(b)
-    } else {
-        None
-    };
-    let mut c = Collector::default();
-    let mut run_start: Option<u64> = None;
-    while let Some(t) = rx.blocking_recv() {
-        c.add(&t, expected_prompt);
-        if let Some(w) = out.as_mut() {
-            let start = *run_start.get_or_insert(t.send_ns);
+        let bar = show_progress.then(|| {
+            let b = match total {
+                Some(n) => indicatif::ProgressBar::new(n),
+                None => indicatif::ProgressBar::new_spinner(),
+            };
+            b.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} requests  {msg}",
+                )
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            );
+            b
+        });
+        Ok(BenchSink {
+            out,
+            bar,
+            run_start: None,
+        })
+    }
+}
+
+impl Sink for BenchSink {
+    fn trace(&mut self, t: Trace, c: &Collector) -> Result<()> {
+        if let Some(w) = self.out.as_mut() {
+            let start = *self.run_start.get_or_insert(t.send_ns);
             let line = request_line(&t, start);
             serde_json::to_writer(&mut *w, &line)?;
             w.write_all(b"\n")
                 .with_context(|| "cannot write --requests-jsonl (disk full?)".to_string())?;
         }
-        if let Some(b) = &bar {
+        if let Some(b) = &self.bar {
             b.inc(1);
             b.set_message(format!("{} ok, {} failed", c.ok(), c.failed));
         }
+        Ok(())
     }
-    if let Some(b) = bar {
-        b.finish_and_clear();
+
+    fn finish(&mut self) -> Result<()> {
+        if let Some(b) = self.bar.take() {
+            b.finish_and_clear();
+        }
+        if let Some(w) = self.out.as_mut() {
+            w.flush()
+                .context("cannot finish --requests-jsonl (disk full?)")?;
+        }
+        Ok(())
     }
-    if let Some(mut w) = out {
-        w.flush()
-            .context("cannot finish --requests-jsonl (disk full?)")?;
-    }
-    Ok(c)
 }
 
 /// One line of `--requests-jsonl`: the metrics and the raw per-chunk arrival offsets.

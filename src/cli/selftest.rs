@@ -6,13 +6,16 @@
 
 use crate::client::control::{delete_json, get_json};
 use crate::client::trace::kind;
-use crate::client::{post_request_bytes, StreamOpts, Target, Trace};
-use crate::load::{self, Mode, Plan, Prepared, Source};
+use crate::client::{StreamOpts, Target, Trace};
+use crate::load::session::{self, Session, Telemetry};
+use crate::load::{Mode, Plan, Source};
 use crate::metrics::stats::Distribution;
+use crate::workload::request::{BodySpec, PromptText, RequestSource};
+use crate::workload::Endpoint;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -181,28 +184,28 @@ impl Drop for EngineChild {
     }
 }
 
-struct FixedSource {
-    target: Target,
-    max_tokens: u64,
-}
-
-impl Source for FixedSource {
-    fn prepare(&self, index: u64) -> Prepared {
-        let body = json!({
-            "model": "selftest",
-            "messages": [{"role": "user", "content": format!("[bakeoff {index:07}] selftest")}],
-            "max_tokens": self.max_tokens,
-            "temperature": 0.0,
-            "seed": 0,
-            "ignore_eos": true,
-            "stream": true,
-            "stream_options": {"include_usage": true},
-        });
-        let bytes = serde_json::to_vec(&body).expect("JSON");
-        Prepared {
-            bytes: post_request_bytes(&self.target, "/v1/chat/completions", &bytes, None, true),
-            prompt_tokens: None,
+/// The selftest's request source: a short literal chat prompt with a nonce line, exactly
+/// `max_tokens` generated (`ignore_eos`), built like every load's requests.
+fn selftest_source(target: &Target, max_tokens: u64) -> RequestSource {
+    RequestSource {
+        target: target.clone(),
+        endpoint: Endpoint::Chat,
+        base: BodySpec {
+            model: "selftest",
+            max_tokens,
+            temperature: Some(0.0),
+            top_p: None,
+            seed: Some(0),
+            ignore_eos: true,
+            stream: Some(true),
         }
+        .build(),
+        prompt: PromptText::Literal {
+            text: "selftest".into(),
+            nonce: true,
+        },
+        api_key: None,
+        offset: 0,
     }
 }
 
@@ -251,44 +254,36 @@ async fn level(
     delete_json(target, "/debug/emissions", None, t)
         .await
         .map_err(|e| anyhow::anyhow!("clearing the emission log: {e}"))?;
-    let source = Arc::new(FixedSource {
+    let session = Session {
         target: target.clone(),
-        max_tokens: args.max_tokens,
-    });
-    let plan = Plan {
-        mode: Mode::Closed { concurrency: c },
-        requests: Some(c as u64 * args.waves),
-        duration: None,
-        warmup: 0,
-    };
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Trace>();
-    let gather = tokio::spawn(async move {
-        let mut v = Vec::new();
-        while let Some(t) = rx.recv().await {
-            v.push(t);
-        }
-        v
-    });
-    let opts = StreamOpts {
-        timeout: Duration::from_secs(300),
-        stall: Duration::from_secs(60),
-        collect: false,
+        plan: Plan {
+            mode: Mode::Closed { concurrency: c },
+            requests: Some(c as u64 * args.waves),
+            duration: None,
+            warmup: 0,
+        },
+        source: Arc::new(selftest_source(target, args.max_tokens)),
+        opts: StreamOpts {
+            timeout: Duration::from_secs(300),
+            stall: Duration::from_secs(60),
+            collect: false,
+        },
+        cancel: None,
+        telemetry: Telemetry::None,
+        seed: 0,
     };
     let cpu0 = crate::clock::cpu_ns(libc::RUSAGE_SELF);
     let engine_cpu0 = process_cpu_s(engine_pid);
-    let stamps0 = crate::netstamp::counts();
     let naps0 = crate::load::pace::naps();
     let wall0 = crate::clock::mono_ns();
-    load::run(target.clone(), plan, source, opts, tx)
-        .await
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let traces = gather.await?;
+    let out = session::run(session, Vec::<Trace>::new()).await?;
+    out.window.map_err(|e| anyhow::anyhow!("{e}"))?;
+    let traces = out.sink;
     let cpu1 = crate::clock::cpu_ns(libc::RUSAGE_SELF);
     let engine_cpu_s = process_cpu_s(engine_pid) - engine_cpu0;
     let (user, sys) = (cpu1.0 - cpu0.0, cpu1.1 - cpu0.1);
-    let stamps1 = crate::netstamp::counts();
     let naps = crate::load::pace::naps() - naps0;
-    let (kern, read) = (stamps1.0 - stamps0.0, stamps1.1 - stamps0.1);
+    let (kern, read) = (out.reads.kernel_stamped, out.reads.read_time);
     let wall_s = (crate::clock::mono_ns() - wall0) as f64 / 1e9;
     let (_, em) = get_json(target, "/debug/emissions", None, t)
         .await
@@ -448,12 +443,7 @@ pub fn run(args: SelftestArgs) -> Result<()> {
             let mut r = level(&target, engine.pid(), c, &args).await?;
             if c >= 16 && !args.no_floor {
                 // Blocks this thread on purpose: the bare reader must run with no runtime.
-                let req = FixedSource {
-                    target: target.clone(),
-                    max_tokens: args.max_tokens,
-                }
-                .prepare(0)
-                .bytes;
+                let req = selftest_source(&target, args.max_tokens).prepare(0).bytes;
                 let f = super::selftest_floor::measure(&target.authority(), &req, c, args.waves)?;
                 r.floor_cpu_user_us_per_chunk = Some(f.user_us_per_chunk);
                 r.floor_cpu_sys_us_per_chunk = Some(f.sys_us_per_chunk);

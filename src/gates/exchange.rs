@@ -10,6 +10,7 @@ use crate::client::trace::kind;
 use crate::client::{post_request_bytes, Conn, ErrorClass, RequestError, StreamOpts, Trace, Usage};
 use crate::clock::mono_ns;
 use crate::metrics::RequestMetrics;
+use crate::workload::request::{merge_extra, set_stream, BodySpec, Precedence};
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 
@@ -33,12 +34,15 @@ pub fn chat_body(
     max_tokens: u64,
     seed: u64,
 ) -> Map<String, Value> {
-    let mut b = Map::new();
-    b.insert("model".into(), json!(ctx.model));
+    let mut b = BodySpec {
+        model: &ctx.model,
+        max_tokens,
+        temperature: Some(ctx.temperature),
+        seed: Some(seed),
+        ..Default::default()
+    }
+    .build();
     b.insert("messages".into(), Value::Array(messages));
-    b.insert("temperature".into(), json!(ctx.temperature));
-    b.insert("seed".into(), json!(seed));
-    b.insert("max_tokens".into(), json!(max_tokens));
     b
 }
 
@@ -183,13 +187,8 @@ impl Reply {
 /// non-streaming chat request. `extra_body` is merged last. Returns the recorded request and the
 /// reply; transport and HTTP problems become `reply.error`, never a panic or an `Err`.
 pub async fn send(ctx: &GateContext, mut body: Map<String, Value>, stream: bool) -> (Value, Reply) {
-    body.insert("stream".into(), json!(stream));
-    if stream {
-        body.insert("stream_options".into(), json!({"include_usage": true}));
-    }
-    for (k, v) in &ctx.extra_body {
-        body.insert(k.clone(), v.clone());
-    }
+    set_stream(&mut body, stream);
+    merge_extra(&mut body, &ctx.extra_body, Precedence::ExtraWins);
     let record = request_record(&body, ctx.excerpt_chars);
     let reply = if stream {
         send_stream(ctx, &body).await

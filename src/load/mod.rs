@@ -4,6 +4,7 @@
 //! TCP setup. Each finished request's trace goes to a channel; the caller aggregates.
 
 pub mod pace;
+pub mod session;
 
 use crate::client::{Conn, ErrorClass, RequestError, StreamOpts, Target, Trace};
 use crate::clock::mono_ns;

@@ -8,7 +8,8 @@ use crate::evidence::result::Failure;
 use crate::gates::GateContext;
 use crate::lane::{self, LaunchSpec, ReadyFacts, Running};
 use crate::workload::prompt::MatchedPrompt;
-use serde_json::{json, Value};
+use crate::workload::request::BodySpec;
+use serde_json::json;
 use std::sync::Arc;
 
 /// An arm that is running.
@@ -70,20 +71,16 @@ pub fn request_base(
     arm: &Arm,
     max_tokens: u32,
     ignore_eos: bool,
-) -> serde_json::Map<String, Value> {
+) -> serde_json::Map<String, serde_json::Value> {
     let s = &cx.plan.request.sampling;
-    let mut base = serde_json::Map::new();
-    base.insert("model".into(), json!(arm.served_model));
-    base.insert("max_tokens".into(), json!(max_tokens));
-    base.insert("temperature".into(), json!(s.temperature));
-    if let Some(tp) = s.top_p {
-        base.insert("top_p".into(), json!(tp));
+    BodySpec {
+        model: &arm.served_model,
+        max_tokens: max_tokens.into(),
+        temperature: Some(s.temperature),
+        top_p: s.top_p,
+        seed: Some(s.seed),
+        ignore_eos,
+        stream: Some(true),
     }
-    base.insert("seed".into(), json!(s.seed));
-    if ignore_eos {
-        base.insert("ignore_eos".into(), json!(true));
-    }
-    base.insert("stream".into(), json!(true));
-    base.insert("stream_options".into(), json!({"include_usage": true}));
-    base
+    .build()
 }

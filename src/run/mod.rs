@@ -20,7 +20,7 @@ mod recorder;
 mod setup;
 mod step;
 mod steps;
-mod timed;
+pub mod timed;
 
 pub use cx::Cancel;
 pub use progress::{quiet, Note, Notify};

@@ -1,12 +1,13 @@
 //! One timed step: the matched prompt at a fixed concurrency, closed loop, with an engine
 //! `/metrics` snapshot before and after and GPU samples where the lane has GPUs.
 
-use crate::client::{post_request_bytes, StreamOpts, Target, Trace};
+use crate::client::{StreamOpts, Target, Trace};
 use crate::evidence::result::{Stat, TimingRecord};
-use crate::load::{self, Mode, Plan, Prepared, Source};
-use crate::metrics::summary::{Collector, RunStats};
-use crate::telemetry::{engine_metrics, sampler};
+use crate::load::session::{self, Session, Telemetry};
+use crate::load::{Mode, Plan};
+use crate::metrics::summary::RunStats;
 use crate::workload::prompt::MatchedPrompt;
+use crate::workload::request::{PromptText, RequestSource};
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,6 +15,7 @@ use std::time::Duration;
 /// Everything a timed step needs (owned: it runs in its own task).
 pub struct TimingInput {
     pub target: Target,
+    /// The shared body (`workload::request::BodySpec`); the prompt is added per request.
     pub base: Map<String, Value>,
     pub prompt: Arc<MatchedPrompt>,
     pub api_key: Option<String>,
@@ -25,107 +27,67 @@ pub struct TimingInput {
     pub gpus: Vec<String>,
 }
 
-struct Body {
-    target: Target,
-    base: Map<String, Value>,
-    prompt: Arc<MatchedPrompt>,
-    api_key: Option<String>,
-    offset: u64,
-}
-
-impl Source for Body {
-    fn prepare(&self, index: u64) -> Prepared {
-        let mut body = self.base.clone();
-        self.prompt.insert_input(&mut body, self.offset + index);
-        let bytes = serde_json::to_vec(&body).expect("JSON body");
-        Prepared {
-            bytes: post_request_bytes(
-                &self.target,
-                self.prompt.endpoint.path(),
-                &bytes,
-                self.api_key.as_deref(),
-                true,
-            ),
-            prompt_tokens: Some(self.prompt.target_tokens),
-        }
-    }
-}
-
 pub struct TimingOutput {
     pub stats: RunStats,
     pub evidence: Value,
 }
 
-/// Runs the step; the evidence holds the stats, one line per request (with raw chunk offsets),
-/// the engine's own metric deltas and GPU samples joined to the step.
+/// Runs the step through `load::session` (as `bakeoff bench` does); the evidence holds the
+/// stats, one line per request (with raw chunk offsets), the engine's own metric deltas and GPU
+/// samples joined to the step.
 pub async fn run(inp: TimingInput) -> Result<TimingOutput, String> {
-    let before = engine_metrics::scrape(&inp.target, "/metrics", Duration::from_secs(5)).await;
-    let gpu = (!inp.gpus.is_empty())
-        .then(|| sampler::Sampler::start(&inp.gpus, Duration::from_millis(200)));
-    let source = Arc::new(Body {
+    let source = Arc::new(RequestSource {
         target: inp.target.clone(),
+        endpoint: inp.prompt.endpoint,
         base: inp.base.clone(),
-        prompt: inp.prompt.clone(),
+        prompt: PromptText::Matched(inp.prompt.clone()),
         api_key: inp.api_key.clone(),
         offset: inp.first_index,
     });
-    let plan = Plan {
-        mode: Mode::Closed {
-            concurrency: inp.concurrency as usize,
+    let s = Session {
+        target: inp.target.clone(),
+        plan: Plan {
+            mode: Mode::Closed {
+                concurrency: inp.concurrency as usize,
+            },
+            requests: Some(inp.requests as u64),
+            duration: None,
+            warmup: 0,
         },
-        requests: Some(inp.requests as u64),
-        duration: None,
-        warmup: 0,
+        source,
+        opts: StreamOpts {
+            timeout: Duration::from_secs(600),
+            stall: Duration::from_secs(120),
+            collect: false,
+        },
+        cancel: None,
+        telemetry: Telemetry::Lane {
+            gpus: inp.gpus.clone(),
+        },
+        seed: inp.seed,
     };
-    let opts = StreamOpts {
-        timeout: Duration::from_secs(600),
-        stall: Duration::from_secs(120),
-        collect: false,
-    };
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Trace>();
-    let t0 = crate::clock::mono_ns();
-    let window = load::run(inp.target.clone(), plan, source, opts, tx).await;
-    let t1 = crate::clock::mono_ns();
-    let samples = gpu.map(|s| s.stop());
-    let after = engine_metrics::scrape(&inp.target, "/metrics", Duration::from_secs(5)).await;
-    let mut c = Collector::default();
-    let mut lines = Vec::new();
-    while let Ok(t) = rx.try_recv() {
-        c.add(&t, Some(inp.prompt.target_tokens));
-        lines.push(request_line(&t, t0));
-    }
-    let stats = c.summarize(inp.seed);
-    let engine = match (&before, &after) {
-        (Ok(b), Ok(a)) => json!({
-            "url": a.url,
-            "diff": engine_metrics::diff(&b.metrics, &a.metrics),
-            "before_mono_ns": b.mono_ns, "after_mono_ns": a.mono_ns,
-        }),
-        (b, a) => json!({
-            "not_available": true,
-            "before_error": b.as_ref().err(),
-            "after_error": a.as_ref().err(),
-        }),
-    };
-    let gpu = match samples {
-        None => json!({"status": "not-applicable", "reason": "the lane owns no GPU"}),
-        Some(set) => json!({
-            "source": set.source, "note": set.note, "interval_ms": set.interval_ms,
-            "per_gpu": sampler::summarize(&set.samples, t0, t1),
-        }),
-    };
+    let out = session::run(s, Vec::<Trace>::new())
+        .await
+        .map_err(|e| format!("{e:#}"))?;
+    let stats = out.stats();
+    let lines: Vec<Value> = out
+        .sink
+        .iter()
+        .map(|t| request_line(t, out.started_ns))
+        .collect();
+    let lane = out.lane.expect("asked for lane telemetry");
     let evidence = json!({
         "load": {"mode": "closed-loop", "concurrency": inp.concurrency, "requests": inp.requests,
                  "first_index": inp.first_index, "warmup": 0},
-        "load_error": window.as_ref().err().map(|e| e.to_string()),
+        "load_error": out.window.as_ref().err().map(|e| e.to_string()),
         "sampling": Value::Object(inp.base.clone()),
         "prompt": serde_json::to_value(&*inp.prompt).unwrap_or(Value::Null),
         "stats": stats,
-        "engine_metrics": engine,
-        "gpu": gpu,
+        "engine_metrics": lane.engine_metrics,
+        "gpu": lane.gpu,
         "requests": lines,
     });
-    if let Err(e) = window {
+    if let Err(e) = out.window {
         if stats.ok == 0 {
             return Err(format!("the load could not run: {e}"));
         }

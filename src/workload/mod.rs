@@ -1,8 +1,10 @@
 //! Workloads: what is sent to an endpoint. Today: prompts sized to an exact token count of the
-//! endpoint's own tokenizer (`prompt`), built from deterministic filler text (`filler`).
+//! endpoint's own tokenizer (`prompt`), built from deterministic filler text (`filler`), and the
+//! request bodies that carry them (`request`).
 
 pub mod filler;
 pub mod prompt;
+pub mod request;
 
 use serde::Serialize;
 

@@ -24,6 +24,7 @@
 //! in-memory tokenizer; [`HttpBackend`] is the real one.
 
 use super::filler::{self, NonceFormat, FINE_PIECES};
+use super::request::{insert_input, merge_extra, BodySpec, Precedence};
 use super::Endpoint;
 use crate::client::control::{excerpt, post_json};
 use crate::client::Target;
@@ -164,10 +165,7 @@ impl MatchedPrompt {
 
     /// Puts `messages` (chat) or `prompt` (completions) into a request body.
     pub fn insert_input(&self, body: &mut serde_json::Map<String, Value>, index: u64) {
-        match self.endpoint {
-            Endpoint::Chat => body.insert("messages".into(), self.messages_json(index)),
-            Endpoint::Completions => body.insert("prompt".into(), self.prompt_json(index)),
-        };
+        super::request::insert_input(body, self.endpoint, self.text(index));
     }
 
     /// The filler after the nonce line (the same for every request).
@@ -712,27 +710,20 @@ impl Backend for HttpBackend<'_> {
     }
 
     async fn prompt_tokens(&mut self, text: &str) -> Result<u64, String> {
-        let mut body = match self.endpoint {
-            Endpoint::Chat => json!({
-                "model": self.model,
-                "messages": [{"role": "user", "content": text}],
-                "max_tokens": 1,
-                "temperature": 0,
-                "stream": false,
-            }),
-            Endpoint::Completions => json!({
-                "model": self.model,
-                "prompt": text,
-                "max_tokens": 1,
-                "temperature": 0,
-                "stream": false,
-            }),
-        };
-        if let (Some(extra), Some(b)) = (self.extra_body, body.as_object_mut()) {
-            for (k, v) in extra {
-                b.entry(k.clone()).or_insert_with(|| v.clone());
-            }
+        let mut body = BodySpec {
+            model: self.model,
+            max_tokens: 1,
+            stream: Some(false),
+            ..Default::default()
         }
+        .build();
+        // An integer 0, as this probe has always sent (tests/prompt_http.rs checks it).
+        body.insert("temperature".into(), json!(0));
+        insert_input(&mut body, self.endpoint, text.to_string());
+        if let Some(extra) = self.extra_body {
+            merge_extra(&mut body, extra, Precedence::BodyWins);
+        }
+        let body = Value::Object(body);
         let t = self.target;
         let path = self.endpoint.path();
         let (status, v) = post_json(t, path, &body, self.api_key, self.timeout)

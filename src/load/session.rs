@@ -1,0 +1,228 @@
+//! One timed load, run the same way by every command that measures (`bakeoff bench`, a campaign's
+//! timing steps, `bakeoff selftest`): a request source and a [`Plan`] in; every trace folded into
+//! the run's statistics and handed to the caller's [`Sink`]; the arrival-clock counts and, when
+//! asked, the lane's telemetry (engine `/metrics` before and after, GPU samples) out.
+//!
+//! The traces are folded in on a thread of their own, as they arrive: aggregation and file I/O
+//! stay off the runtime thread that timestamps chunks (see `load::pace::client_runtime`).
+
+use super::{Plan, RunWindow, Source};
+use crate::client::{RequestError, StreamOpts, Target, Trace};
+use crate::metrics::summary::{Collector, RunStats};
+use crate::telemetry::{engine_metrics, sampler};
+use anyhow::Result;
+use serde_json::{json, Value};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// What a load needs besides its requests.
+pub struct Session {
+    pub target: Target,
+    pub plan: Plan,
+    pub source: Arc<dyn Source>,
+    pub opts: StreamOpts,
+    /// Stops the load when it turns true: no new request starts and requests in flight are
+    /// dropped (neither samples nor failures). `None`: the load runs to its end.
+    pub cancel: Option<watch::Receiver<bool>>,
+    pub telemetry: Telemetry,
+    /// Seeds the bootstrap of the statistics' confidence intervals.
+    pub seed: u64,
+}
+
+/// The lane evidence recorded around the load.
+#[derive(Debug, Clone, Default)]
+pub enum Telemetry {
+    #[default]
+    None,
+    /// The engine's `/metrics` before and after, and samples of these GPUs (none: recorded as
+    /// not applicable).
+    Lane { gpus: Vec<String> },
+}
+
+/// Receives every trace on the collector thread, after the run's statistics took it in.
+pub trait Sink: Send + 'static {
+    fn trace(&mut self, t: Trace, stats: &Collector) -> Result<()>;
+    /// Called once, after the last trace.
+    fn finish(&mut self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// Keeps every trace (with its chunk offsets), in arrival order.
+impl Sink for Vec<Trace> {
+    fn trace(&mut self, t: Trace, _: &Collector) -> Result<()> {
+        self.push(t);
+        Ok(())
+    }
+}
+
+/// Keeps no trace: the statistics are all the caller wants.
+pub struct Discard;
+
+impl Sink for Discard {
+    fn trace(&mut self, _: Trace, _: &Collector) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// Reads during the load by where their arrival time came from.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Reads {
+    pub kernel_stamped: u64,
+    pub read_time: u64,
+}
+
+impl Reads {
+    /// The `arrival_clock` record.
+    pub fn evidence(&self) -> Value {
+        json!({
+            "source": "kernel receive stamp (SO_TIMESTAMPNS) of the last segment each read returned, converted to CLOCK_MONOTONIC; the read time where the kernel gave none",
+            "kernel_stamped_reads": self.kernel_stamped,
+            "read_time_reads": self.read_time,
+        })
+    }
+}
+
+/// The lane evidence of one load (see [`Telemetry::Lane`]).
+#[derive(Debug, Clone)]
+pub struct LaneEvidence {
+    pub engine_metrics: Value,
+    pub gpu: Value,
+}
+
+pub struct Outcome<S> {
+    /// The measured phase's window, or why the load could not start (no connection).
+    pub window: Result<RunWindow, RequestError>,
+    /// Every trace folded in (warm-up ones counted apart).
+    pub collector: Collector,
+    pub seed: u64,
+    pub sink: S,
+    /// CLOCK_MONOTONIC ns just before the load started and just after it ended.
+    pub started_ns: u64,
+    pub ended_ns: u64,
+    /// The cancel flag turned true.
+    pub interrupted: bool,
+    pub reads: Reads,
+    /// Present with [`Telemetry::Lane`].
+    pub lane: Option<LaneEvidence>,
+}
+
+impl<S> Outcome<S> {
+    pub fn stats(&self) -> RunStats {
+        self.collector.summarize(self.seed)
+    }
+}
+
+static SESSIONS: AtomicU64 = AtomicU64::new(0);
+
+/// Loads run through [`run`] so far in this process.
+pub fn sessions() -> u64 {
+    SESSIONS.load(Ordering::Relaxed)
+}
+
+/// Runs the load. `Err` only when the sink failed or the collector thread panicked; a load that
+/// could not start is `Ok` with `window` holding the error.
+pub async fn run<S: Sink>(s: Session, sink: S) -> Result<Outcome<S>> {
+    SESSIONS.fetch_add(1, Ordering::Relaxed);
+    let lane_gpus = match &s.telemetry {
+        Telemetry::None => None,
+        Telemetry::Lane { gpus } => Some(gpus.clone()),
+    };
+    let scrape = || engine_metrics::scrape(&s.target, "/metrics", Duration::from_secs(5));
+    let before = match lane_gpus {
+        Some(_) => Some(scrape().await),
+        None => None,
+    };
+    let gpu = lane_gpus
+        .as_ref()
+        .filter(|g| !g.is_empty())
+        .map(|g| sampler::Sampler::start(g, Duration::from_millis(200)));
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Trace>();
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
+        let _ = done_tx.send(collect(rx, sink));
+    });
+    let cancel = s.cancel.clone();
+    let stamps0 = crate::netstamp::counts();
+    let started_ns = crate::clock::mono_ns();
+    let window = match s.cancel {
+        Some(c) => super::run_cancellable(s.target.clone(), s.plan, s.source, s.opts, tx, c).await,
+        None => super::run(s.target.clone(), s.plan, s.source, s.opts, tx).await,
+    };
+    let ended_ns = crate::clock::mono_ns();
+    let stamps1 = crate::netstamp::counts();
+    let interrupted = cancel.is_some_and(|c| *c.borrow());
+    let samples = gpu.map(|g| g.stop());
+    let lane = match before {
+        None => None,
+        Some(before) => {
+            let after = scrape().await;
+            Some(lane_evidence(before, after, samples, started_ns, ended_ns))
+        }
+    };
+    let (collector, sink) = done_rx
+        .await
+        .map_err(|_| anyhow::anyhow!("the collector thread panicked"))??;
+    Ok(Outcome {
+        window,
+        collector,
+        seed: s.seed,
+        sink,
+        started_ns,
+        ended_ns,
+        interrupted,
+        reads: Reads {
+            kernel_stamped: stamps1.0 - stamps0.0,
+            read_time: stamps1.1 - stamps0.1,
+        },
+        lane,
+    })
+}
+
+fn collect<S: Sink>(
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<Trace>,
+    mut sink: S,
+) -> Result<(Collector, S)> {
+    let mut c = Collector::default();
+    while let Some(t) = rx.blocking_recv() {
+        // The source's prompt size is the one every request should report.
+        c.add(&t, t.client_prompt_tokens);
+        sink.trace(t, &c)?;
+    }
+    sink.finish()?;
+    Ok((c, sink))
+}
+
+fn lane_evidence(
+    before: Result<engine_metrics::Snapshot, String>,
+    after: Result<engine_metrics::Snapshot, String>,
+    samples: Option<sampler::SampleSet>,
+    t0: u64,
+    t1: u64,
+) -> LaneEvidence {
+    let engine_metrics = match (&before, &after) {
+        (Ok(b), Ok(a)) => json!({
+            "url": a.url,
+            "diff": engine_metrics::diff(&b.metrics, &a.metrics),
+            "before_mono_ns": b.mono_ns, "after_mono_ns": a.mono_ns,
+        }),
+        (b, a) => json!({
+            "not_available": true,
+            "before_error": b.as_ref().err(),
+            "after_error": a.as_ref().err(),
+        }),
+    };
+    let gpu = match samples {
+        None => json!({"status": "not-applicable", "reason": "the lane owns no GPU"}),
+        Some(set) => json!({
+            "source": set.source, "note": set.note, "interval_ms": set.interval_ms,
+            "per_gpu": sampler::summarize(&set.samples, t0, t1),
+        }),
+    };
+    LaneEvidence {
+        engine_metrics,
+        gpu,
+    }
+}
