@@ -15,6 +15,7 @@
 pub mod checkpoint;
 pub mod command;
 mod diag;
+mod dry_run;
 mod loader;
 mod paths;
 pub mod plan;

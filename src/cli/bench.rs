@@ -3,10 +3,11 @@
 use crate::client::control::list_models;
 use crate::client::{StreamOpts, Target, Trace};
 use crate::load::session::{self, Session, Sink, Telemetry};
+use crate::load::source::{PromptText, RequestSource};
 use crate::load::{Arrival, Mode, Plan};
 use crate::metrics::summary::{Collector, RunStats};
 use crate::workload::prompt::{self, PromptSpec};
-use crate::workload::request::{merge_extra, BodySpec, Precedence, PromptText, RequestSource};
+use crate::workload::request::{merge_extra, BodySpec, Precedence};
 use crate::workload::Endpoint;
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};

@@ -5,6 +5,7 @@
 
 pub mod pace;
 pub mod session;
+pub mod source;
 
 use crate::client::{Conn, ErrorClass, RequestError, StreamOpts, Target, Trace};
 use crate::clock::mono_ns;

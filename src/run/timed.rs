@@ -4,10 +4,10 @@
 use crate::client::{StreamOpts, Target, Trace};
 use crate::evidence::result::{Stat, TimingRecord};
 use crate::load::session::{self, Session, Telemetry};
+use crate::load::source::{PromptText, RequestSource};
 use crate::load::{Mode, Plan};
 use crate::metrics::summary::RunStats;
 use crate::workload::prompt::MatchedPrompt;
-use crate::workload::request::{PromptText, RequestSource};
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
 use std::time::Duration;

@@ -3,12 +3,8 @@
 //! selftest, the gates and prompt sizing all build their bodies here, so the same settings give
 //! the same bytes whichever command sends them.
 
-use super::prompt::MatchedPrompt;
 use super::Endpoint;
-use crate::client::{post_request_bytes, Target};
-use crate::load::{Prepared, Source};
 use serde_json::{json, Map, Value};
-use std::sync::Arc;
 
 /// The fields every request of one load (or one gate exchange) shares, apart from the input.
 #[derive(Debug, Clone, Default)]
@@ -96,70 +92,6 @@ pub fn insert_input(body: &mut Map<String, Value>, endpoint: Endpoint, text: Str
     };
 }
 
-/// The prompt of each request of a load.
-pub enum PromptText {
-    /// A matched prompt: every index has the target's token count (the nonce line varies).
-    Matched(Arc<MatchedPrompt>),
-    /// A literal text; with `nonce`, a line `[bakeoff NNNNNNN]` (the request index) goes first so
-    /// prefix caches can't serve one request from another.
-    Literal { text: String, nonce: bool },
-}
-
-impl PromptText {
-    /// The text of request `index` and its expected prompt tokens (matched prompts only).
-    pub fn text(&self, index: u64) -> (String, Option<u64>) {
-        match self {
-            PromptText::Matched(m) => (m.text(index), Some(m.target_tokens)),
-            PromptText::Literal { text, nonce } => {
-                if *nonce {
-                    (format!("[bakeoff {index:07}]\n{text}"), None)
-                } else {
-                    (text.clone(), None)
-                }
-            }
-        }
-    }
-
-    /// The prompt tokens every request should report (matched prompts only).
-    pub fn expected_tokens(&self) -> Option<u64> {
-        match self {
-            PromptText::Matched(m) => Some(m.target_tokens),
-            PromptText::Literal { .. } => None,
-        }
-    }
-}
-
-/// The request source of a load: one shared body, the prompt of request `offset + index`
-/// inserted per request, sent as an HTTP/1.1 keep-alive POST.
-pub struct RequestSource {
-    pub target: Target,
-    pub endpoint: Endpoint,
-    pub base: Map<String, Value>,
-    pub prompt: PromptText,
-    pub api_key: Option<String>,
-    /// Added to the load's request index (distinct indices keep prefix caches cold across loads).
-    pub offset: u64,
-}
-
-impl Source for RequestSource {
-    fn prepare(&self, index: u64) -> Prepared {
-        let (text, tokens) = self.prompt.text(self.offset + index);
-        let mut body = self.base.clone();
-        insert_input(&mut body, self.endpoint, text);
-        let bytes = serde_json::to_vec(&body).expect("JSON body");
-        Prepared {
-            bytes: post_request_bytes(
-                &self.target,
-                self.endpoint.path(),
-                &bytes,
-                self.api_key.as_deref(),
-                true,
-            ),
-            prompt_tokens: tokens,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -218,17 +150,7 @@ mod tests {
     }
 
     #[test]
-    fn literal_prompts_carry_the_nonce_line_when_asked() {
-        let p = PromptText::Literal {
-            text: "hi".into(),
-            nonce: true,
-        };
-        assert_eq!(p.text(7), ("[bakeoff 0000007]\nhi".to_string(), None));
-        let q = PromptText::Literal {
-            text: "hi".into(),
-            nonce: false,
-        };
-        assert_eq!(q.text(7).0, "hi");
+    fn the_input_goes_where_the_endpoint_wants_it() {
         let mut b = Map::new();
         insert_input(&mut b, Endpoint::Completions, "x".into());
         assert_eq!(b["prompt"], "x");

@@ -1,0 +1,399 @@
+//! The dry run: a [`Plan`] as the text `bakeoff run FILE --dry-run` prints (identity, lane,
+//! workload, gates, then per phase and arm the exact commands and the numbered steps with their
+//! evidence files, then the policy).
+
+use super::command::{Mask, StopMethod};
+use super::plan::{Phase, Plan, PlanStep, StepKind};
+use super::spec::{Arm, Campaign, Promotion, RecipeRef};
+use std::fmt::Write as _;
+
+fn list<T, F: Fn(&T) -> String>(items: &[T], f: F) -> String {
+    if items.is_empty() {
+        "none".into()
+    } else {
+        items.iter().map(f).collect::<Vec<_>>().join(", ")
+    }
+}
+
+impl Plan {
+    /// The human-readable dry run: identity, lane, workload, gates, then per phase and arm the
+    /// exact commands and the numbered steps with their evidence files, then the policy. A
+    /// `from_env` value appears only as `NAME=<from $NAME, masked>`; `mask` scrubs any secret
+    /// value that would still appear.
+    pub fn render(&self, mask: &Mask) -> String {
+        let c = &self.campaign;
+        let mut o = String::new();
+        let id = &c.campaign;
+        let _ = writeln!(
+            o,
+            "bakeoff dry run of campaign {} (nothing is started and no request is sent)",
+            id.id
+        );
+        let _ = writeln!(
+            o,
+            "  file       {} (sha256 {})",
+            c.source.path.display(),
+            c.source.sha256
+        );
+        if let Some(d) = &id.description {
+            let _ = writeln!(o, "  about      {}", d.replace('\n', " "));
+        }
+        let hw = if id.hardware_is_auto() {
+            "auto (detected at run time)".to_string()
+        } else {
+            id.hardware.clone()
+        };
+        let _ = writeln!(o, "  hardware   {hw}");
+        let _ = writeln!(o, "  topology   {}", id.topology);
+        let _ = writeln!(o, "  output     {}", id.output.display());
+        let l = &c.lane;
+        let _ = writeln!(
+            o,
+            "lane         {} (health {}, ready within {} s, stop grace {} s)",
+            l.base_url(),
+            l.health_path,
+            l.ready_timeout_s,
+            l.stop_grace_s
+        );
+        if l.gpus.is_empty() {
+            let _ = writeln!(
+                o,
+                "  gpus       none: the idle baseline and memory-reserve steps are left out"
+            );
+        } else {
+            let _ = writeln!(
+                o,
+                "  gpus       {}; keep {} MiB free after an arm is ready; idle baseline at most {} MiB used",
+                l.gpus.join(", "),
+                l.memory_reserve_mib,
+                l.idle_baseline_max_mib
+            );
+        }
+        let w = &c.workload;
+        let _ = writeln!(
+            o,
+            "workload     matched prompt {} tokens (label {}), max_tokens {}, {} API, prefix cache {}",
+            w.matched_prompt_tokens,
+            w.prompt_label,
+            w.max_tokens,
+            match w.api {
+                super::spec::ApiKind::Chat => "chat",
+                super::spec::ApiKind::Completions => "completions",
+            },
+            if w.allow_prefix_cache { "allowed" } else { "defeated by a nonce" }
+        );
+        let _ = writeln!(
+            o,
+            "  runs       1 cold request, {} warm repetitions at c1; concurrency levels {}",
+            w.warm_repetitions,
+            list(&w.concurrency, |n| n.to_string())
+        );
+        let s = &w.sampling;
+        let _ = writeln!(
+            o,
+            "  sampling   temperature {}, top_p {}, seed {}, ignore_eos {}",
+            s.temperature,
+            s.top_p.map_or("unset".to_string(), |t| t.to_string()),
+            s.seed,
+            s.ignore_eos
+        );
+        if !w.long_context_targets.is_empty() {
+            let t: Vec<(&String, &u64)> = w.long_context_targets.iter().collect();
+            let _ = writeln!(
+                o,
+                "  long ctx   {}",
+                list(&t, |(k, v)| format!("{k} = {v} tokens"))
+            );
+        }
+        let _ = writeln!(
+            o,
+            "  ranking    {}",
+            w.ranking_priority
+                .iter()
+                .map(|m| m.as_str())
+                .collect::<Vec<_>>()
+                .join(" > ")
+        );
+        let g = &c.gates;
+        let _ = writeln!(
+            o,
+            "gates        preflight: {}",
+            list(&g.preflight, |x| x.as_str().to_string())
+        );
+        if let Some(t) = &g.tools {
+            let _ = writeln!(
+                o,
+                "  tools      {} requests per variant ({}), suite {}",
+                t.batch,
+                list(&t.variants, |v| v.as_str().to_string()),
+                t.suite
+                    .as_ref()
+                    .map_or("built-in".to_string(), |p| p.display().to_string())
+            );
+        }
+        if let Some(r) = &g.retrieval {
+            let _ = writeln!(
+                o,
+                "  retrieval  {} needle(s) at depths {}, answer max_tokens {}",
+                r.needles,
+                list(&r.depths, |d| d.to_string()),
+                r.max_tokens
+            );
+        }
+        if let Some(q) = &g.quality {
+            let _ = writeln!(
+                o,
+                "  quality    {} repetition(s), suite {}",
+                q.repetitions,
+                q.suite
+                    .as_ref()
+                    .map_or("built-in".to_string(), |p| p.display().to_string())
+            );
+        }
+
+        let _ = writeln!(
+            o,
+            "\nplan: {} arms, {} steps",
+            c.arms.len(),
+            self.steps.len()
+        );
+        let width = self
+            .steps
+            .iter()
+            .map(|s| s.evidence.len())
+            .max()
+            .unwrap_or(0);
+        let mut current: Option<(Phase, Option<&str>)> = None;
+        for step in &self.steps {
+            let key = (
+                step.phase,
+                if step.phase == Phase::Arm {
+                    step.arm.as_deref()
+                } else {
+                    None
+                },
+            );
+            if current != Some(key) {
+                current = Some(key);
+                match step.phase {
+                    Phase::Setup => {
+                        let _ = writeln!(o, "\nsetup");
+                    }
+                    Phase::Restoration => {
+                        let _ = writeln!(o, "\nrestoration of incumbent {}", c.incumbent().id);
+                    }
+                    Phase::Arm => {
+                        if let Some(arm) = step.arm.as_deref().and_then(|a| c.arm(a)) {
+                            render_arm_header(&mut o, c, arm, mask);
+                        }
+                    }
+                }
+            }
+            let _ = writeln!(
+                o,
+                "  {:>3}. {:<21} {:<width$} {}",
+                step.number,
+                step.kind.name(),
+                step.evidence,
+                describe(c, step)
+            );
+        }
+
+        let p = &c.policy;
+        let _ = writeln!(o, "\npolicy");
+        let _ = writeln!(
+            o,
+            "  promotion        {}",
+            match p.promotion {
+                Promotion::Manual => "manual (the verdict recommends; a person promotes)",
+                Promotion::Auto => "auto (an eligible winner may be promoted without a person)",
+            }
+        );
+        let _ = writeln!(
+            o,
+            "  required gates   {}",
+            list(&p.required_gates, |g| g.as_str().to_string())
+        );
+        let _ = writeln!(
+            o,
+            "  required labels  {}",
+            list(&p.required_evidence_labels, |l| l.clone())
+        );
+        let tol: Vec<String> = p
+            .tie_tolerance
+            .iter()
+            .map(|(m, t)| format!("{} {}%", m.as_str(), t * 100.0))
+            .collect();
+        let _ = writeln!(o, "  tie tolerance    {}", list(&tol, |s| s.clone()));
+        if p.quality_risks.is_empty() {
+            let _ = writeln!(o, "  quality risks    none");
+        } else {
+            let _ = writeln!(o, "  quality risks    engine log lines containing:");
+            for q in &p.quality_risks {
+                let _ = writeln!(o, "    {:?} → limitation: {}", q.pattern, q.limitation);
+            }
+        }
+        mask.scrub(&o)
+    }
+}
+
+fn render_arm_header(o: &mut String, c: &Campaign, arm: &Arm, mask: &Mask) {
+    let _ = writeln!(
+        o,
+        "\narm {} ({}, {}){}",
+        arm.id,
+        arm.role.as_str(),
+        arm.kind().as_str(),
+        if arm.label != arm.id {
+            format!(": {}", arm.label)
+        } else {
+            String::new()
+        }
+    );
+    let quant = arm
+        .quantization
+        .as_deref()
+        .map(|q| format!(", {q}"))
+        .unwrap_or_default();
+    let _ = writeln!(
+        o,
+        "       engine {}; model {}{quant}",
+        arm.engine, arm.model
+    );
+    let mut serves = format!(
+        "       serves `{}`, context {} tokens",
+        arm.served_model, arm.served_context
+    );
+    if let Some((name, tokens)) = c.long_context_target(arm) {
+        let _ = write!(serves, "; long-context profile {name} ({tokens} tokens)");
+    }
+    let _ = writeln!(o, "{serves}");
+    if let Some(s) = &arm.speculative {
+        let mut t = format!("       speculative {}", s.method);
+        if let Some(d) = &s.draft_model {
+            let _ = write!(t, ", draft {d}");
+        }
+        if let Some(k) = s.draft_tokens {
+            let _ = write!(t, ", {k} draft tokens");
+        }
+        let _ = writeln!(o, "{t}; matched control {}", s.control);
+    }
+    if let Some(k) = &arm.api_key_env {
+        let _ = writeln!(o, "       api key from ${k} (masked)");
+    }
+    let _ = writeln!(
+        o,
+        "       recipe sha256 {}; argv/env sha256 {}",
+        c.recipe_hash(arm),
+        c.argv_env_hash(arm)
+    );
+    match (c.launch_command(arm), arm.recipe()) {
+        (Some(l), _) => {
+            if let Some(cwd) = &l.start.cwd {
+                let _ = writeln!(o, "       cwd   {}", cwd.display());
+            }
+            let self_note = if l.start.self_exe {
+                "  (bakeoff = this executable)"
+            } else {
+                ""
+            };
+            let _ = writeln!(o, "       start {}{self_note}", l.start.display(mask));
+            match &l.stop {
+                StopMethod::ProcessGroup { grace_s } => {
+                    let _ = writeln!(
+                        o,
+                        "       stop  SIGTERM to the process group, SIGKILL after {grace_s} s"
+                    );
+                }
+                StopMethod::Commands { commands } => {
+                    for cmd in commands {
+                        let _ = writeln!(o, "       stop  {}", cmd.display(mask));
+                    }
+                }
+                StopMethod::NotManaged => {}
+            }
+        }
+        (None, RecipeRef::Endpoint(e)) => {
+            let _ = writeln!(
+                o,
+                "       endpoint {} (already running; measured, never started or stopped)",
+                e.url
+            );
+        }
+        (None, _) => {}
+    }
+}
+
+fn describe(c: &Campaign, step: &PlanStep) -> String {
+    let arm = step.arm.as_deref().unwrap_or("");
+    match &step.kind {
+        StepKind::StopIncumbent => format!("stop incumbent {arm} to free the lane"),
+        StepKind::GpuIdleBaseline { max_used_mib } => {
+            format!("lane GPUs with nothing running; fail above {max_used_mib} MiB used")
+        }
+        StepKind::Launch => "start the recipe".into(),
+        StepKind::Ready {
+            served_model,
+            served_context,
+            timeout_s,
+        } => {
+            let managed = c.arm(arm).is_some_and(|a| a.kind().managed());
+            format!(
+                "health 200 and /v1/models lists `{served_model}` (context {served_context}) within {timeout_s} s{}",
+                if managed { "; fail fast on exit" } else { "" }
+            )
+        }
+        StepKind::MemoryReserve { reserve_mib } => format!("at least {reserve_mib} MiB GPU memory free"),
+        StepKind::Preflight { gates } => list(gates, |g| g.as_str().to_string()),
+        StepKind::Timing {
+            state,
+            prompt_tokens,
+            max_tokens,
+            concurrency,
+            requests,
+            ignore_eos,
+        } => format!(
+            "{} {requests} request(s) at c{concurrency}, {prompt_tokens} prompt + {max_tokens} max tokens{}",
+            state.as_str(),
+            if *ignore_eos { ", ignore_eos" } else { "" }
+        ),
+        StepKind::LongContextTiming {
+            prompt_tokens,
+            max_tokens,
+            requests,
+        } => format!(
+            "{requests} request(s) at c1, {prompt_tokens} prompt + {max_tokens} max tokens, ignore_eos (decode speed at long context)"
+        ),
+        StepKind::Retrieval {
+            profile,
+            target_tokens,
+            needles,
+            depths,
+            ..
+        } => format!(
+            "{profile}: {target_tokens}-token prompt, {needles} needle(s) at depths {}",
+            list(depths, |d| d.to_string())
+        ),
+        StepKind::Tools { batch, variants, .. } => format!(
+            "{batch} per variant: {}",
+            list(variants, |v| v.as_str().to_string())
+        ),
+        StepKind::Quality { repetitions, .. } => format!("{repetitions} repetition(s)"),
+        StepKind::Stop => {
+            if c.lane.gpus.is_empty() {
+                "stop; lane port released".into()
+            } else {
+                "stop; lane port and GPU memory released".into()
+            }
+        }
+        StepKind::RestoreIncumbent => format!("start {arm} again from the same recipe; wait until ready"),
+        StepKind::RestorationIdentity {
+            served_model,
+            served_context,
+            ..
+        } => format!(
+            "same recipe hash, argv/env hash, served model `{served_model}` and context {served_context}"
+        ),
+        StepKind::RestorationPreflight { gates } => list(gates, |g| g.as_str().to_string()),
+    }
+}

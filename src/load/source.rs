@@ -1,0 +1,93 @@
+//! The request source of a timed load: one shared body (`workload::request`), the prompt of each
+//! request inserted per request. `bakeoff bench`, campaign timing and the selftest all use it.
+
+use super::{Prepared, Source};
+use crate::client::{post_request_bytes, Target};
+use crate::workload::prompt::MatchedPrompt;
+use crate::workload::request::insert_input;
+use crate::workload::Endpoint;
+use serde_json::{Map, Value};
+use std::sync::Arc;
+
+/// The prompt of each request of a load.
+pub enum PromptText {
+    /// A matched prompt: every index has the target's token count (the nonce line varies).
+    Matched(Arc<MatchedPrompt>),
+    /// A literal text; with `nonce`, a line `[bakeoff NNNNNNN]` (the request index) goes first so
+    /// prefix caches can't serve one request from another.
+    Literal { text: String, nonce: bool },
+}
+
+impl PromptText {
+    /// The text of request `index` and its expected prompt tokens (matched prompts only).
+    pub fn text(&self, index: u64) -> (String, Option<u64>) {
+        match self {
+            PromptText::Matched(m) => (m.text(index), Some(m.target_tokens)),
+            PromptText::Literal { text, nonce } => {
+                if *nonce {
+                    (format!("[bakeoff {index:07}]\n{text}"), None)
+                } else {
+                    (text.clone(), None)
+                }
+            }
+        }
+    }
+
+    /// The prompt tokens every request should report (matched prompts only).
+    pub fn expected_tokens(&self) -> Option<u64> {
+        match self {
+            PromptText::Matched(m) => Some(m.target_tokens),
+            PromptText::Literal { .. } => None,
+        }
+    }
+}
+
+/// The request source of a load: one shared body, the prompt of request `offset + index`
+/// inserted per request, sent as an HTTP/1.1 keep-alive POST.
+pub struct RequestSource {
+    pub target: Target,
+    pub endpoint: Endpoint,
+    pub base: Map<String, Value>,
+    pub prompt: PromptText,
+    pub api_key: Option<String>,
+    /// Added to the load's request index (distinct indices keep prefix caches cold across loads).
+    pub offset: u64,
+}
+
+impl Source for RequestSource {
+    fn prepare(&self, index: u64) -> Prepared {
+        let (text, tokens) = self.prompt.text(self.offset + index);
+        let mut body = self.base.clone();
+        insert_input(&mut body, self.endpoint, text);
+        let bytes = serde_json::to_vec(&body).expect("JSON body");
+        Prepared {
+            bytes: post_request_bytes(
+                &self.target,
+                self.endpoint.path(),
+                &bytes,
+                self.api_key.as_deref(),
+                true,
+            ),
+            prompt_tokens: tokens,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn literal_prompts_carry_the_nonce_line_when_asked() {
+        let p = PromptText::Literal {
+            text: "hi".into(),
+            nonce: true,
+        };
+        assert_eq!(p.text(7), ("[bakeoff 0000007]\nhi".to_string(), None));
+        let q = PromptText::Literal {
+            text: "hi".into(),
+            nonce: false,
+        };
+        assert_eq!(q.text(7).0, "hi");
+    }
+}
