@@ -131,7 +131,7 @@ fn render_all_writes_a_valid_summary_and_keeps_the_bundle_verifiable() {
 fn complete_is_false_when_the_incumbent_was_not_restored() {
     let d = tempfile::tempdir().unwrap();
     let mut r = fixture::seed();
-    r.restoration.as_mut().unwrap().status = "failed".into();
+    r.restoration.as_mut().unwrap().status = bakeoff::evidence::RestorationStatus::Failed;
     fixture::write_bundle(d.path(), &r);
     bakeoff::report::render_all(d.path()).unwrap();
     let s: Value =

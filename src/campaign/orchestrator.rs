@@ -31,6 +31,7 @@ use crate::evidence::result::{
     ArmResult, ArmStatus, CampaignResult, Failure, GateRecord, LongContextRecord, Restoration,
     SpecRecord, WorkloadRecord, RESULT_FILE,
 };
+use crate::evidence::{FailureClass, GateName, GateStatus, RestorationStatus};
 use crate::gates::{self, Check, GateContext, GateResult};
 use crate::lane::{self, EnvVal, LaneSpec, LaunchSpec, ReadyFacts, Running};
 use crate::telemetry::gpu;
@@ -444,9 +445,9 @@ struct Orch {
     quality: Option<Check>,
 }
 
-fn fail(class: &str, detail: impl Into<String>, evidence: &str) -> Failure {
+fn fail(class: FailureClass, detail: impl Into<String>, evidence: &str) -> Failure {
     Failure {
-        class: class.into(),
+        class,
         detail: detail.into(),
         evidence: Some(evidence.into()),
     }
@@ -537,11 +538,7 @@ fn new_result(c: &Campaign) -> CampaignResult {
     };
     let w = &c.workload;
     r.workload = WorkloadRecord {
-        ranking_priority: w
-            .ranking_priority
-            .iter()
-            .map(|m| m.as_str().to_string())
-            .collect(),
+        ranking_priority: w.ranking_priority.clone(),
         matched_prompt_tokens: w.matched_prompt_tokens as u64,
         matched_prompt_tokens_reported: BTreeMap::new(),
         max_tokens: w.max_tokens as u64,
@@ -549,12 +546,7 @@ fn new_result(c: &Campaign) -> CampaignResult {
         concurrency: w.concurrency.iter().map(|&x| x as u64).collect(),
         long_context_targets: w.long_context_targets.clone(),
         sampling: serde_json::to_value(&w.sampling).unwrap_or(Value::Null),
-        tie_tolerance: c
-            .policy
-            .tie_tolerance
-            .iter()
-            .map(|(k, v)| (k.as_str().to_string(), *v))
-            .collect(),
+        tie_tolerance: c.policy.tie_tolerance.clone(),
     };
     r.measurement_path = if c.arms.iter().any(|a| a.endpoint.is_some()) {
         "routed".into()
@@ -654,12 +646,8 @@ impl Orch {
             .expect("every arm has a result entry")
     }
 
-    fn required(&self, gate: &str) -> bool {
-        self.c
-            .policy
-            .required_gates
-            .iter()
-            .any(|g| g.as_str() == gate)
+    fn required(&self, gate: GateName) -> bool {
+        self.c.policy.required_gates.contains(&gate)
     }
 
     fn write_setup_files(&mut self) -> Result<()> {
@@ -815,12 +803,12 @@ impl Orch {
                     }
                     let _ = self.write_json(&s.evidence, &json!({"verdict": v, "probe": p}));
                     self.result.idle_baseline = Some(GateRecord {
-                        name: "idle-baseline".into(),
-                        status: v.status.as_str().into(),
+                        name: GateName::IdleBaseline,
+                        status: v.status.into(),
                         passed: None,
                         total: None,
                         detail: v.detail.clone(),
-                        required: self.required("idle-baseline"),
+                        required: self.required(GateName::IdleBaseline),
                         evidence: Some(s.evidence.clone()),
                     });
                     self.finish_step(&s, StepStatus::Done, Some(w));
@@ -923,7 +911,7 @@ impl Orch {
             match self.relaunch(&arm).await {
                 Ok(l) => live = Some(l),
                 Err(f) => {
-                    if f.class == "interrupted" {
+                    if f.class == FailureClass::Interrupted {
                         self.mark_interrupted(&arm.id, "relaunch");
                         self.arm_result(&arm.id).status = ArmStatus::Interrupted;
                         self.save();
@@ -1042,7 +1030,7 @@ impl Orch {
             Ok(s) => s,
             Err(e) => {
                 return Err(
-                    json!({"failure": {"class": "compatibility", "cause": "spawn-failed", "message": e}}),
+                    json!({"failure": {"class": FailureClass::Compatibility, "cause": "spawn-failed", "message": e}}),
                 )
             }
         };
@@ -1103,7 +1091,7 @@ impl Orch {
                         "/v1/models lists {:?}, not the declared served_model `{}`",
                         f.model_ids, arm.served_model
                     );
-                    return (Outcome1::Fatal(fail("compatibility", d, "")), ev, "ready");
+                    return (Outcome1::Fatal(fail(FailureClass::Compatibility, d, "")), ev, "ready");
                 }
                 if !ctx_ok {
                     let d = format!(
@@ -1112,14 +1100,14 @@ impl Orch {
                         f.context_source.as_deref().unwrap_or("?"),
                         arm.served_context
                     );
-                    return (Outcome1::Fatal(fail("compatibility", d, "")), ev, "ready");
+                    return (Outcome1::Fatal(fail(FailureClass::Compatibility, d, "")), ev, "ready");
                 }
                 (Outcome1::Ok, ev, "ready")
             }
             Err(f) => {
                 let d = format!("{}: {}", f.cause, f.message);
                 let ev = json!({"arm": arm.id, "failure": f});
-                (Outcome1::Fatal(fail("compatibility", d, "")), ev, "ready")
+                (Outcome1::Fatal(fail(FailureClass::Compatibility, d, "")), ev, "ready")
             }
         }
     }
@@ -1141,7 +1129,7 @@ impl Orch {
                     t.elapsed().as_secs_f64() * 1e3,
                 );
                 return Err(fail(
-                    "compatibility",
+                    FailureClass::Compatibility,
                     format!("relaunch failed: {}", ev["failure"]),
                     &name,
                 ));
@@ -1168,7 +1156,7 @@ impl Orch {
                     &sev,
                 );
                 Err(fail(
-                    "interrupted",
+                    FailureClass::Interrupted,
                     "interrupted during the relaunch",
                     &name,
                 ))
@@ -1257,12 +1245,12 @@ impl Orch {
 
     fn gate_record(&self, r: &GateResult, evidence: &str) -> GateRecord {
         GateRecord {
-            name: r.gate.clone(),
-            status: r.status.as_str().into(),
+            name: r.gate,
+            status: r.status.into(),
             passed: Some(r.passed),
             total: Some(r.total),
             detail: r.reason.clone(),
-            required: self.required(&r.gate),
+            required: self.required(r.gate),
             evidence: Some(evidence.into()),
         }
     }
@@ -1284,7 +1272,7 @@ impl Orch {
     fn crash_failure(&self, l: &Live, step: &str, evidence: &str) -> Failure {
         let tail = l.running.log_tail(3).join(" | ");
         fail(
-            "crash",
+            FailureClass::Crash,
             format!("the arm's process exited during {step}; last log lines: {tail}"),
             evidence,
         )
@@ -1313,7 +1301,7 @@ impl Orch {
                             ev["failure"]["message"].as_str().unwrap_or("")
                         );
                         (
-                            Outcome1::Fatal(fail("compatibility", d, &ev_name)),
+                            Outcome1::Fatal(fail(FailureClass::Compatibility, d, &ev_name)),
                             Some(ev),
                         )
                     }
@@ -1327,7 +1315,7 @@ impl Orch {
                         Err(ev) => {
                             return (
                                 Outcome1::Fatal(fail(
-                                    "compatibility",
+                                    FailureClass::Compatibility,
                                     "the endpoint URL is not usable",
                                     &ev_name,
                                 )),
@@ -1369,12 +1357,12 @@ impl Orch {
                             .reduce(|a, b| a + b);
                         self.arm_result(&arm.id).gpu_free_after_start_mib = free;
                         let rec = GateRecord {
-                            name: "memory-reserve".into(),
-                            status: v.status.as_str().into(),
+                            name: GateName::MemoryReserve,
+                            status: v.status.into(),
                             passed: None,
                             total: None,
                             detail: v.detail.clone(),
-                            required: self.required("memory-reserve"),
+                            required: self.required(GateName::MemoryReserve),
                             evidence: Some(ev_name.clone()),
                         };
                         self.put_gate(&arm.id, rec);
@@ -1383,13 +1371,13 @@ impl Orch {
                             (Outcome1::Ok, Some(ev))
                         } else {
                             (
-                                Outcome1::Fatal(fail("capacity", v.detail.clone(), &ev_name)),
+                                Outcome1::Fatal(fail(FailureClass::Capacity, v.detail.clone(), &ev_name)),
                                 Some(ev),
                             )
                         }
                     }
                     Err(e) => (
-                        Outcome1::Fatal(fail("crash", format!("GPU probe failed: {e}"), &ev_name)),
+                        Outcome1::Fatal(fail(FailureClass::Crash, format!("GPU probe failed: {e}"), &ev_name)),
                         None,
                     ),
                 }
@@ -1400,7 +1388,7 @@ impl Orch {
                 let checks: Vec<Check> = list.iter().map(|g| preflight_check(g.as_str())).collect();
                 match guarded(&self.cancel, async move { gates::run(&ctx, &checks).await }).await {
                     Guarded::Cancelled => (Outcome1::Cancelled, None),
-                    Guarded::Panicked(m) => (Outcome1::Fatal(fail("crash", m, &ev_name)), None),
+                    Guarded::Panicked(m) => (Outcome1::Fatal(fail(FailureClass::Crash, m, &ev_name)), None),
                     Guarded::Done(results) => {
                         for r in &results {
                             let rec = self.gate_record(r, &ev_name);
@@ -1422,7 +1410,7 @@ impl Orch {
                             (Outcome1::Ok, Some(ev))
                         } else {
                             (
-                                Outcome1::Fatal(fail("preflight", failed.join("; "), &ev_name)),
+                                Outcome1::Fatal(fail(FailureClass::Preflight, failed.join("; "), &ev_name)),
                                 Some(ev),
                             )
                         }
@@ -1454,9 +1442,9 @@ impl Orch {
                     arm.tokenizer.clone(),
                 ) {
                     Ok(c) => Check::Retrieval(c),
-                    Err(e) => return (Outcome1::GateFailed(fail("retrieval", e, &ev_name)), None),
+                    Err(e) => return (Outcome1::GateFailed(fail(FailureClass::Retrieval, e, &ev_name)), None),
                 };
-                let (out, ev, r) = self.gate_step(arm, s, live, check, "retrieval").await;
+                let (out, ev, r) = self.gate_step(arm, s, live, check, FailureClass::Retrieval).await;
                 if let Some(r) = r {
                     let actual: Vec<u64> = r.details["actual_prompt_tokens"]
                         .as_array()
@@ -1505,21 +1493,21 @@ impl Orch {
             }
             StepKind::Tools { .. } => match self.tools.clone() {
                 Some(c) => {
-                    let (o, e, _) = self.gate_step(arm, s, live, c, "tool-schema").await;
+                    let (o, e, _) = self.gate_step(arm, s, live, c, FailureClass::ToolSchema).await;
                     (o, e)
                 }
                 None => (
-                    Outcome1::GateFailed(fail("tool-schema", "no tools suite", &ev_name)),
+                    Outcome1::GateFailed(fail(FailureClass::ToolSchema, "no tools suite", &ev_name)),
                     None,
                 ),
             },
             StepKind::Quality { .. } => match self.quality.clone() {
                 Some(c) => {
-                    let (o, e, _) = self.gate_step(arm, s, live, c, "quality").await;
+                    let (o, e, _) = self.gate_step(arm, s, live, c, FailureClass::Quality).await;
                     (o, e)
                 }
                 None => (
-                    Outcome1::GateFailed(fail("quality", "no quality suite", &ev_name)),
+                    Outcome1::GateFailed(fail(FailureClass::Quality, "no quality suite", &ev_name)),
                     None,
                 ),
             },
@@ -1545,7 +1533,7 @@ impl Orch {
         s: &PlanStep,
         live: &mut Option<Live>,
         check: Check,
-        class: &str,
+        class: FailureClass,
     ) -> (Outcome1, Option<Value>, Option<GateResult>) {
         let ev_name = s.evidence.clone();
         let l = live.as_ref().expect("ready");
@@ -1557,7 +1545,7 @@ impl Orch {
         .await
         {
             Guarded::Cancelled => (Outcome1::Cancelled, None, None),
-            Guarded::Panicked(m) => (Outcome1::Fatal(fail("crash", m, &ev_name)), None, None),
+            Guarded::Panicked(m) => (Outcome1::Fatal(fail(FailureClass::Crash, m, &ev_name)), None, None),
             Guarded::Done(r) => {
                 let rec = self.gate_record(&r, &ev_name);
                 self.put_gate(&arm.id, rec);
@@ -1720,12 +1708,12 @@ impl Orch {
                 .await;
             match built {
                 Guarded::Cancelled => return (Outcome1::Cancelled, None),
-                Guarded::Panicked(m) => return (Outcome1::Fatal(fail("crash", m, &ev_name)), None),
+                Guarded::Panicked(m) => return (Outcome1::Fatal(fail(FailureClass::Crash, m, &ev_name)), None),
                 Guarded::Done(Err(e)) => {
                     let f = if Self::crashed(l) {
                         self.crash_failure(l, "prompt sizing", &ev_name)
                     } else {
-                        fail("compatibility", format!("matched prompt: {e}"), &ev_name)
+                        fail(FailureClass::Compatibility, format!("matched prompt: {e}"), &ev_name)
                     };
                     return (
                         Outcome1::Fatal(f),
@@ -1752,12 +1740,12 @@ impl Orch {
         };
         match guarded(&self.cancel, timing::run(inp)).await {
             Guarded::Cancelled => (Outcome1::Cancelled, None),
-            Guarded::Panicked(m) => (Outcome1::Fatal(fail("crash", m, &ev_name)), None),
+            Guarded::Panicked(m) => (Outcome1::Fatal(fail(FailureClass::Crash, m, &ev_name)), None),
             Guarded::Done(Err(e)) => {
                 let f = if Self::crashed(l) {
                     self.crash_failure(l, "timing", &ev_name)
                 } else {
-                    fail("crash", e.clone(), &ev_name)
+                    fail(FailureClass::Crash, e.clone(), &ev_name)
                 };
                 (Outcome1::Fatal(f), Some(json!({"error": e})))
             }
@@ -1807,7 +1795,7 @@ impl Orch {
                         .unwrap_or_default();
                     return (
                         Outcome1::Fatal(fail(
-                            "crash",
+                            FailureClass::Crash,
                             format!("every timed request failed ({ex})"),
                             &ev_name,
                         )),
@@ -1831,7 +1819,7 @@ impl Orch {
             .collect();
         let inc = self.c.incumbent().clone();
         let mut rest = Restoration {
-            status: "not-attempted".into(),
+            status: RestorationStatus::NotAttempted,
             ..Default::default()
         };
         let mut ready: Option<ReadyFacts> = None;
@@ -1891,12 +1879,12 @@ impl Orch {
                         .map(|r| format!("{}: {}", r.gate, r.reason))
                         .collect();
                     rest.preflight = Some(GateRecord {
-                        name: "restoration-preflight".into(),
-                        status: if all { "passed" } else { "failed" }.into(),
+                        name: GateName::RestorationPreflight,
+                        status: GateStatus::from_passed(all),
                         passed: Some(passed_n),
                         total: Some(results.len() as u64),
                         detail: reasons.join("; "),
-                        required: self.required("restoration"),
+                        required: self.required(GateName::Restoration),
                         evidence: Some(s.evidence.clone()),
                     });
                     (json!({"incumbent": inc.id, "gates": results}), all)
@@ -1916,7 +1904,7 @@ impl Orch {
             };
             self.finish_step(s, st, Some(w));
         }
-        rest.status = if ok { "passed" } else { "failed" }.into();
+        rest.status = RestorationStatus::from_passed(ok);
         rest.detail = if ok {
             let mut d = "the incumbent serves again from the same recipe, with the declared model and context, and passed a fresh preflight".to_string();
             if let (Some(p), true) = (pid, inc.kind().managed() && inc.container.is_none()) {
@@ -2123,7 +2111,7 @@ impl Orch {
             .result
             .restoration
             .as_ref()
-            .is_some_and(|r| r.status == "passed");
+            .is_some_and(|r| r.status == RestorationStatus::Passed);
         let complete = all_end && restored && self.interrupted.is_none();
         self.result.complete = complete;
         self.result.incomplete_reason = if complete {

@@ -13,6 +13,10 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Component, Path, PathBuf};
 
+// The domain values and the policy are defined once in evidence/ (the verdict reads them from
+// `campaign-result.json` without depending on the campaign module).
+pub use crate::evidence::{GateName, Policy, Promotion, QualityRisk, RankingMetric, ToolVariant};
+
 /// A whole campaign file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -470,29 +474,6 @@ pub struct ReferenceRecipe {
     pub seed: Option<u64>,
 }
 
-/// What the ranking puts first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RankingMetric {
-    Ttft,
-    DecodeTokensPerSecond,
-    UsableContextAndKv,
-    Concurrency,
-    E2e,
-}
-
-impl RankingMetric {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RankingMetric::Ttft => "ttft",
-            RankingMetric::DecodeTokensPerSecond => "decode_tokens_per_second",
-            RankingMetric::UsableContextAndKv => "usable_context_and_kv",
-            RankingMetric::Concurrency => "concurrency",
-            RankingMetric::E2e => "e2e",
-        }
-    }
-}
-
 /// Which OpenAI API the timed requests use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -567,40 +548,6 @@ impl Default for Sampling {
     }
 }
 
-/// A gate name, as `policy.required_gates` lists it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum GateName {
-    Smoke,
-    Json,
-    Streaming,
-    Tools,
-    Retrieval,
-    Quality,
-    /// The idle GPU baseline (lanes with GPUs).
-    IdleBaseline,
-    /// The memory-reserve check after each arm is ready (lanes with GPUs).
-    MemoryReserve,
-    /// Exact incumbent restoration (identity + restoration preflight).
-    Restoration,
-}
-
-impl GateName {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            GateName::Smoke => "smoke",
-            GateName::Json => "json",
-            GateName::Streaming => "streaming",
-            GateName::Tools => "tools",
-            GateName::Retrieval => "retrieval",
-            GateName::Quality => "quality",
-            GateName::IdleBaseline => "idle-baseline",
-            GateName::MemoryReserve => "memory-reserve",
-            GateName::Restoration => "restoration",
-        }
-    }
-}
-
 /// A quick gate run right after an arm is ready (and again after restoration).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -658,28 +605,6 @@ impl Default for Gates {
             tools: None,
             retrieval: None,
             quality: None,
-        }
-    }
-}
-
-/// A tool-calling variant.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ToolVariant {
-    /// Non-streaming request, the answer must be a valid tool call.
-    Plain,
-    /// Streaming request, tool-call deltas reassembled.
-    Streaming,
-    /// The tool result sent back; the answer must use it.
-    RoundTrip,
-}
-
-impl ToolVariant {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ToolVariant::Plain => "plain",
-            ToolVariant::Streaming => "streaming",
-            ToolVariant::RoundTrip => "round-trip",
         }
     }
 }
@@ -750,60 +675,6 @@ pub struct QualityGate {
 
 fn default_quality_reps() -> u32 {
     3
-}
-
-/// Whether a winner may be promoted without a person.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Promotion {
-    #[default]
-    Manual,
-    Auto,
-}
-
-/// `[policy]`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Policy {
-    #[serde(default)]
-    pub promotion: Promotion,
-    /// Gates an arm must pass to be eligible. Default: every gate the campaign runs (filled by
-    /// load; `restoration` is always included).
-    #[serde(default)]
-    pub required_gates: Vec<GateName>,
-    /// Evidence labels the verdict must be able to claim before promotion (e.g. `functional`,
-    /// `matched-performance`, `bounded-quality`, `exact-restoration`).
-    #[serde(default)]
-    pub required_evidence_labels: Vec<String>,
-    /// Ranking metric → relative difference (0.05 = 5%) under which two arms tie on it and the
-    /// next metric decides.
-    #[serde(default)]
-    pub tie_tolerance: BTreeMap<RankingMetric, f64>,
-    /// Engine log lines matching these turn into limitations in the verdict.
-    #[serde(default)]
-    pub quality_risks: Vec<QualityRisk>,
-}
-
-impl Default for Policy {
-    fn default() -> Self {
-        Policy {
-            promotion: Promotion::Manual,
-            required_gates: Vec::new(),
-            required_evidence_labels: Vec::new(),
-            tie_tolerance: BTreeMap::new(),
-            quality_risks: Vec::new(),
-        }
-    }
-}
-
-/// `[[policy.quality_risks]]`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct QualityRisk {
-    /// A plain substring (case-sensitive) of an engine log line.
-    pub pattern: String,
-    /// The limitation the verdict states when a line matches.
-    pub limitation: String,
 }
 
 impl Campaign {

@@ -14,6 +14,7 @@
 use super::context::{served, ServedContext};
 use super::exchange::{chat_body, send, split_think};
 use super::expect::{excerpt, words_only};
+use crate::evidence::GateName;
 use super::{top_reasons, GateContext, GateResult, Observation, Status, Verdict};
 use crate::workload::filler::{self, FINE_PIECES};
 use crate::workload::prompt::{load_tokenizer, Backend, HttpBackend};
@@ -339,7 +340,7 @@ pub async fn run(ctx: &GateContext, check: &RetrievalCheck) -> GateResult {
     let mut long = ctx.clone();
     long.stall = ctx.stall.max(ctx.timeout);
     let ctx = &long;
-    let r = GateResult::start("retrieval", ctx);
+    let r = GateResult::start(GateName::Retrieval, ctx);
     let served_ctx: ServedContext = served(ctx).await;
     let mut needles = needles_for(check.seed, &check.depths);
     let base = json!({
