@@ -4,8 +4,8 @@
 #![allow(dead_code)]
 
 use bakeoff::campaign::{GateName, Policy, QualityRisk, RankingMetric};
-use bakeoff::evidence::{FailureClass, GateStatus, RestorationStatus};
 use bakeoff::evidence::result::*;
+use bakeoff::evidence::{FailureClass, GateStatus, RestorationStatus};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::Path;

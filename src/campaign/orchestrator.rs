@@ -1091,7 +1091,11 @@ impl Orch {
                         "/v1/models lists {:?}, not the declared served_model `{}`",
                         f.model_ids, arm.served_model
                     );
-                    return (Outcome1::Fatal(fail(FailureClass::Compatibility, d, "")), ev, "ready");
+                    return (
+                        Outcome1::Fatal(fail(FailureClass::Compatibility, d, "")),
+                        ev,
+                        "ready",
+                    );
                 }
                 if !ctx_ok {
                     let d = format!(
@@ -1100,14 +1104,22 @@ impl Orch {
                         f.context_source.as_deref().unwrap_or("?"),
                         arm.served_context
                     );
-                    return (Outcome1::Fatal(fail(FailureClass::Compatibility, d, "")), ev, "ready");
+                    return (
+                        Outcome1::Fatal(fail(FailureClass::Compatibility, d, "")),
+                        ev,
+                        "ready",
+                    );
                 }
                 (Outcome1::Ok, ev, "ready")
             }
             Err(f) => {
                 let d = format!("{}: {}", f.cause, f.message);
                 let ev = json!({"arm": arm.id, "failure": f});
-                (Outcome1::Fatal(fail(FailureClass::Compatibility, d, "")), ev, "ready")
+                (
+                    Outcome1::Fatal(fail(FailureClass::Compatibility, d, "")),
+                    ev,
+                    "ready",
+                )
             }
         }
     }
@@ -1371,13 +1383,21 @@ impl Orch {
                             (Outcome1::Ok, Some(ev))
                         } else {
                             (
-                                Outcome1::Fatal(fail(FailureClass::Capacity, v.detail.clone(), &ev_name)),
+                                Outcome1::Fatal(fail(
+                                    FailureClass::Capacity,
+                                    v.detail.clone(),
+                                    &ev_name,
+                                )),
                                 Some(ev),
                             )
                         }
                     }
                     Err(e) => (
-                        Outcome1::Fatal(fail(FailureClass::Crash, format!("GPU probe failed: {e}"), &ev_name)),
+                        Outcome1::Fatal(fail(
+                            FailureClass::Crash,
+                            format!("GPU probe failed: {e}"),
+                            &ev_name,
+                        )),
                         None,
                     ),
                 }
@@ -1388,7 +1408,10 @@ impl Orch {
                 let checks: Vec<Check> = list.iter().map(|g| preflight_check(g.as_str())).collect();
                 match guarded(&self.cancel, async move { gates::run(&ctx, &checks).await }).await {
                     Guarded::Cancelled => (Outcome1::Cancelled, None),
-                    Guarded::Panicked(m) => (Outcome1::Fatal(fail(FailureClass::Crash, m, &ev_name)), None),
+                    Guarded::Panicked(m) => (
+                        Outcome1::Fatal(fail(FailureClass::Crash, m, &ev_name)),
+                        None,
+                    ),
                     Guarded::Done(results) => {
                         for r in &results {
                             let rec = self.gate_record(r, &ev_name);
@@ -1410,7 +1433,11 @@ impl Orch {
                             (Outcome1::Ok, Some(ev))
                         } else {
                             (
-                                Outcome1::Fatal(fail(FailureClass::Preflight, failed.join("; "), &ev_name)),
+                                Outcome1::Fatal(fail(
+                                    FailureClass::Preflight,
+                                    failed.join("; "),
+                                    &ev_name,
+                                )),
                                 Some(ev),
                             )
                         }
@@ -1442,9 +1469,16 @@ impl Orch {
                     arm.tokenizer.clone(),
                 ) {
                     Ok(c) => Check::Retrieval(c),
-                    Err(e) => return (Outcome1::GateFailed(fail(FailureClass::Retrieval, e, &ev_name)), None),
+                    Err(e) => {
+                        return (
+                            Outcome1::GateFailed(fail(FailureClass::Retrieval, e, &ev_name)),
+                            None,
+                        )
+                    }
                 };
-                let (out, ev, r) = self.gate_step(arm, s, live, check, FailureClass::Retrieval).await;
+                let (out, ev, r) = self
+                    .gate_step(arm, s, live, check, FailureClass::Retrieval)
+                    .await;
                 if let Some(r) = r {
                     let actual: Vec<u64> = r.details["actual_prompt_tokens"]
                         .as_array()
@@ -1493,11 +1527,17 @@ impl Orch {
             }
             StepKind::Tools { .. } => match self.tools.clone() {
                 Some(c) => {
-                    let (o, e, _) = self.gate_step(arm, s, live, c, FailureClass::ToolSchema).await;
+                    let (o, e, _) = self
+                        .gate_step(arm, s, live, c, FailureClass::ToolSchema)
+                        .await;
                     (o, e)
                 }
                 None => (
-                    Outcome1::GateFailed(fail(FailureClass::ToolSchema, "no tools suite", &ev_name)),
+                    Outcome1::GateFailed(fail(
+                        FailureClass::ToolSchema,
+                        "no tools suite",
+                        &ev_name,
+                    )),
                     None,
                 ),
             },
@@ -1545,7 +1585,11 @@ impl Orch {
         .await
         {
             Guarded::Cancelled => (Outcome1::Cancelled, None, None),
-            Guarded::Panicked(m) => (Outcome1::Fatal(fail(FailureClass::Crash, m, &ev_name)), None, None),
+            Guarded::Panicked(m) => (
+                Outcome1::Fatal(fail(FailureClass::Crash, m, &ev_name)),
+                None,
+                None,
+            ),
             Guarded::Done(r) => {
                 let rec = self.gate_record(&r, &ev_name);
                 self.put_gate(&arm.id, rec);
@@ -1708,12 +1752,21 @@ impl Orch {
                 .await;
             match built {
                 Guarded::Cancelled => return (Outcome1::Cancelled, None),
-                Guarded::Panicked(m) => return (Outcome1::Fatal(fail(FailureClass::Crash, m, &ev_name)), None),
+                Guarded::Panicked(m) => {
+                    return (
+                        Outcome1::Fatal(fail(FailureClass::Crash, m, &ev_name)),
+                        None,
+                    )
+                }
                 Guarded::Done(Err(e)) => {
                     let f = if Self::crashed(l) {
                         self.crash_failure(l, "prompt sizing", &ev_name)
                     } else {
-                        fail(FailureClass::Compatibility, format!("matched prompt: {e}"), &ev_name)
+                        fail(
+                            FailureClass::Compatibility,
+                            format!("matched prompt: {e}"),
+                            &ev_name,
+                        )
                     };
                     return (
                         Outcome1::Fatal(f),
@@ -1740,7 +1793,10 @@ impl Orch {
         };
         match guarded(&self.cancel, timing::run(inp)).await {
             Guarded::Cancelled => (Outcome1::Cancelled, None),
-            Guarded::Panicked(m) => (Outcome1::Fatal(fail(FailureClass::Crash, m, &ev_name)), None),
+            Guarded::Panicked(m) => (
+                Outcome1::Fatal(fail(FailureClass::Crash, m, &ev_name)),
+                None,
+            ),
             Guarded::Done(Err(e)) => {
                 let f = if Self::crashed(l) {
                     self.crash_failure(l, "timing", &ev_name)

@@ -51,7 +51,8 @@ pub const DECODE: Descriptor = Descriptor {
     words: "warm median decode speed",
     short: "decode",
     key: "decode",
-    measured: "median decode speed of the warm requests at concurrency 1, with the 95% CI of the median",
+    measured:
+        "median decode speed of the warm requests at concurrency 1, with the 95% CI of the median",
 };
 
 pub const USABLE_CONTEXT: Descriptor = Descriptor {
@@ -190,7 +191,7 @@ mod tests {
     #[test]
     fn every_metric_has_its_descriptor_and_the_keys_the_documents_use() {
         for m in RankingMetric::ALL {
-            assert_eq!(descriptor(*m).metric, *m);
+            assert_eq!(descriptor(m).metric, m);
         }
         assert_eq!(TTFT.field(), "ttft_ms");
         assert_eq!(DECODE.field(), "decode_tok_s");

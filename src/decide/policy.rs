@@ -2,9 +2,7 @@
 
 use super::eligibility::{ArmExt, Eligibility};
 use crate::evidence::result::{ArmResult, CampaignResult};
-use crate::evidence::{
-    FailureClass, GateName, GateStatus, Policy, Promotion, RestorationStatus,
-};
+use crate::evidence::{FailureClass, GateName, GateStatus, Policy, Promotion, RestorationStatus};
 
 /// Evidence labels in the order the verdict lists them.
 pub const LABEL_ORDER: &[&str] = &[
@@ -104,7 +102,8 @@ pub fn apply(
     if elig
         .failures
         .iter()
-        .any(|f| f.class == FailureClass::Compatibility) {
+        .any(|f| f.class == FailureClass::Compatibility)
+    {
         all.push("compatibility-failure".into());
     }
     if restored(r) {

@@ -6,8 +6,8 @@
 //! sorts with them: it picks the best arm of a set by successive filtering (keep the arms that
 //! tie with the best on priority 1, then on priority 2, ...), and ranks by repeated picking.
 
-pub use super::metric::{measure, Measure};
 use super::metric::descriptor;
+pub use super::metric::{measure, Measure};
 use crate::evidence::result::ArmResult;
 use crate::evidence::RankingMetric;
 use std::collections::BTreeMap;

@@ -2,8 +2,8 @@
 //! limitations.
 
 use super::eligibility::{ArmExt, Eligibility};
-use super::policy::{restored, PolicyOutcome};
 use super::metric::{descriptor, measure, DECODE, TTFT};
+use super::policy::{restored, PolicyOutcome};
 use super::rank::{self, Pick};
 use super::ArmVerdict;
 use crate::evidence::result::{ArmResult, ArmStatus, CampaignResult};
@@ -490,11 +490,7 @@ pub fn limitations(r: &CampaignResult, policy: &Policy, elig: &Eligibility) -> V
     for name in names {
         let without: Vec<String> = ran
             .iter()
-            .filter(|a| {
-                !a.gates
-                    .iter()
-                    .any(|g| g.name == name && g.status.ran())
-            })
+            .filter(|a| !a.gates.iter().any(|g| g.name == name && g.status.ran()))
             .map(|a| a.label_or_id())
             .collect();
         if !without.is_empty() {

@@ -5,9 +5,7 @@
 //! the manifest alone, never from anything held in memory. Every number here is copied from a
 //! step's own evidence file, which `evidence` names so a reader can re-check it.
 
-use super::types::{
-    FailureClass, GateName, GateStatus, Policy, RankingMetric, RestorationStatus,
-};
+use super::types::{FailureClass, GateName, GateStatus, Policy, RankingMetric, RestorationStatus};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

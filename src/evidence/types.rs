@@ -34,7 +34,7 @@ macro_rules! str_enum {
         }
 
         impl $name {
-            pub const ALL: &'static [$name] = &[$($name::$var),+];
+            pub const ALL: [$name; [$(stringify!($var)),+].len()] = [$($name::$var),+];
 
             pub fn as_str(self) -> &'static str {
                 match self {
@@ -275,17 +275,23 @@ mod tests {
         for c in FailureClass::ALL {
             assert_eq!(json!(c), json!(c.as_str()));
             let back: FailureClass = serde_json::from_value(json!(c.as_str())).unwrap();
-            assert_eq!(back, *c);
-            assert_eq!(c.as_str().parse::<FailureClass>().unwrap(), *c);
+            assert_eq!(back, c);
+            assert_eq!(c.as_str().parse::<FailureClass>().unwrap(), c);
         }
         for g in GateName::ALL {
             assert_eq!(json!(g), json!(g.as_str()));
             assert_eq!(g.to_string(), g.as_str());
         }
-        assert_eq!(json!(RankingMetric::DecodeTokensPerSecond), json!("decode_tokens_per_second"));
+        assert_eq!(
+            json!(RankingMetric::DecodeTokensPerSecond),
+            json!("decode_tokens_per_second")
+        );
         assert_eq!(json!(ToolVariant::RoundTrip), json!("round-trip"));
         assert_eq!(json!(GateStatus::NotApplicable), json!("not-applicable"));
-        assert_eq!(json!(RestorationStatus::NotAttempted), json!("not-attempted"));
+        assert_eq!(
+            json!(RestorationStatus::NotAttempted),
+            json!("not-attempted")
+        );
     }
 
     #[test]
@@ -294,7 +300,10 @@ mod tests {
         assert_eq!(g, GateName::IdleBaseline);
         let g: GateName = serde_json::from_value(json!("preflight")).unwrap();
         assert_eq!(g, GateName::RestorationPreflight);
-        assert_eq!("ready".parse::<FailureClass>().unwrap(), FailureClass::Launch);
+        assert_eq!(
+            "ready".parse::<FailureClass>().unwrap(),
+            FailureClass::Launch
+        );
     }
 
     #[test]

@@ -14,8 +14,8 @@ use super::suite::{self, item_label, Fields, Here, SuiteError, SuiteFile};
 use super::tooldef::{
     check_calls, parse_messages, parse_tool_choice, parse_tools, select, ExpectedCall, ToolDef,
 };
-use crate::evidence::GateName;
 use super::{join_all, GateContext, GateResult, Observation, Status, SuiteRef, Verdict};
+use crate::evidence::GateName;
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 use std::path::{Path, PathBuf};

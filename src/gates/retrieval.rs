@@ -14,8 +14,8 @@
 use super::context::{served, ServedContext};
 use super::exchange::{chat_body, send, split_think};
 use super::expect::{excerpt, words_only};
-use crate::evidence::GateName;
 use super::{top_reasons, GateContext, GateResult, Observation, Status, Verdict};
+use crate::evidence::GateName;
 use crate::workload::filler::{self, FINE_PIECES};
 use crate::workload::prompt::{load_tokenizer, Backend, HttpBackend};
 use crate::workload::Endpoint;

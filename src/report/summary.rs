@@ -146,10 +146,9 @@ fn gates(v: &Verdict, r: &CampaignResult, m: &Manifest) -> Vec<Value> {
 /// What a gate checks, in words.
 fn gate_kind(name: GateName) -> &'static str {
     match name {
-        GateName::Smoke
-        | GateName::Json
-        | GateName::Streaming
-        | GateName::RestorationPreflight => "preflight",
+        GateName::Smoke | GateName::Json | GateName::Streaming | GateName::RestorationPreflight => {
+            "preflight"
+        }
         GateName::Tools => "tool calling",
         GateName::Retrieval => "long-context exact retrieval",
         GateName::Quality => "bounded quality",
