@@ -3,8 +3,9 @@
 //! the seed-replay campaign would record it.
 #![allow(dead_code)]
 
-use bakeoff::campaign::{GateName, Policy, QualityRisk};
+use bakeoff::campaign::{GateName, Policy, QualityRisk, RankingMetric};
 use bakeoff::evidence::result::*;
+use bakeoff::evidence::{FailureClass, GateStatus, RestorationStatus};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -20,8 +21,8 @@ pub fn stat(p50: f64, half: f64) -> Stat {
 
 pub fn gate(name: &str, passed: bool, p: u64, t: u64, ev: &str) -> GateRecord {
     GateRecord {
-        name: name.into(),
-        status: if passed { "passed" } else { "failed" }.into(),
+        name: name.parse().unwrap(),
+        status: GateStatus::from_passed(passed),
         passed: Some(p),
         total: Some(t),
         detail: String::new(),
@@ -122,14 +123,12 @@ pub fn seed() -> CampaignResult {
         host: "test".into(),
     };
     r.workload = WorkloadRecord {
-        ranking_priority: [
-            "ttft",
-            "decode_tokens_per_second",
-            "usable_context_and_kv",
-            "concurrency",
-        ]
-        .map(String::from)
-        .to_vec(),
+        ranking_priority: vec![
+            RankingMetric::Ttft,
+            RankingMetric::DecodeTokensPerSecond,
+            RankingMetric::UsableContextAndKv,
+            RankingMetric::Concurrency,
+        ],
         matched_prompt_tokens: 3613,
         max_tokens: 64,
         warm_repetitions_per_arm: 5,
@@ -172,7 +171,7 @@ pub fn seed() -> CampaignResult {
     );
     dspark.status = ArmStatus::Failed;
     dspark.failure = Some(Failure {
-        class: "compatibility".into(),
+        class: FailureClass::Compatibility,
         detail: "draft CUDA-graph capture shape mismatch; not OOM".into(),
         evidence: Some("gittensor-dspark-ready.json".into()),
     });
@@ -276,7 +275,7 @@ pub fn seed() -> CampaignResult {
     }
     r.arms = arms;
     r.restoration = Some(Restoration {
-        status: "passed".into(),
+        status: RestorationStatus::Passed,
         detail: "same recipe and argv/env hashes, served model and context; preflight passed"
             .into(),
         evidence: Some("restoration-identity.json".into()),

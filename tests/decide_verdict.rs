@@ -6,6 +6,7 @@ mod fixture;
 
 use bakeoff::campaign::{Policy, Promotion, RankingMetric};
 use bakeoff::decide::decide;
+use bakeoff::evidence::{FailureClass, GateName, GateStatus, RestorationStatus};
 use fixture::*;
 
 fn failure<'a>(
@@ -22,11 +23,14 @@ fn seed_situation_reaches_the_reference_decisions() {
     assert_eq!(v.decided_by, Some(0));
     assert_eq!(
         failure(&v, "gittensor-dspark").unwrap().class,
-        "compatibility"
+        FailureClass::Compatibility
     );
-    assert_eq!(failure(&v, "cometkim-mtp3").unwrap().class, "tool-schema");
+    assert_eq!(
+        failure(&v, "cometkim-mtp3").unwrap().class,
+        FailureClass::ToolSchema
+    );
     let q = failure(&v, "quasar-mtp2").unwrap();
-    assert_eq!(q.class, "workload-regression");
+    assert_eq!(q.class, FailureClass::WorkloadRegression);
     assert!(
         q.detail.contains("66.6 tok/s without speculation")
             && q.detail.contains("37.5 tok/s with MTP"),
@@ -98,7 +102,7 @@ fn seed_situation_reaches_the_reference_decisions() {
 #[test]
 fn decode_first_picks_the_fastest_eligible_arm() {
     let mut r = seed();
-    r.workload.ranking_priority = vec!["decode_tokens_per_second".into(), "ttft".into()];
+    r.workload.ranking_priority = vec![RankingMetric::DecodeTokensPerSecond, RankingMetric::Ttft];
     let v = decide(&r, &seed_policy());
     // CometKim decodes fastest (228 tok/s) but failed tools; the fastest eligible is Unsloth MTP3.
     assert_eq!(
@@ -193,7 +197,7 @@ fn auto_policy_authorizes_only_when_every_requirement_holds() {
     assert!(v.next_gate.contains("by hand"), "{}", v.next_gate);
     // A failed restoration: incomplete, rollback, and the next gate says so.
     let mut r2 = seed();
-    r2.restoration.as_mut().unwrap().status = "failed".into();
+    r2.restoration.as_mut().unwrap().status = RestorationStatus::Failed;
     p.promotion = Promotion::Auto;
     let v = decide(&r2, &p);
     assert!(!v.promotion_authorized && !v.complete);
@@ -229,8 +233,8 @@ fn a_failed_required_gate_makes_an_arm_ineligible_with_its_evidence() {
 fn no_eligible_arm_means_no_winner() {
     let mut r = seed();
     for a in &mut r.arms {
-        if let Some(g) = a.gates.iter_mut().find(|g| g.name == "tools") {
-            g.status = "failed".into();
+        if let Some(g) = a.gates.iter_mut().find(|g| g.name == GateName::Tools) {
+            g.status = GateStatus::Failed;
         }
     }
     let v = decide(&r, &seed_policy());

@@ -120,7 +120,7 @@ async fn startup_oom_is_compatibility_out_of_memory_within_2s() {
     let f = lane::wait_ready(&mut running, &lane).await.unwrap_err();
     let took = t0.elapsed();
     assert!(took < Duration::from_secs(2), "took {took:?}: {f:?}");
-    assert_eq!(f.class, "compatibility");
+    assert_eq!(f.class, bakeoff::evidence::FailureClass::Compatibility);
     assert_eq!(f.cause, Cause::OutOfMemory, "{f:?}");
     assert!(f.elapsed_ms < 2000.0);
     assert_eq!(f.exit.as_ref().unwrap().code, Some(1));
@@ -282,7 +282,7 @@ async fn port_in_use_fails_before_anything_starts() {
     );
     let f = lane::launch(&lane, &spec).await.unwrap_err();
     assert_eq!(f.cause, Cause::PortInUse);
-    assert_eq!(f.class, "compatibility");
+    assert_eq!(f.class, bakeoff::evidence::FailureClass::Compatibility);
     assert!(
         f.message
             .contains(&format!("127.0.0.1:{port} is already in use")),

@@ -131,7 +131,7 @@ fn render_all_writes_a_valid_summary_and_keeps_the_bundle_verifiable() {
 fn complete_is_false_when_the_incumbent_was_not_restored() {
     let d = tempfile::tempdir().unwrap();
     let mut r = fixture::seed();
-    r.restoration.as_mut().unwrap().status = "failed".into();
+    r.restoration.as_mut().unwrap().status = bakeoff::evidence::RestorationStatus::Failed;
     fixture::write_bundle(d.path(), &r);
     bakeoff::report::render_all(d.path()).unwrap();
     let s: Value =
@@ -217,4 +217,37 @@ fn cli_report_and_compare() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("concurrency: [1, 2] vs [1, 4]"), "{err}");
+}
+
+#[test]
+fn the_policy_recorded_in_the_result_wins_over_the_campaign_copy() {
+    // The bundle's campaign.toml says manual promotion; the result records the policy the run
+    // used (auto, only labels this campaign can earn), and that is the one the verdict applies.
+    let d = tempfile::tempdir().unwrap();
+    let mut r = fixture::seed();
+    let mut p = fixture::seed_policy();
+    p.promotion = bakeoff::campaign::Promotion::Auto;
+    p.required_evidence_labels.retain(|l| {
+        ![
+            "calibrated-kv-quality",
+            "agentic-swe-quality",
+            "routed-client",
+        ]
+        .contains(&l.as_str())
+    });
+    r.policy = Some(p);
+    fixture::write_bundle(d.path(), &r);
+    let v = bakeoff::report::render_all(d.path()).unwrap();
+    assert!(v.promotion_authorized, "{}", v.next_gate);
+    // No fallback note: nothing was assumed.
+    assert!(
+        !v.limitations.iter().any(|l| l.contains("campaign.toml")),
+        "{:?}",
+        v.limitations
+    );
+    // The same bundle without the record (an older bundle) falls back to the copy: manual.
+    r.policy = None;
+    fixture::write_bundle(d.path(), &r);
+    let v = bakeoff::report::render_all(d.path()).unwrap();
+    assert!(!v.promotion_authorized);
 }

@@ -3,8 +3,8 @@
 //! detail and the evidence file that shows it.
 
 use super::FailureItem;
-use crate::campaign::{Policy, RankingMetric};
 use crate::evidence::result::{ArmResult, ArmStatus, CampaignResult, GateRecord};
+use crate::evidence::{FailureClass, GateStatus, Policy, RankingMetric};
 use std::collections::BTreeMap;
 
 /// Smallest relative regression against a control that counts (guards against timer noise).
@@ -22,42 +22,24 @@ pub struct Eligibility {
     pub notes: Vec<String>,
 }
 
-/// The failure class of a failed gate.
-pub fn gate_class(gate: &str) -> &'static str {
-    match gate {
-        "tools" => "tool-schema",
-        "retrieval" => "retrieval",
-        "quality" => "quality",
-        "smoke" | "json" | "streaming" | "preflight" => "preflight",
-        "memory-reserve" | "idle-baseline" | "idle-gpu-baseline" => "capacity",
-        "restoration" => "restoration",
-        _ => "gate",
-    }
-}
-
 /// Whether the policy (or the orchestrator's record) makes this gate required.
 pub fn gate_required(g: &GateRecord, policy: &Policy) -> bool {
-    let name = if g.name == "idle-gpu-baseline" {
-        "idle-baseline"
-    } else {
-        g.name.as_str()
-    };
-    g.required || policy.required_gates.iter().any(|r| r.as_str() == name)
+    g.required || policy.required_gates.contains(&g.name)
 }
 
-/// A failure class as the verdict names it: a launch or readiness failure is a compatibility
-/// failure unless it ran out of memory (capacity).
-fn normalize_class(class: &str, detail: &str) -> String {
+/// A failure class as the verdict names it: an unclassified launch or readiness failure is a
+/// compatibility failure unless it ran out of memory (capacity).
+fn normalize_class(class: FailureClass, detail: &str) -> FailureClass {
     match class {
-        "launch" | "ready" | "startup" | "load" => {
+        FailureClass::Launch => {
             let d = detail.to_ascii_lowercase();
             if d.contains("out of memory") && !d.contains("not oom") {
-                "capacity".into()
+                FailureClass::Capacity
             } else {
-                "compatibility".into()
+                FailureClass::Compatibility
             }
         }
-        c => c.to_string(),
+        c => c,
     }
 }
 
@@ -81,7 +63,7 @@ pub fn assess(
     let mut e = Eligibility::default();
     for arm in &result.arms {
         let mut mine: Vec<FailureItem> = Vec::new();
-        let item = |class: String, detail: String, evidence: Option<String>| FailureItem {
+        let item = |class: FailureClass, detail: String, evidence: Option<String>| FailureItem {
             arm: arm.id.clone(),
             candidate: arm.label_or_id(),
             class,
@@ -97,19 +79,19 @@ pub fn assess(
         }
         if let Some(f) = &arm.failure {
             mine.push(item(
-                normalize_class(&f.class, &f.detail),
+                normalize_class(f.class, &f.detail),
                 f.detail.clone(),
                 f.evidence.clone(),
             ));
         } else if arm.status == ArmStatus::Failed {
             mine.push(item(
-                "crash".into(),
+                FailureClass::Crash,
                 "the arm did not complete its steps".into(),
                 arm.evidence.first().cloned(),
             ));
         }
-        for g in arm.gates.iter().filter(|g| g.status == "failed") {
-            let class = gate_class(&g.name).to_string();
+        for g in arm.gates.iter().filter(|g| g.status == GateStatus::Failed) {
+            let class = g.name.failure_class();
             let dup = mine
                 .iter()
                 .any(|m| m.class == class || (m.evidence.is_some() && m.evidence == g.evidence));
@@ -133,7 +115,7 @@ pub fn assess(
             e.eligible.push(arm.id.clone());
         } else if mine.is_empty() {
             mine.push(item(
-                "incomplete".into(),
+                FailureClass::Incomplete,
                 "no warm timing was recorded".into(),
                 None,
             ));
@@ -164,7 +146,7 @@ fn speculative_regression(
     let fail = |detail: String, evidence: Option<String>| FailureItem {
         arm: arm.id.clone(),
         candidate: arm.label_or_id(),
-        class: "workload-regression".into(),
+        class: FailureClass::WorkloadRegression,
         detail,
         evidence,
     };

@@ -1,15 +1,17 @@
 //! The verdict: eligibility by gates, lexicographic ranking by the campaign's priorities,
 //! speculative decoding credited against its matched control, labels, the promotion policy,
 //! limitations and per-arm decision text. Pure: [`decide`] reads a [`CampaignResult`] and the
-//! campaign's [`Policy`] and does no I/O.
+//! campaign's [`Policy`] and does no I/O. It reads evidence types only (`crate::evidence`), never
+//! the campaign module: the policy is the one `campaign-result.json` records.
 
 pub mod eligibility;
+pub mod metric;
 pub mod policy;
 pub mod rank;
 pub mod text;
 
-use crate::campaign::{Policy, RankingMetric};
 use crate::evidence::result::CampaignResult;
+use crate::evidence::{FailureClass, Policy, RankingMetric};
 use serde::Serialize;
 
 /// Why an arm cannot win.
@@ -18,9 +20,7 @@ pub struct FailureItem {
     pub arm: String,
     /// The arm's label.
     pub candidate: String,
-    /// compatibility | tool-schema | workload-regression | capacity | quality | retrieval |
-    /// preflight | restoration | crash | interrupted | ...
-    pub class: String,
+    pub class: FailureClass,
     pub detail: String,
     pub evidence: Option<String>,
 }
@@ -66,16 +66,10 @@ pub struct Verdict {
 /// The ranking priorities: the result's record (what the run used), else the policy's order is
 /// unknown and `ttft` first is assumed.
 pub fn priorities(result: &CampaignResult) -> Vec<RankingMetric> {
-    let v: Vec<RankingMetric> = result
-        .workload
-        .ranking_priority
-        .iter()
-        .filter_map(|s| serde_json::from_value(serde_json::Value::String(s.clone())).ok())
-        .collect();
-    if v.is_empty() {
+    if result.workload.ranking_priority.is_empty() {
         vec![RankingMetric::Ttft, RankingMetric::DecodeTokensPerSecond]
     } else {
-        v
+        result.workload.ranking_priority.clone()
     }
 }
 
@@ -86,9 +80,7 @@ pub fn tolerances(
 ) -> std::collections::BTreeMap<RankingMetric, f64> {
     let mut t = policy.tie_tolerance.clone();
     for (k, v) in &result.workload.tie_tolerance {
-        if let Ok(m) = serde_json::from_value(serde_json::Value::String(k.clone())) {
-            t.entry(m).or_insert(*v);
-        }
+        t.entry(*k).or_insert(*v);
     }
     t
 }

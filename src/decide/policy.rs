@@ -1,8 +1,8 @@
 //! Evidence labels, decision labels, the promotion policy and the next gate.
 
-use super::eligibility::{gate_class, ArmExt, Eligibility};
-use crate::campaign::{GateName, Policy, Promotion};
+use super::eligibility::{ArmExt, Eligibility};
 use crate::evidence::result::{ArmResult, CampaignResult};
+use crate::evidence::{FailureClass, GateName, GateStatus, Policy, Promotion, RestorationStatus};
 
 /// Evidence labels in the order the verdict lists them.
 pub const LABEL_ORDER: &[&str] = &[
@@ -27,15 +27,17 @@ pub struct PolicyOutcome {
 
 /// The incumbent was put back and proven (identity and preflight).
 pub fn restored(r: &CampaignResult) -> bool {
-    r.restoration.as_ref().is_some_and(|x| x.status == "passed")
+    r.restoration
+        .as_ref()
+        .is_some_and(|x| x.status == RestorationStatus::Passed)
 }
 
-fn gate_passed(arm: &ArmResult, name: &str) -> Option<bool> {
+fn gate_passed(arm: &ArmResult, name: GateName) -> Option<bool> {
     let g: Vec<_> = arm.gates.iter().filter(|g| g.name == name).collect();
     if g.is_empty() {
         None
     } else {
-        Some(g.iter().all(|g| g.status == "passed"))
+        Some(g.iter().all(|g| g.status == GateStatus::Passed))
     }
 }
 
@@ -45,13 +47,13 @@ pub fn arm_labels(r: &CampaignResult, arm: &ArmResult) -> Vec<String> {
     let pre: Vec<_> = arm
         .gates
         .iter()
-        .filter(|g| gate_class(&g.name) == "preflight")
+        .filter(|g| g.name.failure_class() == FailureClass::Preflight)
         .collect();
-    if !pre.is_empty() && pre.iter().all(|g| g.status == "passed") {
+    if !pre.is_empty() && pre.iter().all(|g| g.status == GateStatus::Passed) {
         out.push("functional");
     }
     if arm.long_context.as_ref().is_some_and(|l| l.passed)
-        || gate_passed(arm, "retrieval") == Some(true)
+        || gate_passed(arm, GateName::Retrieval) == Some(true)
     {
         out.push("capacity");
     }
@@ -69,7 +71,7 @@ pub fn arm_labels(r: &CampaignResult, arm: &ArmResult) -> Vec<String> {
     if arm.warm.is_some() && target > 0 && reported == Some(target) {
         out.push("matched-performance");
     }
-    if gate_passed(arm, "quality") == Some(true) {
+    if gate_passed(arm, GateName::Quality) == Some(true) {
         out.push("bounded-quality");
     }
     if restored(r) {
@@ -97,7 +99,11 @@ pub fn apply(
     elig: &Eligibility,
 ) -> PolicyOutcome {
     let mut all: Vec<String> = r.arms.iter().flat_map(|a| arm_labels(r, a)).collect();
-    if elig.failures.iter().any(|f| f.class == "compatibility") {
+    if elig
+        .failures
+        .iter()
+        .any(|f| f.class == FailureClass::Compatibility)
+    {
         all.push("compatibility-failure".into());
     }
     if restored(r) {
@@ -117,10 +123,9 @@ pub fn apply(
                 GateName::IdleBaseline => r
                     .idle_baseline
                     .as_ref()
-                    .is_some_and(|b| b.status == "passed"),
+                    .is_some_and(|b| b.status == GateStatus::Passed),
                 other => {
-                    let name = other.as_str();
-                    gate_passed(a, name) == Some(true)
+                    gate_passed(a, *other) == Some(true)
                         || (matches!(other, GateName::Retrieval)
                             && a.long_context.as_ref().is_some_and(|l| l.passed))
                 }

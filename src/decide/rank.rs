@@ -6,83 +6,11 @@
 //! sorts with them: it picks the best arm of a set by successive filtering (keep the arms that
 //! tie with the best on priority 1, then on priority 2, ...), and ranks by repeated picking.
 
-use crate::campaign::RankingMetric;
+use super::metric::descriptor;
+pub use super::metric::{measure, Measure};
 use crate::evidence::result::ArmResult;
+use crate::evidence::RankingMetric;
 use std::collections::BTreeMap;
-
-/// One arm's value on one ranking metric.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Measure {
-    pub value: f64,
-    pub ci95: Option<[f64; 2]>,
-}
-
-/// Whether a larger value is better.
-pub fn higher_is_better(m: RankingMetric) -> bool {
-    !matches!(m, RankingMetric::Ttft | RankingMetric::E2e)
-}
-
-/// Words for a metric, as the reason and the reports use them.
-pub fn describe(m: RankingMetric) -> &'static str {
-    match m {
-        RankingMetric::Ttft => "warm median TTFT",
-        RankingMetric::DecodeTokensPerSecond => "warm median decode speed",
-        RankingMetric::UsableContextAndKv => "usable context",
-        RankingMetric::Concurrency => "aggregate throughput at the highest concurrency",
-        RankingMetric::E2e => "warm median end-to-end latency",
-    }
-}
-
-/// Short name for per-arm decision text ("TTFT winner").
-pub fn short(m: RankingMetric) -> &'static str {
-    match m {
-        RankingMetric::Ttft => "TTFT",
-        RankingMetric::DecodeTokensPerSecond => "decode",
-        RankingMetric::UsableContextAndKv => "usable-context",
-        RankingMetric::Concurrency => "concurrency",
-        RankingMetric::E2e => "E2E",
-    }
-}
-
-pub fn unit(m: RankingMetric) -> &'static str {
-    match m {
-        RankingMetric::Ttft | RankingMetric::E2e => "ms",
-        RankingMetric::DecodeTokensPerSecond | RankingMetric::Concurrency => "tok/s",
-        RankingMetric::UsableContextAndKv => "tokens",
-    }
-}
-
-/// The arm's value on `m`, from its evidence; None when it was not measured.
-pub fn measure(arm: &ArmResult, m: RankingMetric) -> Option<Measure> {
-    let stat = |s: Option<&crate::evidence::result::Stat>| {
-        s.map(|s| Measure {
-            value: s.p50,
-            ci95: Some(s.ci95),
-        })
-    };
-    match m {
-        RankingMetric::Ttft => stat(arm.warm.as_ref()?.ttft_ms.as_ref()),
-        RankingMetric::DecodeTokensPerSecond => stat(arm.warm.as_ref()?.decode_tok_s.as_ref()),
-        RankingMetric::E2e => stat(arm.warm.as_ref()?.e2e_ms.as_ref()),
-        RankingMetric::UsableContextAndKv => (arm.served_context > 0).then(|| Measure {
-            value: arm
-                .served_context
-                .min(arm.reported_context.unwrap_or(u64::MAX)) as f64,
-            ci95: None,
-        }),
-        RankingMetric::Concurrency => {
-            let (_, t) = arm
-                .concurrency
-                .iter()
-                .filter_map(|(k, t)| Some((k.parse::<u64>().ok()?, t)))
-                .max_by_key(|(k, _)| *k)?;
-            t.aggregate_output_tok_s.map(|v| Measure {
-                value: v,
-                ci95: None,
-            })
-        }
-    }
-}
 
 /// Whether two measures tie: overlapping 95% CIs, or a relative difference within `tol`.
 pub fn ties(a: Measure, b: Measure, tol: f64) -> bool {
@@ -97,11 +25,7 @@ pub fn ties(a: Measure, b: Measure, tol: f64) -> bool {
 
 /// Whether `a` is strictly better than `b` on `m` (ignoring ties).
 pub fn better(m: RankingMetric, a: f64, b: f64) -> bool {
-    if higher_is_better(m) {
-        a > b
-    } else {
-        a < b
-    }
+    descriptor(m).better(a, b)
 }
 
 /// How one pick was decided.

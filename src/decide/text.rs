@@ -2,11 +2,12 @@
 //! limitations.
 
 use super::eligibility::{ArmExt, Eligibility};
+use super::metric::{descriptor, measure, DECODE, TTFT};
 use super::policy::{restored, PolicyOutcome};
-use super::rank::{self, describe, measure, short, unit, Pick};
+use super::rank::{self, Pick};
 use super::ArmVerdict;
-use crate::campaign::{Policy, RankingMetric};
 use crate::evidence::result::{ArmResult, ArmStatus, CampaignResult};
+use crate::evidence::{GateName, GateStatus, Policy, RankingMetric, RestorationStatus};
 use std::collections::BTreeMap;
 
 /// A number the way the reports print it: one decimal below 10,000, none above.
@@ -31,6 +32,18 @@ fn label(r: &CampaignResult, id: &str) -> String {
         .unwrap_or_else(|| id.to_string())
 }
 
+fn describe(m: RankingMetric) -> &'static str {
+    descriptor(m).words
+}
+
+fn short(m: RankingMetric) -> &'static str {
+    descriptor(m).short
+}
+
+fn unit(m: RankingMetric) -> &'static str {
+    descriptor(m).unit
+}
+
 fn value_text(arm: &ArmResult, m: RankingMetric) -> String {
     match measure(arm, m) {
         Some(v) => match v.ci95 {
@@ -51,17 +64,18 @@ fn value_text(arm: &ArmResult, m: RankingMetric) -> String {
 /// actual-prompt retrieval and C2".
 pub fn passed_summary(arm: &ArmResult) -> String {
     let mut parts: Vec<String> = Vec::new();
-    for g in arm.gates.iter().filter(|g| g.status == "passed") {
-        if g.name == "retrieval" {
+    for g in arm.gates.iter().filter(|g| g.status == GateStatus::Passed) {
+        if g.name == GateName::Retrieval {
             continue;
         }
+        // Preflight gates are one request each: their 1/1 says nothing.
+        let counted = !matches!(
+            g.name,
+            GateName::Smoke | GateName::Json | GateName::Streaming
+        );
         match (g.passed, g.total) {
-            (Some(p), Some(t))
-                if g.name != "smoke" && g.name != "json" && g.name != "streaming" =>
-            {
-                parts.push(format!("{} {p}/{t}", g.name))
-            }
-            _ => parts.push(g.name.clone()),
+            (Some(p), Some(t)) if counted => parts.push(format!("{} {p}/{t}", g.name)),
+            _ => parts.push(g.name.to_string()),
         }
     }
     if let Some(l) = arm.long_context.as_ref().filter(|l| l.passed) {
@@ -75,7 +89,7 @@ pub fn passed_summary(arm: &ArmResult) -> String {
     } else if arm
         .gates
         .iter()
-        .any(|g| g.name == "retrieval" && g.status == "passed")
+        .any(|g| g.name == GateName::Retrieval && g.status == GateStatus::Passed)
     {
         parts.push("retrieval".into());
     }
@@ -104,6 +118,7 @@ pub fn reason(
     elig: &Eligibility,
 ) -> String {
     let Some(p) = pick else {
+        // Sorted by name, as the reason has always listed them.
         let mut classes: Vec<&str> = elig.failures.iter().map(|f| f.class.as_str()).collect();
         classes.sort();
         classes.dedup();
@@ -303,9 +318,9 @@ pub fn arm_decisions(
                 }
             } else if let Some(f) = failure {
                 let best_on = if decode_best.as_deref() == Some(&a.id) {
-                    Some("decode")
+                    Some(DECODE.short)
                 } else if ttft_best.as_deref() == Some(&a.id) {
-                    Some("TTFT")
+                    Some(TTFT.short)
                 } else {
                     None
                 };
@@ -342,13 +357,13 @@ pub fn arm_decisions(
                     ("incumbent; restoration not proven".to_string(), "rollback")
                 }
             } else if decode_best.as_deref() == Some(&a.id) {
-                (format!("decode winner; {ranked}"), "no-promotion")
+                (format!("{} winner; {ranked}", DECODE.short), "no-promotion")
             } else if bounded_best.as_deref() == Some(&a.id) {
                 let mut s = format!("best bounded-context arm ({} tokens)", a.served_context);
                 if let Some(g) = a
                     .gates
                     .iter()
-                    .find(|g| g.name == "tools" && g.status == "passed")
+                    .find(|g| g.name == GateName::Tools && g.status == GateStatus::Passed)
                 {
                     if let (Some(p), Some(t)) = (g.passed, g.total) {
                         s.push_str(&format!("; tools {p}/{t}"));
@@ -464,22 +479,18 @@ pub fn limitations(r: &CampaignResult, policy: &Policy, elig: &Eligibility) -> V
         }
     }
     // Gates that ran on only some arms.
-    let mut names: Vec<String> = Vec::new();
+    let mut names: Vec<GateName> = Vec::new();
     for a in &ran {
         for g in &a.gates {
             if !names.contains(&g.name) {
-                names.push(g.name.clone());
+                names.push(g.name);
             }
         }
     }
     for name in names {
         let without: Vec<String> = ran
             .iter()
-            .filter(|a| {
-                !a.gates
-                    .iter()
-                    .any(|g| g.name == name && (g.status == "passed" || g.status == "failed"))
-            })
+            .filter(|a| !a.gates.iter().any(|g| g.name == name && g.status.ran()))
             .map(|a| a.label_or_id())
             .collect();
         if !without.is_empty() {
@@ -496,7 +507,7 @@ pub fn limitations(r: &CampaignResult, policy: &Policy, elig: &Eligibility) -> V
         None => {
             out.push("The incumbent's restoration was not recorded, so it is not proven.".into())
         }
-        Some(x) if x.status != "passed" => out.push(format!(
+        Some(x) if x.status != RestorationStatus::Passed => out.push(format!(
             "The incumbent's restoration {}: {}.",
             x.status,
             x.detail.trim_end_matches('.')

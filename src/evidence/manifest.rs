@@ -5,7 +5,7 @@ use sha2::{Digest, Sha256};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-pub const MANIFEST: &str = "artifact-manifest.json";
+pub const MANIFEST: &str = super::bundle::MANIFEST;
 pub const SCHEMA: &str = "bakeoff.artifact-manifest/v1";
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -3,6 +3,12 @@
 pub mod bundle;
 pub mod manifest;
 pub mod result;
+pub mod types;
+
+pub use types::{
+    FailureClass, GateName, GateStatus, Policy, Promotion, QualityRisk, RankingMetric,
+    RestorationStatus, ToolVariant, UnknownValue,
+};
 
 use std::io::Write;
 use std::path::Path;

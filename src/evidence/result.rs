@@ -5,10 +5,11 @@
 //! the manifest alone, never from anything held in memory. Every number here is copied from a
 //! step's own evidence file, which `evidence` names so a reader can re-check it.
 
+use super::types::{FailureClass, GateName, GateStatus, Policy, RankingMetric, RestorationStatus};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-pub const RESULT_FILE: &str = "campaign-result.json";
+pub const RESULT_FILE: &str = super::bundle::RESULT;
 pub const SCHEMA: &str = "bakeoff.campaign-result/v1";
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -32,6 +33,12 @@ pub struct CampaignResult {
     pub restoration: Option<Restoration>,
     /// Limitations observed while running (telemetry gaps, skipped steps), in words.
     pub notes: Vec<String>,
+    /// The campaign's policy as the run used it (after load filled its defaults), so the verdict
+    /// reads it from here. Absent in bundles written before it was recorded: `bakeoff report`
+    /// then falls back to the bundle's `campaign.toml` (src/report/mod.rs
+    /// `legacy_policy_from_campaign_copy`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<Policy>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -48,7 +55,7 @@ pub struct Identity {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct WorkloadRecord {
     /// Operator-declared order, e.g. ["ttft", "decode_tokens_per_second", ...].
-    pub ranking_priority: Vec<String>,
+    pub ranking_priority: Vec<RankingMetric>,
     /// Target of the matched prompt.
     pub matched_prompt_tokens: u64,
     /// What the endpoints reported for it (one value per arm that ran; all equal when matched).
@@ -60,7 +67,7 @@ pub struct WorkloadRecord {
     pub long_context_targets: BTreeMap<String, u64>,
     pub sampling: serde_json::Value,
     /// Tolerances the campaign declares for ranking ties, per metric (fractional).
-    pub tie_tolerance: BTreeMap<String, f64>,
+    pub tie_tolerance: BTreeMap<RankingMetric, f64>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
@@ -121,11 +128,9 @@ pub struct SpecRecord {
     pub control: String,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Failure {
-    /// compatibility | capacity | tool-schema | quality | retrieval | workload-regression |
-    /// restoration | preflight | crash | interrupted
-    pub class: String,
+    pub class: FailureClass,
     pub detail: String,
     pub evidence: Option<String>,
 }
@@ -166,12 +171,10 @@ pub struct LongContextRecord {
     pub e2e_ms: Option<f64>,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct GateRecord {
-    /// smoke | json | streaming | tools | retrieval | quality | idle-gpu-baseline | ...
-    pub name: String,
-    /// passed | failed | skipped | not-applicable
-    pub status: String,
+    pub name: GateName,
+    pub status: GateStatus,
     pub passed: Option<u64>,
     pub total: Option<u64>,
     pub detail: String,
@@ -182,8 +185,7 @@ pub struct GateRecord {
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Restoration {
-    /// passed | failed | not-attempted
-    pub status: String,
+    pub status: RestorationStatus,
     pub recipe_hash_expected: String,
     pub recipe_hash_actual: String,
     pub argv_env_hash_expected: String,

@@ -23,6 +23,7 @@ pub mod tooldef;
 pub mod tools;
 
 use crate::client::Target;
+use crate::evidence::{GateName, GateStatus};
 use exchange::ExchangeRecord;
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -97,13 +98,17 @@ pub enum Check {
 
 impl Check {
     pub fn name(&self) -> &'static str {
+        self.gate().as_str()
+    }
+
+    pub fn gate(&self) -> GateName {
         match self {
-            Check::Smoke => "smoke",
-            Check::Json => "json",
-            Check::Streaming => "streaming",
-            Check::Tools(_) => "tools",
-            Check::Retrieval(_) => "retrieval",
-            Check::Quality(_) => "quality",
+            Check::Smoke => GateName::Smoke,
+            Check::Json => GateName::Json,
+            Check::Streaming => GateName::Streaming,
+            Check::Tools(_) => GateName::Tools,
+            Check::Retrieval(_) => GateName::Retrieval,
+            Check::Quality(_) => GateName::Quality,
         }
     }
 }
@@ -120,6 +125,16 @@ impl Status {
         match self {
             Status::Passed => "passed",
             Status::Failed => "failed",
+        }
+    }
+}
+
+/// A gate's outcome as `campaign-result.json` records it.
+impl From<Status> for GateStatus {
+    fn from(s: Status) -> GateStatus {
+        match s {
+            Status::Passed => GateStatus::Passed,
+            Status::Failed => GateStatus::Failed,
         }
     }
 }
@@ -169,7 +184,7 @@ pub struct SuiteRef {
 /// The outcome of one gate: what `gate-<name>.json` holds.
 #[derive(Debug, Clone, Serialize)]
 pub struct GateResult {
-    pub gate: String,
+    pub gate: GateName,
     pub status: Status,
     /// Observations that passed (`passed`/`total` is the gate's k/N).
     pub passed: u64,
@@ -196,9 +211,9 @@ pub struct GateResult {
 
 impl GateResult {
     /// An empty result for `gate`, started now.
-    pub fn start(gate: &str, ctx: &GateContext) -> GateResult {
+    pub fn start(gate: GateName, ctx: &GateContext) -> GateResult {
         GateResult {
-            gate: gate.to_string(),
+            gate,
             status: Status::Failed,
             passed: 0,
             total: 0,
@@ -275,7 +290,7 @@ pub fn write_artifacts(dir: &Path, results: &[GateResult]) -> anyhow::Result<Vec
     })?;
     let mut paths = Vec::new();
     for r in results {
-        let p = dir.join(artifact_name(&r.gate));
+        let p = dir.join(artifact_name(r.gate.as_str()));
         let mut bytes = serde_json::to_vec_pretty(r)?;
         bytes.push(b'\n');
         crate::evidence::write_atomic(&p, &bytes)?;
@@ -290,7 +305,7 @@ pub fn table(results: &[GateResult]) -> String {
         .iter()
         .map(|r| {
             [
-                r.gate.clone(),
+                r.gate.to_string(),
                 r.status.as_str().to_string(),
                 format!("{}/{}", r.passed, r.total),
                 r.reason.clone(),

@@ -7,6 +7,7 @@
 use super::exchange::{chat_body, send, Reply};
 use super::expect::excerpt;
 use super::{GateContext, GateResult, Observation, Status, Verdict};
+use crate::evidence::GateName;
 use serde_json::{json, Value};
 
 /// What the smoke answer must contain (case-insensitive). A word every chat model says when asked,
@@ -37,7 +38,7 @@ fn user(text: &str) -> Vec<Value> {
 /// Builds the one-observation result.
 fn finish(
     ctx: &GateContext,
-    gate: &str,
+    gate: GateName,
     request: Value,
     reply: &Reply,
     verdict: Result<String, (String, String)>,
@@ -50,7 +51,7 @@ fn finish(
     };
     r.observations.push(Observation {
         id: format!("{gate}#1"),
-        item: Some(gate.to_string()),
+        item: Some(gate.as_str().to_string()),
         variant: None,
         attempt: Some(1),
         verdict: v,
@@ -104,7 +105,7 @@ pub async fn smoke(ctx: &GateContext) -> GateResult {
     };
     finish(
         ctx,
-        "smoke",
+        GateName::Smoke,
         req,
         &reply,
         verdict,
@@ -189,7 +190,7 @@ pub async fn json(ctx: &GateContext) -> GateResult {
             }
         },
     };
-    finish(ctx, "json", req, &reply, verdict, details)
+    finish(ctx, GateName::Json, req, &reply, verdict, details)
 }
 
 pub async fn streaming(ctx: &GateContext) -> GateResult {
@@ -223,7 +224,7 @@ pub async fn streaming(ctx: &GateContext) -> GateResult {
             usage.and_then(|u| u.completion_tokens).unwrap_or(0)
         ))
     };
-    finish(ctx, "streaming", req, &reply, verdict, Value::Null)
+    finish(ctx, GateName::Streaming, req, &reply, verdict, Value::Null)
 }
 
 #[cfg(test)]

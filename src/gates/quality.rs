@@ -15,6 +15,7 @@ use super::tooldef::{
     check_calls, parse_messages, parse_tool_choice, parse_tools, select, ExpectedCall, ToolDef,
 };
 use super::{join_all, GateContext, GateResult, Observation, Status, SuiteRef, Verdict};
+use crate::evidence::GateName;
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 use std::path::{Path, PathBuf};
@@ -296,7 +297,7 @@ pub fn classify(
 
 pub async fn run(ctx: &GateContext, check: &QualityCheck) -> GateResult {
     let suite = &check.suite;
-    let mut r = GateResult::start("quality", ctx);
+    let mut r = GateResult::start(GateName::Quality, ctx);
     r.suite = Some(SuiteRef {
         path: suite.path.display().to_string(),
         name: suite.name.clone(),

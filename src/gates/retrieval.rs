@@ -15,6 +15,7 @@ use super::context::{served, ServedContext};
 use super::exchange::{chat_body, send, split_think};
 use super::expect::{excerpt, words_only};
 use super::{top_reasons, GateContext, GateResult, Observation, Status, Verdict};
+use crate::evidence::GateName;
 use crate::workload::filler::{self, FINE_PIECES};
 use crate::workload::prompt::{load_tokenizer, Backend, HttpBackend};
 use crate::workload::Endpoint;
@@ -339,7 +340,7 @@ pub async fn run(ctx: &GateContext, check: &RetrievalCheck) -> GateResult {
     let mut long = ctx.clone();
     long.stall = ctx.stall.max(ctx.timeout);
     let ctx = &long;
-    let r = GateResult::start("retrieval", ctx);
+    let r = GateResult::start(GateName::Retrieval, ctx);
     let served_ctx: ServedContext = served(ctx).await;
     let mut needles = needles_for(check.seed, &check.depths);
     let base = json!({

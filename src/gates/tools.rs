@@ -15,6 +15,7 @@ use super::tooldef::{
 use super::{
     join_all, top_reasons, GateContext, GateResult, Observation, Status, SuiteRef, Verdict,
 };
+use crate::evidence::GateName;
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 use std::path::{Path, PathBuf};
@@ -24,38 +25,8 @@ pub const DEFAULT_MAX_TOKENS: u64 = 256;
 /// `--tool-batch` default: requests of each variant, all in flight at once.
 pub const DEFAULT_BATCH: usize = 20;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ToolVariant {
-    Plain,
-    Streaming,
-    RoundTrip,
-}
-
-impl ToolVariant {
-    pub const ALL: [ToolVariant; 3] = [
-        ToolVariant::Plain,
-        ToolVariant::Streaming,
-        ToolVariant::RoundTrip,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ToolVariant::Plain => "plain",
-            ToolVariant::Streaming => "streaming",
-            ToolVariant::RoundTrip => "round-trip",
-        }
-    }
-
-    pub fn parse(s: &str) -> Result<ToolVariant, String> {
-        ToolVariant::ALL
-            .into_iter()
-            .find(|v| v.as_str() == s)
-            .ok_or_else(|| {
-                format!("unknown tool variant \"{s}\" (known: plain, streaming, round-trip)")
-            })
-    }
-}
+/// Defined once in evidence/ (the campaign file's `gates.tools.variants` uses the same type).
+pub use crate::evidence::ToolVariant;
 
 /// A case's round trip: the tool result sent back and the check of the final answer.
 #[derive(Debug, Clone, Serialize)]
@@ -476,7 +447,7 @@ async fn one(
 /// Runs the tools gate.
 pub async fn run(ctx: &GateContext, check: &ToolsCheck) -> GateResult {
     let suite = &check.suite;
-    let mut r = GateResult::start("tools", ctx);
+    let mut r = GateResult::start(GateName::Tools, ctx);
     r.suite = Some(SuiteRef {
         path: suite.path.display().to_string(),
         name: suite.name.clone(),

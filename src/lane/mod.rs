@@ -27,6 +27,7 @@ pub use logs::Masker;
 pub use port::{port_free, wait_port_free};
 
 use crate::client::Target;
+use crate::evidence::FailureClass;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use std::fmt;
@@ -339,7 +340,8 @@ impl fmt::Display for ExitInfo {
     }
 }
 
-/// Why a launch failed. Every launch failure is failure class `compatibility`.
+/// Why a launch failed. Every launch failure is failure class `compatibility`
+/// ([`LaunchFailure::CLASS`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Cause {
@@ -377,8 +379,8 @@ impl fmt::Display for Cause {
 #[derive(Debug, Clone, Serialize, thiserror::Error)]
 #[error("{class} ({cause}): {message}")]
 pub struct LaunchFailure {
-    /// Always `compatibility`.
-    pub class: &'static str,
+    /// Always [`LaunchFailure::CLASS`].
+    pub class: FailureClass,
     pub cause: Cause,
     pub message: String,
     /// The last [`LOG_TAIL_LINES`] lines the arm wrote since this launch.
@@ -393,7 +395,7 @@ pub struct LaunchFailure {
 }
 
 impl LaunchFailure {
-    pub const CLASS: &'static str = "compatibility";
+    pub const CLASS: FailureClass = FailureClass::Compatibility;
 
     fn new(cause: Cause, message: String, elapsed_ms: f64) -> LaunchFailure {
         LaunchFailure {

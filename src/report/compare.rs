@@ -2,8 +2,10 @@
 //! (matched prompt tokens, max tokens, concurrency, hardware, measurement protocol) are refused
 //! unless forced, with every difference named.
 
+use crate::decide::metric::{descriptor, WARM_STATS};
 use crate::decide::rank::{ties, Measure};
 use crate::evidence::result::{ArmResult, CampaignResult, Stat};
+use crate::evidence::RankingMetric;
 use std::fmt::Write as _;
 
 /// One way two campaigns' workloads differ.
@@ -91,7 +93,8 @@ pub fn differences(a: &CampaignResult, b: &CampaignResult) -> Vec<Difference> {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Row {
     pub arm: String,
-    pub metrics: Vec<(&'static str, Option<Stat>, Option<Stat>)>,
+    /// Per warm metric (TTFT, decode, E2E): its statistic in A and in B.
+    pub metrics: Vec<(RankingMetric, Option<Stat>, Option<Stat>)>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -104,13 +107,12 @@ pub struct Comparison {
     pub only_b: Vec<String>,
 }
 
-fn stats(arm: &ArmResult) -> Vec<(&'static str, Option<Stat>)> {
+fn stats(arm: &ArmResult) -> Vec<(RankingMetric, Option<Stat>)> {
     let w = arm.warm.as_ref();
-    vec![
-        ("ttft_ms", w.and_then(|w| w.ttft_ms)),
-        ("decode_tok_s", w.and_then(|w| w.decode_tok_s)),
-        ("e2e_ms", w.and_then(|w| w.e2e_ms)),
-    ]
+    WARM_STATS
+        .iter()
+        .map(|d| (d.metric, w.and_then(|w| d.stat(w))))
+        .collect()
 }
 
 /// Compares the arms (by id) two campaigns share. Unlike workloads are an error naming every
@@ -171,7 +173,8 @@ pub fn render(c: &Comparison) -> String {
         "arm", "metric", "A p50 [95% CI]", "B p50 [95% CI]", "change"
     );
     for r in &c.rows {
-        for (name, x, y) in &r.metrics {
+        for (m, x, y) in &r.metrics {
+            let d = descriptor(*m);
             let f = |s: &Option<Stat>| {
                 s.map(|s| format!("{:.1} [{:.1}, {:.1}]", s.p50, s.ci95[0], s.ci95[1]))
                     .unwrap_or_else(|| "—".into())
@@ -194,11 +197,7 @@ pub fn render(c: &Comparison) -> String {
                         },
                         0.0,
                     );
-                    let better = if name.ends_with("tok_s") {
-                        y.p50 > x.p50
-                    } else {
-                        y.p50 < x.p50
-                    };
+                    let better = d.better(y.p50, x.p50);
                     (
                         format!("{pct:+.1}%"),
                         if tie {
@@ -216,7 +215,7 @@ pub fn render(c: &Comparison) -> String {
                 o,
                 "{:<28}{:<14}{:>26}{:>26}{:>10}  {verdict}",
                 r.arm,
-                name,
+                d.field(),
                 f(x),
                 f(y),
                 change

@@ -7,6 +7,7 @@
 
 use super::series::Series;
 use super::svg::{color, esc, nice, Chart};
+use crate::decide::metric::{CONCURRENCY, DECODE, E2E, TTFT};
 use crate::decide::Verdict;
 use crate::evidence::result::CampaignResult;
 use serde_json::Value;
@@ -40,7 +41,7 @@ fn scatter(r: &CampaignResult) -> Option<String> {
         .iter()
         .filter_map(|a| {
             let w = a.warm.as_ref()?;
-            Some((a, w.ttft_ms?, w.decode_tok_s?))
+            Some((a, TTFT.stat(w)?, DECODE.stat(w)?))
         })
         .collect();
     if pts.is_empty() {
@@ -65,12 +66,16 @@ fn scatter(r: &CampaignResult) -> Option<String> {
             d.p50,
             k,
             &format!(
-                "{}: TTFT {:.1} ms [{:.1}, {:.1}], decode {:.1} tok/s [{:.1}, {:.1}]",
+                "{}: {} {:.1} {} [{:.1}, {:.1}], {} {:.1} {} [{:.1}, {:.1}]",
                 label(r, &a.id),
+                TTFT.short,
                 t.p50,
+                TTFT.unit,
                 t.ci95[0],
                 t.ci95[1],
+                DECODE.short,
                 d.p50,
+                DECODE.unit,
                 d.ci95[0],
                 d.ci95[1]
             ),
@@ -78,8 +83,8 @@ fn scatter(r: &CampaignResult) -> Option<String> {
         legend.push((label(r, &a.id), k));
     }
     Some(c.finish(
-        "warm median TTFT, ms (95% CI)",
-        "warm median decode, tok/s (95% CI)",
+        &format!("warm median {}, {} (95% CI)", TTFT.short, TTFT.unit),
+        &format!("warm median {}, {} (95% CI)", DECODE.short, DECODE.unit),
         &legend,
         "TTFT against decode per arm",
     ))
@@ -90,7 +95,7 @@ fn cdfs(r: &CampaignResult, s: &Series) -> Option<(String, bool)> {
     let list: Vec<_> = s
         .cdfs
         .iter()
-        .filter(|c| c.metric == "e2e_ms" && !c.points.is_empty())
+        .filter(|c| c.metric == E2E.metric && !c.points.is_empty())
         .collect();
     if list.is_empty() {
         return None;
@@ -176,14 +181,14 @@ fn throughput(r: &CampaignResult) -> Option<String> {
                 *x,
                 *y,
                 k,
-                &format!("{} at C{}: {:.1} tok/s", label(r, id), x, y),
+                &format!("{} at C{}: {:.1} {}", label(r, id), x, y, CONCURRENCY.unit),
             );
         }
         legend.push((label(r, id), k));
     }
     Some(ch.finish(
         "concurrency (streams)",
-        "aggregate output tok/s",
+        &format!("aggregate output {}", CONCURRENCY.unit),
         &legend,
         "aggregate throughput against concurrency",
     ))
@@ -281,7 +286,13 @@ pub fn render(v: &Verdict, r: &CampaignResult, s: &Series, summary: &Value) -> S
             .collect::<Vec<_>>()
             .join(" > "))
     );
-    o.push_str("<h2>Headline results</h2><table><tr><th>candidate</th><th>context</th><th>TTFT p50 ms</th><th>95% CI</th><th>decode p50 tok/s</th><th>95% CI</th><th>C2 tok/s</th><th>decision</th></tr>");
+    let _ = write!(
+        o,
+        "<h2>Headline results</h2><table><tr><th>candidate</th><th>context</th><th>{}</th><th>95% CI</th><th>{}</th><th>95% CI</th><th>C2 {}</th><th>decision</th></tr>",
+        TTFT.p50_header(),
+        DECODE.p50_header(),
+        CONCURRENCY.unit
+    );
     for h in summary["headline_results"].as_array().into_iter().flatten() {
         let ci = |k: &str| {
             h[k].as_array()
@@ -293,10 +304,10 @@ pub fn render(v: &Verdict, r: &CampaignResult, s: &Series, summary: &Value) -> S
             "<tr><td>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td><td>{}</td></tr>",
             esc(&v2s(&h["candidate"])),
             v2s(&h["context_tokens"]),
-            v2s(&h["ttft_p50_ms"]),
-            ci("ttft_p50_ci95_ms"),
-            v2s(&h["decode_p50_tok_s"]),
-            ci("decode_p50_ci95_tok_s"),
+            v2s(&h[TTFT.p50_key()]),
+            ci(&TTFT.ci95_key()),
+            v2s(&h[DECODE.p50_key()]),
+            ci(&DECODE.ci95_key()),
             h.get("c2_aggregate_tok_s").map(v2s).unwrap_or_else(|| "—".into()),
             esc(&v2s(&h["decision"]))
         );
@@ -356,7 +367,7 @@ pub fn render(v: &Verdict, r: &CampaignResult, s: &Series, summary: &Value) -> S
                 o,
                 "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 esc(&f.candidate),
-                esc(&f.class),
+                esc(f.class.as_str()),
                 esc(&f.detail),
                 esc(f.evidence.as_deref().unwrap_or(""))
             );

@@ -1,6 +1,7 @@
 //! `publication-summary.md`: identity, workload, gates, headline results (with CIs), failures,
 //! limitations, decision, and how to re-check.
 
+use crate::decide::metric::{CONCURRENCY, DECODE, TTFT};
 use crate::decide::Verdict;
 use crate::evidence::result::CampaignResult;
 use serde_json::Value;
@@ -91,7 +92,7 @@ pub fn render(v: &Verdict, r: &CampaignResult, summary: &Value) -> String {
         );
     }
     let _ = writeln!(o, "\n## Headline results\n\nWarm medians at concurrency 1 with their 95% confidence intervals.\n");
-    let _ = writeln!(o, "| candidate | context | TTFT p50 ms (95% CI) | decode p50 tok/s (95% CI) | C2 aggregate tok/s | decision |\n|---|---:|---:|---:|---:|---|");
+    let _ = writeln!(o, "| candidate | context | {} (95% CI) | {} (95% CI) | C2 aggregate {} | decision |\n|---|---:|---:|---:|---:|---|", TTFT.p50_header(), DECODE.p50_header(), CONCURRENCY.unit);
     for h in summary["headline_results"].as_array().into_iter().flatten() {
         let ci = |k: &str| {
             h[k].as_array()
@@ -103,10 +104,10 @@ pub fn render(v: &Verdict, r: &CampaignResult, summary: &Value) -> String {
             "| {} | {} | {}{} | {}{} | {} | {} |",
             cell(&s(&h["candidate"])),
             s(&h["context_tokens"]),
-            s(&h["ttft_p50_ms"]),
-            ci("ttft_p50_ci95_ms"),
-            s(&h["decode_p50_tok_s"]),
-            ci("decode_p50_ci95_tok_s"),
+            s(&h[TTFT.p50_key()]),
+            ci(&TTFT.ci95_key()),
+            s(&h[DECODE.p50_key()]),
+            ci(&DECODE.ci95_key()),
             h.get("c2_aggregate_tok_s")
                 .map(s)
                 .unwrap_or_else(|| "—".into()),

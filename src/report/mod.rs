@@ -2,8 +2,8 @@
 //! `decision-summary.json` (schema `anvil-serving.benchmark-decision-summary/v1`),
 //! `publication-summary.md` and `report.html` (self-contained, hand-written SVG).
 //!
-//! [`render_all`] reads `campaign-result.json`, the bundle's `campaign.toml` copy (for the
-//! policy) and the manifest, decides, writes the three files atomically and rewrites the
+//! [`render_all`] reads `campaign-result.json` (with the policy it records; older bundles: the
+//! bundle's `campaign.toml` copy) and the manifest, decides, writes the three files atomically and rewrites the
 //! manifest so `bakeoff verify` still passes.
 
 pub mod compare;
@@ -13,17 +13,18 @@ pub mod series;
 pub mod summary;
 pub mod svg;
 
-use crate::campaign::{GateName, Policy};
 use crate::decide::{self, Verdict};
+use crate::evidence::bundle;
 use crate::evidence::manifest::{self, Manifest, MANIFEST};
 use crate::evidence::result::{CampaignResult, RESULT_FILE};
+use crate::evidence::{GateName, Policy};
 use std::path::Path;
 
-pub const SUMMARY_FILE: &str = "decision-summary.json";
-pub const PUBLICATION_FILE: &str = "publication-summary.md";
-pub const HTML_FILE: &str = "report.html";
+pub const SUMMARY_FILE: &str = bundle::DECISION_SUMMARY;
+pub const PUBLICATION_FILE: &str = bundle::PUBLICATION_SUMMARY;
+pub const HTML_FILE: &str = bundle::REPORT_HTML;
 /// The bundle's copy of the campaign file.
-pub const CAMPAIGN_COPY: &str = "campaign.toml";
+pub const CAMPAIGN_COPY: &str = bundle::CAMPAIGN_COPY;
 
 /// Everything the renderers read, loaded from a bundle.
 pub struct Bundle {
@@ -51,10 +52,23 @@ pub fn read_result(dir: &Path) -> anyhow::Result<CampaignResult> {
         .map_err(|e| anyhow::anyhow!("{} is not a campaign result: {e}", p.display()))
 }
 
-/// The policy of the bundle's campaign copy. The copy's relative paths (profiles, suites) may
-/// not resolve from the bundle, so when a full load fails only its `[policy]` table is read;
-/// required gates then default to the gates the orchestrator marked required.
+/// The policy the verdict applies: the one `campaign-result.json` records; for bundles written
+/// before the result recorded it, [`legacy_policy_from_campaign_copy`]. The notes say what was
+/// assumed.
 pub fn read_policy(dir: &Path, result: &CampaignResult) -> (Policy, Vec<String>) {
+    match &result.policy {
+        Some(p) => (p.clone(), Vec::new()),
+        None => legacy_policy_from_campaign_copy(dir, result),
+    }
+}
+
+/// OLD BUNDLES ONLY (no `policy` in `campaign-result.json`): the policy of the bundle's
+/// `campaign.toml` copy, its `[policy]` table read as the evidence type; required gates then
+/// default to the gates the run marked required.
+pub fn legacy_policy_from_campaign_copy(
+    dir: &Path,
+    result: &CampaignResult,
+) -> (Policy, Vec<String>) {
     let p = dir.join(CAMPAIGN_COPY);
     let mut notes = Vec::new();
     let mut policy = match std::fs::read_to_string(&p) {
@@ -64,15 +78,14 @@ pub fn read_policy(dir: &Path, result: &CampaignResult) -> (Policy, Vec<String>)
             ));
             Policy::default()
         }
-        Ok(text) => match crate::campaign::parse(&text, &p) {
-            Ok(c) => c.policy,
-            Err(_) => policy_table(&text).unwrap_or_else(|e| {
-                notes.push(format!(
-                    "The [policy] table of the bundle's {CAMPAIGN_COPY} could not be read ({e}); the default policy (manual promotion) was used."
-                ));
-                Policy::default()
-            }),
-        },
+        // Only the `[policy]` table: loading takes nothing else into the policy, and the copy's
+        // relative paths (profiles, suites) may not resolve from the bundle.
+        Ok(text) => policy_table(&text).unwrap_or_else(|e| {
+            notes.push(format!(
+                "The [policy] table of the bundle's {CAMPAIGN_COPY} could not be read ({e}); the default policy (manual promotion) was used."
+            ));
+            Policy::default()
+        }),
     };
     if policy.required_gates.is_empty() {
         let mut g: Vec<GateName> = Vec::new();
@@ -82,17 +95,8 @@ pub fn read_policy(dir: &Path, result: &CampaignResult) -> (Policy, Vec<String>)
             .flat_map(|a| a.gates.iter())
             .filter(|g| g.required)
         {
-            let name = if rec.name == "idle-gpu-baseline" {
-                "idle-baseline"
-            } else {
-                rec.name.as_str()
-            };
-            if let Ok(n) =
-                serde_json::from_value::<GateName>(serde_json::Value::String(name.into()))
-            {
-                if !g.contains(&n) {
-                    g.push(n);
-                }
+            if !g.contains(&rec.name) {
+                g.push(rec.name);
             }
         }
         if !g.contains(&GateName::Restoration) {

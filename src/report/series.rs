@@ -6,7 +6,9 @@
 //! no per-request values the CDF falls back to the percentiles of `stats.metrics` (marked
 //! approximate), then to the p50/p95 the campaign result holds.
 
+use crate::decide::metric::{Descriptor, E2E, TTFT};
 use crate::evidence::result::{CampaignResult, Stat, TimingRecord};
+use crate::evidence::RankingMetric;
 use serde_json::Value;
 use std::path::Path;
 
@@ -15,7 +17,7 @@ use std::path::Path;
 pub struct Cdf {
     pub arm: String,
     pub label: String,
-    pub metric: &'static str,
+    pub metric: RankingMetric,
     pub points: Vec<(f64, f64)>,
     /// True when the points are the per-request samples themselves.
     pub exact: bool,
@@ -67,9 +69,12 @@ fn from_stat(s: &Stat) -> Vec<(f64, f64)> {
 fn cdf_of(
     dir: &Path,
     t: &TimingRecord,
-    metric: &'static str,
+    metric: &Descriptor,
     stat: Option<&Stat>,
 ) -> Option<(Vec<(f64, f64)>, bool)> {
+    // The timing file names the metric by its field name (`metrics.e2e_ms`).
+    let metric = metric.field();
+    let metric = metric.as_str();
     let file: Option<Value> = std::fs::read(dir.join(&t.evidence))
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok());
@@ -118,15 +123,13 @@ pub fn read(dir: &Path, r: &CampaignResult) -> Series {
             a.label.clone()
         };
         if let Some(w) = &a.warm {
-            for (metric, stat) in [
-                ("e2e_ms", w.e2e_ms.as_ref()),
-                ("ttft_ms", w.ttft_ms.as_ref()),
-            ] {
-                if let Some((points, exact)) = cdf_of(dir, w, metric, stat) {
+            for d in [&E2E, &TTFT] {
+                let stat = d.stat(w);
+                if let Some((points, exact)) = cdf_of(dir, w, d, stat.as_ref()) {
                     s.cdfs.push(Cdf {
                         arm: a.id.clone(),
                         label: label.clone(),
-                        metric,
+                        metric: d.metric,
                         points,
                         exact,
                         evidence: w.evidence.clone(),

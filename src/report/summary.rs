@@ -3,10 +3,12 @@
 //! the verdict files written beside it).
 
 use super::{HTML_FILE, PUBLICATION_FILE};
-use crate::decide::eligibility::{gate_class, ArmExt};
+use crate::decide::eligibility::ArmExt;
+use crate::decide::metric::{DECODE, TTFT};
 use crate::decide::Verdict;
 use crate::evidence::manifest::Manifest;
 use crate::evidence::result::{ArmStatus, CampaignResult};
+use crate::evidence::{GateName, GateStatus};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 
@@ -54,16 +56,16 @@ fn gates(v: &Verdict, r: &CampaignResult, m: &Manifest) -> Vec<Value> {
     if let Some(b) = &r.idle_baseline {
         out.push(row(
             "idle GPU baseline".into(),
-            b.status.clone(),
+            b.status.to_string(),
             Some(b.detail.clone()),
             known(m, b.evidence.as_deref()),
         ));
     }
-    let mut names: Vec<String> = Vec::new();
+    let mut names: Vec<GateName> = Vec::new();
     for a in &r.arms {
         for g in &a.gates {
             if !names.contains(&g.name) {
-                names.push(g.name.clone());
+                names.push(g.name);
             }
         }
     }
@@ -79,13 +81,13 @@ fn gates(v: &Verdict, r: &CampaignResult, m: &Manifest) -> Vec<Value> {
             .flat_map(|a| a.gates.iter().map(move |g| (a, g)))
             .filter(|(_, g)| g.name == name)
             .collect();
-        let passed = recs.iter().filter(|(_, g)| g.status == "passed").count();
-        let ran = recs
+        let passed = recs
             .iter()
-            .filter(|(_, g)| g.status == "passed" || g.status == "failed")
+            .filter(|(_, g)| g.status == GateStatus::Passed)
             .count();
+        let ran = recs.iter().filter(|(_, g)| g.status.ran()).count();
         let status = if ran == 0 {
-            "skipped".to_string()
+            GateStatus::Skipped.to_string()
         } else if passed == ran && ran == started {
             format!("passed on all {ran} arms")
         } else if passed == ran {
@@ -98,10 +100,10 @@ fn gates(v: &Verdict, r: &CampaignResult, m: &Manifest) -> Vec<Value> {
         } else {
             None
         };
-        let mut o = row(format!("{name} ({})", gate_kind(&name)), status, None, ev);
+        let mut o = row(format!("{name} ({})", gate_kind(name)), status, None, ev);
         o["required"] = json!(recs.iter().any(|(_, g)| g.required));
         out.push(o);
-        for (a, g) in recs.iter().filter(|(_, g)| g.status == "failed") {
+        for (a, g) in recs.iter().filter(|(_, g)| g.status == GateStatus::Failed) {
             let counts = match (g.passed, g.total) {
                 (Some(p), Some(t)) => format!("{p}/{t} passed"),
                 _ => String::new(),
@@ -113,7 +115,7 @@ fn gates(v: &Verdict, r: &CampaignResult, m: &Manifest) -> Vec<Value> {
                 .join("; ");
             out.push(row(
                 format!("{} {name}", a.label_or_id()),
-                "failed".into(),
+                GateStatus::Failed.to_string(),
                 Some(detail),
                 known(m, g.evidence.as_deref()),
             ));
@@ -125,14 +127,14 @@ fn gates(v: &Verdict, r: &CampaignResult, m: &Manifest) -> Vec<Value> {
                 .or_else(|| known(m, x.preflight.as_ref().and_then(|p| p.evidence.as_deref())));
             out.push(row(
                 "exact incumbent restoration".into(),
-                x.status.clone(),
+                x.status.to_string(),
                 Some(x.detail.clone()),
                 ev,
             ));
         }
         None => out.push(row(
             "exact incumbent restoration".into(),
-            "skipped".into(),
+            GateStatus::Skipped.to_string(),
             Some("not recorded".into()),
             None,
         )),
@@ -141,14 +143,17 @@ fn gates(v: &Verdict, r: &CampaignResult, m: &Manifest) -> Vec<Value> {
     out
 }
 
-fn gate_kind(name: &str) -> &'static str {
-    match gate_class(name) {
-        "preflight" => "preflight",
-        "tool-schema" => "tool calling",
-        "retrieval" => "long-context exact retrieval",
-        "quality" => "bounded quality",
-        "capacity" => "GPU memory",
-        _ => "gate",
+/// What a gate checks, in words.
+fn gate_kind(name: GateName) -> &'static str {
+    match name {
+        GateName::Smoke | GateName::Json | GateName::Streaming | GateName::RestorationPreflight => {
+            "preflight"
+        }
+        GateName::Tools => "tool calling",
+        GateName::Retrieval => "long-context exact retrieval",
+        GateName::Quality => "bounded quality",
+        GateName::IdleBaseline | GateName::MemoryReserve => "GPU memory",
+        GateName::Restoration => "exact incumbent restoration",
     }
 }
 
@@ -179,7 +184,7 @@ fn headline(v: &Verdict, r: &CampaignResult) -> Vec<Value> {
         .filter_map(|id| {
             let a = r.arm(id)?;
             let w = a.warm.as_ref()?;
-            let (t, d) = (w.ttft_ms?, w.decode_tok_s?);
+            let (t, d) = (TTFT.stat(w)?, DECODE.stat(w)?);
             let decision = v
                 .arms
                 .iter()
@@ -190,14 +195,14 @@ fn headline(v: &Verdict, r: &CampaignResult) -> Vec<Value> {
                 "candidate": a.label_or_id(),
                 "arm": a.id,
                 "context_tokens": a.served_context.max(1),
-                "ttft_p50_ms": round1(t.p50),
-                "ttft_p50_ci95_ms": [round1(t.ci95[0]), round1(t.ci95[1])],
-                "decode_p50_tok_s": round1(d.p50),
-                "decode_p50_ci95_tok_s": [round1(d.ci95[0]), round1(d.ci95[1])],
                 "warm_requests": w.requests_ok,
                 "evidence": w.evidence,
                 "decision": decision,
             });
+            for (m, s) in [(&TTFT, t), (&DECODE, d)] {
+                o[m.p50_key()] = json!(round1(s.p50));
+                o[m.ci95_key()] = json!([round1(s.ci95[0]), round1(s.ci95[1])]);
+            }
             if let Some(c2) = a
                 .concurrency
                 .get("2")

@@ -5,6 +5,7 @@ use super::cx::{fail, Cx};
 use crate::campaign::Arm;
 use crate::client::Target;
 use crate::evidence::result::Failure;
+use crate::evidence::FailureClass;
 use crate::gates::GateContext;
 use crate::lane::{self, LaunchSpec, ReadyFacts, Running};
 use crate::workload::prompt::MatchedPrompt;
@@ -35,7 +36,7 @@ impl Live {
     pub fn crash_failure(&self, step: &str, evidence: &str) -> Failure {
         let tail = self.running.log_tail(3).join(" | ");
         fail(
-            "crash",
+            FailureClass::Crash,
             format!("the arm's process exited during {step}; last log lines: {tail}"),
             evidence,
         )

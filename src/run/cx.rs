@@ -6,6 +6,7 @@ use super::setup;
 use super::Options;
 use crate::campaign::{Arm, Campaign, Mask, Plan};
 use crate::evidence::result::{Failure, Restoration};
+use crate::evidence::{FailureClass, GateName};
 use crate::gates::Check;
 use crate::lane::{LaneSpec, ReadyFacts};
 use crate::telemetry::gpu;
@@ -51,9 +52,9 @@ impl Done {
     }
 }
 
-pub fn fail(class: &str, detail: impl Into<String>, evidence: &str) -> Failure {
+pub fn fail(class: FailureClass, detail: impl Into<String>, evidence: &str) -> Failure {
     Failure {
-        class: class.into(),
+        class,
         detail: detail.into(),
         evidence: Some(evidence.into()),
     }
@@ -129,12 +130,8 @@ impl Cx {
         !self.c().lane.gpus.is_empty()
     }
 
-    pub fn required(&self, gate: &str) -> bool {
-        self.c()
-            .policy
-            .required_gates
-            .iter()
-            .any(|g| g.as_str() == gate)
+    pub fn required(&self, gate: GateName) -> bool {
+        self.c().policy.required_gates.contains(&gate)
     }
 
     pub fn cancelled(&self) -> bool {

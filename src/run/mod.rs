@@ -30,6 +30,7 @@ use crate::campaign::checkpoint::{InvocationTiming, StepStatus};
 use crate::campaign::{Phase, Plan, PlanStep, StepKind};
 use crate::evidence::bundle;
 use crate::evidence::result::{ArmStatus, CampaignResult, Failure};
+use crate::evidence::FailureClass;
 use anyhow::Result;
 use cx::{fail, Cx, Outcome as StepOutcome};
 use std::path::PathBuf;
@@ -141,7 +142,10 @@ impl<S: Steps> Runner<S> {
         let done = cx::catch_panic(self.steps.run(&mut self.cx, s, again, live))
             .await
             .unwrap_or_else(|m| {
-                cx::Done::new(StepOutcome::Fatal(fail("crash", m, &s.evidence)), None)
+                cx::Done::new(
+                    StepOutcome::Fatal(fail(FailureClass::Crash, m, &s.evidence)),
+                    None,
+                )
             });
         let wall_ms = t.elapsed().as_secs_f64() * 1e3;
         let file = done.file.clone().unwrap_or_else(|| s.evidence.clone());
@@ -206,7 +210,7 @@ impl<S: Steps> Runner<S> {
                 self.arm.as_mut().expect("opened above").live = Some(live);
                 true
             }
-            Err(f) if f.class == "interrupted" => {
+            Err(f) if f.class == FailureClass::Interrupted => {
                 // The relaunch stopped what it started; the arm stays interrupted.
                 self.mark_interrupted(s);
                 self.arm = None;

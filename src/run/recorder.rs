@@ -7,6 +7,7 @@ use crate::campaign::checkpoint::{Checkpoint, ExtraStep, InvocationTiming, StepS
 use crate::campaign::{Mask, Plan, PlanStep, StepKind};
 use crate::evidence::bundle;
 use crate::evidence::result::{ArmResult, ArmStatus, CampaignResult, GateRecord};
+use crate::evidence::RestorationStatus;
 use anyhow::{anyhow, Result};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -246,7 +247,10 @@ impl Recorder {
             .arms
             .iter()
             .all(|a| matches!(a.status, ArmStatus::Completed | ArmStatus::Failed));
-        let restored = r.restoration.as_ref().is_some_and(|x| x.status == "passed");
+        let restored = r
+            .restoration
+            .as_ref()
+            .is_some_and(|x| x.status == RestorationStatus::Passed);
         let complete = all_end && restored && interrupted.is_none();
         r.complete = complete;
         r.incomplete_reason = if complete {

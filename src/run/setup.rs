@@ -257,11 +257,7 @@ pub fn new_result(c: &Campaign) -> CampaignResult {
     };
     let w = &c.workload;
     r.workload = WorkloadRecord {
-        ranking_priority: w
-            .ranking_priority
-            .iter()
-            .map(|m| m.as_str().to_string())
-            .collect(),
+        ranking_priority: w.ranking_priority.clone(),
         matched_prompt_tokens: w.matched_prompt_tokens as u64,
         matched_prompt_tokens_reported: BTreeMap::new(),
         max_tokens: w.max_tokens as u64,
@@ -269,13 +265,10 @@ pub fn new_result(c: &Campaign) -> CampaignResult {
         concurrency: w.concurrency.iter().map(|&x| x as u64).collect(),
         long_context_targets: w.long_context_targets.clone(),
         sampling: serde_json::to_value(&w.sampling).unwrap_or(Value::Null),
-        tie_tolerance: c
-            .policy
-            .tie_tolerance
-            .iter()
-            .map(|(k, v)| (k.as_str().to_string(), *v))
-            .collect(),
+        tie_tolerance: c.policy.tie_tolerance.clone(),
     };
+    // The policy the verdict follows, recorded so the verdict is a function of the bundle alone.
+    r.policy = Some(c.policy.clone());
     r.measurement_path = if c.arms.iter().any(|a| a.endpoint.is_some()) {
         "routed".into()
     } else {

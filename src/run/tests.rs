@@ -9,6 +9,7 @@ use super::{run_with, Options, Outcome};
 use crate::campaign::checkpoint::{Checkpoint, StepStatus};
 use crate::campaign::{self, Phase, PlanStep, StepKind};
 use crate::evidence::result::{ArmStatus, Failure, Restoration};
+use crate::evidence::{FailureClass, RestorationStatus};
 use serde_json::{json, Value};
 use std::path::Path;
 use tokio::sync::watch;
@@ -103,7 +104,7 @@ impl Steps for Fake {
             panic!("a fake step panicked");
         }
         if self.fail_at == Some(s.evidence.as_str()) {
-            let f = fail("compatibility", "a fake failure", &s.evidence);
+            let f = fail(FailureClass::Compatibility, "a fake failure", &s.evidence);
             return Done::new(StepOutcome::Fatal(f), Some(json!({"fake": true})));
         }
         match (&s.kind, live) {
@@ -111,7 +112,7 @@ impl Steps for Fake {
             (StepKind::Stop, Some(l)) => *l = None,
             (StepKind::RestorationPreflight { .. }, _) => {
                 cx.rec.result().restoration = Some(Restoration {
-                    status: "passed".into(),
+                    status: RestorationStatus::Passed,
                     ..Default::default()
                 });
             }
@@ -278,7 +279,10 @@ async fn a_failing_step_skips_the_rest_of_its_arm_but_not_its_stop_nor_the_resto
     }
     assert_eq!(arm_status(&r, "a"), ArmStatus::Failed);
     let a = r.out.result.arms.iter().find(|a| a.id == "a").unwrap();
-    assert_eq!(a.failure.as_ref().unwrap().class, "compatibility");
+    assert_eq!(
+        a.failure.as_ref().unwrap().class,
+        FailureClass::Compatibility
+    );
     // The next arm and the restoration still ran; the campaign is complete (a failed arm is an
     // end state).
     assert!(r.log.iter().any(|e| e == "b-stop.json"));
@@ -349,7 +353,7 @@ async fn a_panicking_step_is_a_crash_and_the_run_goes_on() {
     assert_eq!(status(&r, "b-ready.json"), StepStatus::Failed);
     let b = r.out.result.arms.iter().find(|a| a.id == "b").unwrap();
     let f = b.failure.as_ref().unwrap();
-    assert_eq!(f.class, "crash");
+    assert_eq!(f.class, FailureClass::Crash);
     assert!(f.detail.contains("a fake step panicked"), "{}", f.detail);
     assert!(r.log.iter().any(|e| e == "b-stop.json"));
     assert!(r.log.ends_with(&restoration(&r.plan)));

@@ -5,9 +5,9 @@ use super::arms::{Arm, RecipeRef, Role};
 use super::gates::Gates;
 use super::hashing::{canonical_json, hex_sha256};
 use super::identity::{Identity, Lane};
-use super::policy::Policy;
 use super::recipes::EnvValue;
 use super::workload::Workload;
+use crate::evidence::Policy;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 

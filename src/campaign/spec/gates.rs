@@ -1,41 +1,8 @@
 //! `[gates]`: which pass/fail checks run, and their parameters.
 
+use crate::evidence::{GateName, ToolVariant};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
-
-/// A gate name, as `policy.required_gates` lists it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum GateName {
-    Smoke,
-    Json,
-    Streaming,
-    Tools,
-    Retrieval,
-    Quality,
-    /// The idle GPU baseline (lanes with GPUs).
-    IdleBaseline,
-    /// The memory-reserve check after each arm is ready (lanes with GPUs).
-    MemoryReserve,
-    /// Exact incumbent restoration (identity + restoration preflight).
-    Restoration,
-}
-
-impl GateName {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            GateName::Smoke => "smoke",
-            GateName::Json => "json",
-            GateName::Streaming => "streaming",
-            GateName::Tools => "tools",
-            GateName::Retrieval => "retrieval",
-            GateName::Quality => "quality",
-            GateName::IdleBaseline => "idle-baseline",
-            GateName::MemoryReserve => "memory-reserve",
-            GateName::Restoration => "restoration",
-        }
-    }
-}
 
 /// A quick gate run right after an arm is ready (and again after restoration).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -94,28 +61,6 @@ impl Default for Gates {
             tools: None,
             retrieval: None,
             quality: None,
-        }
-    }
-}
-
-/// A tool-calling variant.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ToolVariant {
-    /// Non-streaming request, the answer must be a valid tool call.
-    Plain,
-    /// Streaming request, tool-call deltas reassembled.
-    Streaming,
-    /// The tool result sent back; the answer must use it.
-    RoundTrip,
-}
-
-impl ToolVariant {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ToolVariant::Plain => "plain",
-            ToolVariant::Streaming => "streaming",
-            ToolVariant::RoundTrip => "round-trip",
         }
     }
 }

@@ -10,19 +10,18 @@ mod campaign;
 mod gates;
 mod hashing;
 mod identity;
-mod policy;
 mod recipes;
 mod workload;
 
 pub use arms::{Arm, RecipeKind, RecipeRef, Role, Speculative};
 pub use campaign::{Campaign, Source};
-pub use gates::{
-    GateName, Gates, PreflightGate, QualityGate, RetrievalGate, ToolVariant, ToolsGate,
-};
+pub use gates::{Gates, PreflightGate, QualityGate, RetrievalGate, ToolsGate};
 pub use hashing::{canonical_json, hex_sha256};
 pub use identity::{Identity, Lane};
-pub use policy::{Policy, Promotion, QualityRisk};
 pub use recipes::{
     ContainerRecipe, EndpointRecipe, EnvValue, ProcessRecipe, ReferenceRecipe, Volume,
 };
-pub use workload::{ApiKind, RankingMetric, Sampling, Workload};
+pub use workload::{ApiKind, Sampling, Workload};
+// The domain values and the policy are defined once in evidence/ (the verdict reads them from
+// `campaign-result.json` without depending on the campaign module).
+pub use crate::evidence::{GateName, Policy, Promotion, QualityRisk, RankingMetric, ToolVariant};

@@ -1,30 +1,8 @@
 //! `[workload]`: the matched workload every arm gets, its sampling, and the ranking order.
 
+use crate::evidence::RankingMetric;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-
-/// What the ranking puts first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RankingMetric {
-    Ttft,
-    DecodeTokensPerSecond,
-    UsableContextAndKv,
-    Concurrency,
-    E2e,
-}
-
-impl RankingMetric {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RankingMetric::Ttft => "ttft",
-            RankingMetric::DecodeTokensPerSecond => "decode_tokens_per_second",
-            RankingMetric::UsableContextAndKv => "usable_context_and_kv",
-            RankingMetric::Concurrency => "concurrency",
-            RankingMetric::E2e => "e2e",
-        }
-    }
-}
 
 /// Which OpenAI API the timed requests use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]

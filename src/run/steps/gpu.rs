@@ -4,6 +4,7 @@
 
 use crate::campaign::{Arm, PlanStep};
 use crate::evidence::result::GateRecord;
+use crate::evidence::{FailureClass, GateName};
 use crate::run::cx::{fail, Cx, Done, Outcome};
 use crate::telemetry::gpu;
 use serde_json::json;
@@ -23,12 +24,12 @@ pub async fn idle_baseline(cx: &mut Cx, s: &PlanStep, max_used_mib: u64, again: 
         return Done::new(Outcome::Ok, None);
     }
     cx.rec.result().idle_baseline = Some(GateRecord {
-        name: "idle-baseline".into(),
-        status: v.status.as_str().into(),
+        name: GateName::IdleBaseline,
+        status: v.status.into(),
         passed: None,
         total: None,
         detail: v.detail.clone(),
-        required: cx.required("idle-baseline"),
+        required: cx.required(GateName::IdleBaseline),
         evidence: Some(s.evidence.clone()),
     });
     Done::ok(json!({"verdict": v, "probe": p}))
@@ -45,7 +46,11 @@ pub async fn memory_reserve(cx: &mut Cx, arm: &Arm, s: &PlanStep, reserve_mib: u
     let (v, p) = match v {
         Ok(x) => x,
         Err(e) => {
-            let f = fail("crash", format!("GPU probe failed: {e}"), &s.evidence);
+            let f = fail(
+                FailureClass::Crash,
+                format!("GPU probe failed: {e}"),
+                &s.evidence,
+            );
             return Done::new(Outcome::Fatal(f), None);
         }
     };
@@ -57,12 +62,12 @@ pub async fn memory_reserve(cx: &mut Cx, arm: &Arm, s: &PlanStep, reserve_mib: u
         .reduce(|a, b| a + b);
     cx.rec.arm_result(&arm.id).gpu_free_after_start_mib = free;
     let rec = GateRecord {
-        name: "memory-reserve".into(),
-        status: v.status.as_str().into(),
+        name: GateName::MemoryReserve,
+        status: v.status.into(),
         passed: None,
         total: None,
         detail: v.detail.clone(),
-        required: cx.required("memory-reserve"),
+        required: cx.required(GateName::MemoryReserve),
         evidence: Some(s.evidence.clone()),
     };
     cx.rec.put_gate(&arm.id, rec);
@@ -70,7 +75,7 @@ pub async fn memory_reserve(cx: &mut Cx, arm: &Arm, s: &PlanStep, reserve_mib: u
     if v.ok() {
         Done::ok(ev)
     } else {
-        let f = fail("capacity", v.detail.clone(), &s.evidence);
+        let f = fail(FailureClass::Capacity, v.detail.clone(), &s.evidence);
         Done::new(Outcome::Fatal(f), Some(ev))
     }
 }

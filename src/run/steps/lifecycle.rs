@@ -5,6 +5,7 @@
 use crate::campaign::{Arm, PlanStep};
 use crate::evidence::bundle;
 use crate::evidence::result::Failure;
+use crate::evidence::FailureClass;
 use crate::lane;
 use crate::run::arm::Live;
 use crate::run::cx::{fail, wait_cancel, Cx, Done, Outcome};
@@ -26,7 +27,7 @@ pub async fn launch(cx: &mut Cx, arm: &Arm, s: &PlanStep, live: &mut Option<Live
                 ev["failure"]["message"].as_str().unwrap_or("")
             );
             Done::new(
-                Outcome::Fatal(fail("compatibility", d, &s.evidence)),
+                Outcome::Fatal(fail(FailureClass::Compatibility, d, &s.evidence)),
                 Some(ev),
             )
         }
@@ -40,7 +41,7 @@ pub async fn ready(cx: &mut Cx, arm: &Arm, s: &PlanStep, live: &mut Option<Live>
             Ok(l) => *live = Some(l),
             Err(ev) => {
                 let f = fail(
-                    "compatibility",
+                    FailureClass::Compatibility,
                     "the endpoint URL is not usable",
                     &s.evidence,
                 );
@@ -81,7 +82,7 @@ async fn launch_arm(cx: &mut Cx, arm: &Arm, log_name: String) -> Result<Live, Va
         Ok(s) => s,
         Err(e) => {
             return Err(
-                json!({"failure": {"class": "compatibility", "cause": "spawn-failed", "message": e}}),
+                json!({"failure": {"class": FailureClass::Compatibility, "cause": "spawn-failed", "message": e}}),
             )
         }
     };
@@ -126,7 +127,7 @@ async fn ready_arm(cx: &Cx, arm: &Arm, l: &mut Live) -> (Outcome, Value) {
         Err(f) => {
             let d = format!("{}: {}", f.cause, f.message);
             let ev = json!({"arm": arm.id, "failure": f});
-            return (Outcome::Fatal(fail("compatibility", d, "")), ev);
+            return (Outcome::Fatal(fail(FailureClass::Compatibility, d, "")), ev);
         }
     };
     let model_ok = f.model_ids.contains(&arm.served_model);
@@ -144,7 +145,7 @@ async fn ready_arm(cx: &Cx, arm: &Arm, l: &mut Live) -> (Outcome, Value) {
             "/v1/models lists {:?}, not the declared served_model `{}`",
             f.model_ids, arm.served_model
         );
-        return (Outcome::Fatal(fail("compatibility", d, "")), ev);
+        return (Outcome::Fatal(fail(FailureClass::Compatibility, d, "")), ev);
     }
     if !ctx_ok {
         let d = format!(
@@ -153,7 +154,7 @@ async fn ready_arm(cx: &Cx, arm: &Arm, l: &mut Live) -> (Outcome, Value) {
             f.context_source.as_deref().unwrap_or("?"),
             arm.served_context
         );
-        return (Outcome::Fatal(fail("compatibility", d, "")), ev);
+        return (Outcome::Fatal(fail(FailureClass::Compatibility, d, "")), ev);
     }
     (Outcome::Ok, ev)
 }
@@ -172,7 +173,7 @@ pub async fn relaunch(cx: &mut Cx, id: &str) -> Result<Live, Failure> {
             let w = t.elapsed().as_secs_f64() * 1e3;
             cx.rec.extra(Some(id), "relaunch", Some(&name), w);
             let d = format!("relaunch failed: {}", ev["failure"]);
-            return Err(fail("compatibility", d, &name));
+            return Err(fail(FailureClass::Compatibility, d, &name));
         }
     };
     let mut ev = launch_evidence(cx, &arm, &l);
@@ -189,7 +190,7 @@ pub async fn relaunch(cx: &mut Cx, id: &str) -> Result<Live, Failure> {
             let stop_name = bundle::stop_interrupted(id, cx.rec.invocation());
             cx.rec.write_json_or_warn(&stop_name, &sev);
             Err(fail(
-                "interrupted",
+                FailureClass::Interrupted,
                 "interrupted during the relaunch",
                 &name,
             ))

@@ -14,18 +14,19 @@ use super::arm::{gate_ctx, Live};
 use super::cx::{fail, Cx, Guarded, Outcome};
 use crate::campaign::{Arm, PlanStep};
 use crate::evidence::result::GateRecord;
+use crate::evidence::FailureClass;
 use crate::gates::{self, Check, GateResult};
 use serde_json::Value;
 
 /// The gate record of result `r`, whose evidence is `evidence`.
 pub fn gate_record(cx: &Cx, r: &GateResult, evidence: &str) -> GateRecord {
     GateRecord {
-        name: r.gate.clone(),
-        status: r.status.as_str().into(),
+        name: r.gate,
+        status: r.status.into(),
         passed: Some(r.passed),
         total: Some(r.total),
         detail: r.reason.clone(),
-        required: cx.required(&r.gate),
+        required: cx.required(r.gate),
         evidence: Some(evidence.into()),
     }
 }
@@ -38,7 +39,7 @@ pub async fn gate_step(
     s: &PlanStep,
     live: &Option<Live>,
     check: Check,
-    class: &str,
+    class: FailureClass,
 ) -> (Outcome, Option<Value>, Option<GateResult>) {
     let ev_name = s.evidence.clone();
     let l = live.as_ref().expect("ready");
@@ -48,7 +49,11 @@ pub async fn gate_step(
         .await
     {
         Guarded::Cancelled => (Outcome::Cancelled, None, None),
-        Guarded::Panicked(m) => (Outcome::Fatal(fail("crash", m, &ev_name)), None, None),
+        Guarded::Panicked(m) => (
+            Outcome::Fatal(fail(FailureClass::Crash, m, &ev_name)),
+            None,
+            None,
+        ),
         Guarded::Done(r) => {
             let rec = gate_record(cx, &r, &ev_name);
             cx.rec.put_gate(&arm.id, rec);

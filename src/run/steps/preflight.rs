@@ -3,6 +3,7 @@
 
 use super::{gate_record, preflight_check};
 use crate::campaign::{Arm, PlanStep, PreflightGate};
+use crate::evidence::FailureClass;
 use crate::gates::{self, Check};
 use crate::run::arm::{gate_ctx, Live};
 use crate::run::cx::{fail, Cx, Done, Guarded, Outcome};
@@ -24,7 +25,10 @@ pub async fn run(
     {
         Guarded::Cancelled => return Done::cancelled(),
         Guarded::Panicked(m) => {
-            return Done::new(Outcome::Fatal(fail("crash", m, &s.evidence)), None)
+            return Done::new(
+                Outcome::Fatal(fail(FailureClass::Crash, m, &s.evidence)),
+                None,
+            )
         }
         Guarded::Done(r) => r,
     };
@@ -43,7 +47,11 @@ pub async fn run(
     } else if failed.is_empty() {
         Outcome::Ok
     } else {
-        Outcome::Fatal(fail("preflight", failed.join("; "), &s.evidence))
+        Outcome::Fatal(fail(
+            FailureClass::Preflight,
+            failed.join("; "),
+            &s.evidence,
+        ))
     };
     Done::new(out, Some(ev))
 }

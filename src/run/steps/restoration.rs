@@ -7,6 +7,7 @@ use crate::campaign::{Arm, CommandLine, EnvValue, PlanStep, PreflightGate, StepK
 use crate::client::Target;
 use crate::evidence::bundle;
 use crate::evidence::result::GateRecord;
+use crate::evidence::{FailureClass, GateName, GateStatus, RestorationStatus};
 use crate::gates::{self, Check};
 use crate::lane::{self, procnet};
 use crate::run::arm::gate_ctx;
@@ -22,7 +23,11 @@ fn done(cx: &mut Cx, step: &str, ev: Value, passed: bool, evidence: &str) -> Don
         return Done::ok(ev);
     }
     cx.restore.failed_steps.push(format!("{step} failed"));
-    let f = fail("restoration", format!("{step} failed"), evidence);
+    let f = fail(
+        FailureClass::Restoration,
+        format!("{step} failed"),
+        evidence,
+    );
     Done::new(Outcome::Fatal(f), Some(ev))
 }
 
@@ -228,12 +233,12 @@ pub async fn preflight(cx: &mut Cx, s: &PlanStep, list: &[PreflightGate]) -> Don
         .map(|r| format!("{}: {}", r.gate, r.reason))
         .collect();
     let rec = GateRecord {
-        name: "restoration-preflight".into(),
-        status: if all { "passed" } else { "failed" }.into(),
+        name: GateName::RestorationPreflight,
+        status: GateStatus::from_passed(all),
         passed: Some(passed_n),
         total: Some(results.len() as u64),
         detail: reasons.join("; "),
-        required: cx.required("restoration"),
+        required: cx.required(GateName::Restoration),
         evidence: Some(s.evidence.clone()),
     };
     cx.restore.record.preflight = Some(rec);
@@ -247,7 +252,7 @@ pub fn settle(cx: &mut Cx) {
     let failed = std::mem::take(&mut cx.restore.failed_steps);
     let mut rest = std::mem::take(&mut cx.restore.record);
     let ok = failed.is_empty();
-    rest.status = if ok { "passed" } else { "failed" }.into();
+    rest.status = RestorationStatus::from_passed(ok);
     rest.detail = if ok {
         let mut d = "the incumbent serves again from the same recipe, with the declared model and context, and passed a fresh preflight".to_string();
         if let (Some(p), true) = (

@@ -5,6 +5,7 @@
 use super::gate_step;
 use crate::campaign::{Arm, PlanStep, StepKind};
 use crate::evidence::result::LongContextRecord;
+use crate::evidence::FailureClass;
 use crate::gates::{self, Check};
 use crate::run::arm::Live;
 use crate::run::cx::{fail, Cx, Done, Outcome};
@@ -30,11 +31,11 @@ pub async fn run(cx: &mut Cx, arm: &Arm, s: &PlanStep, live: &Option<Live>) -> D
     ) {
         Ok(c) => Check::Retrieval(c),
         Err(e) => {
-            let f = fail("retrieval", e, &s.evidence);
+            let f = fail(FailureClass::Retrieval, e, &s.evidence);
             return Done::new(Outcome::GateFailed(f), None);
         }
     };
-    let (out, ev, r) = gate_step(cx, arm, s, live, check, "retrieval").await;
+    let (out, ev, r) = gate_step(cx, arm, s, live, check, FailureClass::Retrieval).await;
     if let Some(r) = r {
         let actual: Vec<u64> = r.details["actual_prompt_tokens"]
             .as_array()

@@ -4,6 +4,7 @@
 
 use crate::campaign::{ApiKind, Arm, PlanStep, RunState, StepKind};
 use crate::client::Target;
+use crate::evidence::FailureClass;
 use crate::run::arm::{api_key, request_base, Live};
 use crate::run::cx::{fail, Cx, Done, Guarded, Outcome};
 use crate::run::timed;
@@ -95,13 +96,17 @@ pub async fn run(cx: &mut Cx, arm: &Arm, s: &PlanStep, live: &mut Option<Live>) 
         match build_prompt(cx, arm, &target, prompt_tokens as u64).await {
             Guarded::Cancelled => return Done::cancelled(),
             Guarded::Panicked(m) => {
-                return Done::new(Outcome::Fatal(fail("crash", m, ev_name)), None)
+                return Done::new(Outcome::Fatal(fail(FailureClass::Crash, m, ev_name)), None)
             }
             Guarded::Done(Err(e)) => {
                 let f = if l.crashed() {
                     l.crash_failure("prompt sizing", ev_name)
                 } else {
-                    fail("compatibility", format!("matched prompt: {e}"), ev_name)
+                    fail(
+                        FailureClass::Compatibility,
+                        format!("matched prompt: {e}"),
+                        ev_name,
+                    )
                 };
                 let ev = json!({"error": format!("matched prompt: {e}")});
                 return Done::new(Outcome::Fatal(f), Some(ev));
@@ -122,12 +127,14 @@ pub async fn run(cx: &mut Cx, arm: &Arm, s: &PlanStep, live: &mut Option<Live>) 
     let l = live.as_ref().expect("ready");
     let out = match cx.guarded(timed::run(inp)).await {
         Guarded::Cancelled => return Done::cancelled(),
-        Guarded::Panicked(m) => return Done::new(Outcome::Fatal(fail("crash", m, ev_name)), None),
+        Guarded::Panicked(m) => {
+            return Done::new(Outcome::Fatal(fail(FailureClass::Crash, m, ev_name)), None)
+        }
         Guarded::Done(Err(e)) => {
             let f = if l.crashed() {
                 l.crash_failure("timing", ev_name)
             } else {
-                fail("crash", e.clone(), ev_name)
+                fail(FailureClass::Crash, e.clone(), ev_name)
             };
             return Done::new(Outcome::Fatal(f), Some(json!({"error": e})));
         }
@@ -173,7 +180,7 @@ pub async fn run(cx: &mut Cx, arm: &Arm, s: &PlanStep, live: &mut Option<Live>) 
             .map(|(c, f)| format!("{c}: {}", f.example))
             .unwrap_or_default();
         let f = fail(
-            "crash",
+            FailureClass::Crash,
             format!("every timed request failed ({ex})"),
             ev_name,
         );

@@ -3,14 +3,15 @@
 
 use super::gate_step;
 use crate::campaign::{Arm, PlanStep};
+use crate::evidence::FailureClass;
 use crate::run::arm::Live;
 use crate::run::cx::{fail, Cx, Done, Outcome};
 
 pub async fn run(cx: &mut Cx, arm: &Arm, s: &PlanStep, live: &Option<Live>) -> Done {
     let Some(check) = cx.tools.clone() else {
-        let f = fail("tool-schema", "no tools suite", &s.evidence);
+        let f = fail(FailureClass::ToolSchema, "no tools suite", &s.evidence);
         return Done::new(Outcome::GateFailed(f), None);
     };
-    let (out, ev, _) = gate_step(cx, arm, s, live, check, "tool-schema").await;
+    let (out, ev, _) = gate_step(cx, arm, s, live, check, FailureClass::ToolSchema).await;
     Done::new(out, ev)
 }

@@ -26,6 +26,18 @@ impl Status {
     }
 }
 
+/// A GPU check's outcome as `campaign-result.json` records it.
+impl From<Status> for crate::evidence::GateStatus {
+    fn from(s: Status) -> crate::evidence::GateStatus {
+        use crate::evidence::GateStatus;
+        match s {
+            Status::Passed => GateStatus::Passed,
+            Status::Failed => GateStatus::Failed,
+            Status::NotApplicable => GateStatus::NotApplicable,
+        }
+    }
+}
+
 /// One GPU's part of a check.
 #[derive(Debug, Clone, Serialize)]
 pub struct DeviceVerdict {
