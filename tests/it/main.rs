@@ -1,5 +1,6 @@
 //! The integration tests that need no real llama.cpp engine, one module per area, in one test
-//! binary (one link of the crate instead of one per file). Real-engine tests: `tests/real/`.
+//! binary (one link of the crate instead of one per file). Real-engine tests: `tests/real/`; the
+//! seed-replay example, which needs the machine to itself: `tests/seed_replay.rs`.
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -29,7 +30,6 @@ mod report {
     mod html;
     mod summary;
 }
-mod seed_replay;
 mod selftest;
 mod telemetry {
     mod gpu;

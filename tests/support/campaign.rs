@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+#[allow(unused_imports)] // re-exported for its users; a binary may not use them all
 pub use super::{free_port, text, BIN};
 
 /// A campaign directory: `campaign.toml`, profiles `<name>.toml`, the bundle at `out/`.

@@ -1,5 +1,5 @@
-//! Test support shared by the integration-test binaries (`tests/it/`, `tests/real/`): each includes
-//! this module once, as `crate::support`.
+//! Test support shared by the integration-test binaries (`tests/it/`, `tests/real/`,
+//! `tests/seed_replay.rs`): each includes this module once, as `crate::support`.
 #![allow(dead_code)]
 
 pub mod campaign;

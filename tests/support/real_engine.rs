@@ -176,6 +176,7 @@ pub fn smollm2_gguf_path() -> PathBuf {
     env_path("SMOLLM2_GGUF")
 }
 
+#[allow(unused_imports)] // re-exported for its users; a binary may not use them all
 pub use super::free_port;
 
 /// The last `n` lines of a file, for panic messages.

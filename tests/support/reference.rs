@@ -5,6 +5,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 
+#[allow(unused_imports)] // re-exported for its users; a binary may not use them all
 pub use super::{text, BIN};
 
 /// A `bakeoff engine` child process, killed on drop.
@@ -84,4 +85,5 @@ pub fn metric(v: &serde_json::Value, name: &str, stat: &str) -> f64 {
 }
 
 /// Timing-sensitive tests run one at a time: the binary's one lock (`super::exclusive`).
+#[allow(unused_imports)] // re-exported for its users; a binary may not use them all
 pub use super::exclusive as serial;
