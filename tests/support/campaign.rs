@@ -7,15 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-pub const BIN: &str = env!("CARGO_BIN_EXE_bakeoff");
-
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+#[allow(unused_imports)] // re-exported for its users; a binary may not use them all
+pub use super::{free_port, text, BIN};
 
 /// A campaign directory: `campaign.toml`, profiles `<name>.toml`, the bundle at `out/`.
 pub struct Camp {
@@ -153,15 +146,6 @@ pub fn run(args: &[&str]) -> Output {
         .arg("--no-progress")
         .output()
         .unwrap()
-}
-
-pub fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 pub fn json(p: &Path) -> serde_json::Value {

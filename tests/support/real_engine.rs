@@ -1,10 +1,6 @@
 //! Real llama.cpp servers (SmolLM2-135M-Instruct on the CPU) for integration tests.
 //!
-//! Include it with
-//! ```ignore
-//! #[path = "support/real_engine.rs"]
-//! mod real_engine;
-//! ```
+//! Used by the real-engine tests (`tests/real/`) as `crate::support::real_engine`.
 //! The engines, the model and its tokenizer.json are installed by `scripts/engine-setup.sh` into
 //! `target/engines` (or `$BAKEOFF_ENGINE_DIR`), which writes `engines.env`. Without that file every test that
 //! needs a real engine panics with the command to run: these tests are never skipped silently.
@@ -19,7 +15,7 @@
 use std::collections::HashMap;
 use std::fs::{self, File};
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -180,13 +176,8 @@ pub fn smollm2_gguf_path() -> PathBuf {
     env_path("SMOLLM2_GGUF")
 }
 
-/// A port that was free a moment ago (bound to 127.0.0.1:0, read, released).
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("bind 127.0.0.1:0")
-        .port()
-}
+#[allow(unused_imports)] // re-exported for its users; a binary may not use them all
+pub use super::free_port;
 
 /// The last `n` lines of a file, for panic messages.
 pub fn tail_lines(path: &Path, n: usize) -> String {

@@ -5,7 +5,8 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 
-pub const BIN: &str = env!("CARGO_BIN_EXE_bakeoff");
+#[allow(unused_imports)] // re-exported for its users; a binary may not use them all
+pub use super::{text, BIN};
 
 /// A `bakeoff engine` child process, killed on drop.
 pub struct Engine {
@@ -83,18 +84,6 @@ pub fn metric(v: &serde_json::Value, name: &str, stat: &str) -> f64 {
         .unwrap_or_else(|| panic!("no metrics.{name}.{stat} in {v}"))
 }
 
-pub fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-/// Timing-sensitive tests in one binary run one at a time: on a 2-core machine, parallel engines
-/// and clients would measure each other's load.
-pub fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|p| p.into_inner())
-}
+/// Timing-sensitive tests run one at a time: the binary's one lock (`super::exclusive`).
+#[allow(unused_imports)] // re-exported for its users; a binary may not use them all
+pub use super::exclusive as serial;

@@ -3,8 +3,7 @@
 //! `usage.prompt_tokens`, whatever the request number in its nonce.
 //! The engines are installed by scripts/engine-setup.sh (see tests/support/real_engine.rs).
 
-#[path = "support/real_engine.rs"]
-mod real_engine;
+use crate::support::real_engine;
 
 use bakeoff::client::control::post_json;
 use bakeoff::client::Target;
@@ -28,10 +27,7 @@ const TIMEOUT: Duration = Duration::from_secs(120);
 const MODEL: &str = "smollm2-135m";
 
 /// One real server at a time in this binary: two on 2 cores would slow each other down.
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|p| p.into_inner())
-}
+use crate::support::exclusive as serial;
 
 /// The real server with its `/tokenize` hidden: forces calibration against `usage.prompt_tokens`.
 struct NoTokenize<'a>(HttpBackend<'a>);

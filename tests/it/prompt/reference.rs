@@ -1,8 +1,7 @@
 //! Matched prompts against the reference engine (`bakeoff engine`): its `/tokenize` and its
 //! `usage.prompt_tokens` through a ChatML template, for both sizing strategies it allows.
 
-#[path = "support/reference.rs"]
-mod reference;
+use crate::support::reference;
 
 use bakeoff::client::control::post_json;
 use bakeoff::client::Target;

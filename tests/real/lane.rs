@@ -2,8 +2,7 @@
 //! a process arm, its identity read at readiness, its `/metrics` diffed around a request, and a
 //! bad flag reported as `exited` with its log lines. Needs `scripts/engine-setup.sh`.
 
-#[path = "support/real_engine.rs"]
-mod real_engine;
+use crate::support::real_engine;
 
 use bakeoff::client::control::post_json;
 use bakeoff::lane::{self, Cause, LaneSpec, LaunchSpec, ProcessSpec, StopHow};
@@ -46,8 +45,11 @@ fn lane_on(port: u16) -> LaneSpec {
     }
 }
 
+// One real server at a time: the guard is held on the test's own thread (block_on), not a worker.
+#[allow(clippy::await_holding_lock)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn llama_server_arm_ready_identity_metrics_and_stop() {
+    let _g = crate::support::exclusive();
     let d = tempfile::tempdir().unwrap();
     let port = real_engine::free_port();
     let lane = lane_on(port);
@@ -99,8 +101,11 @@ async fn llama_server_arm_ready_identity_metrics_and_stop() {
     assert!(lane::process::group_members(pid).is_empty());
 }
 
+// One real server at a time: the guard is held on the test's own thread (block_on), not a worker.
+#[allow(clippy::await_holding_lock)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn llama_server_bad_flag_is_exited_with_its_log() {
+    let _g = crate::support::exclusive();
     let d = tempfile::tempdir().unwrap();
     let port = real_engine::free_port();
     let lane = lane_on(port);

@@ -10,13 +10,7 @@ use std::time::{Duration, Instant};
 
 const SECRET: &str = "hf_fake_secret_0123456789";
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use crate::support::free_port;
 
 /// A fake docker. `mode` picks what the container does:
 /// - `oom`: it exits at once, OOM-killed, its log says CUDA out of memory;

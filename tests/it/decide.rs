@@ -1,8 +1,7 @@
 //! The verdict from synthetic campaign results (no I/O): the reference situation, priorities,
 //! ties inside CIs, tolerances and the promotion policy.
 
-#[path = "decide_fixture.rs"]
-mod fixture;
+use crate::support::decide_fixture as fixture;
 
 use bakeoff::campaign::{Policy, Promotion, RankingMetric};
 use bakeoff::decide::decide;

@@ -2,8 +2,7 @@
 //! error occurs (the page sets its title to `ok` only then), and the screenshot is far from
 //! blank. Needs Debian's `chromium` (`apt-get install -y chromium`); without it this test fails.
 
-#[path = "decide_fixture.rs"]
-mod fixture;
+use crate::support::decide_fixture as fixture;
 
 use std::path::Path;
 use std::process::Command;

@@ -1,16 +1,12 @@
 //! `bakeoff run` on reference-engine arms: a full campaign, failing arms, signals, resume,
 //! preconditions, secrets.
 
-#[path = "support/campaign.rs"]
-mod campaign;
+use crate::support::campaign;
 
 use campaign::*;
 use std::time::{Duration, Instant};
 
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|p| p.into_inner())
-}
+use crate::support::exclusive as serial;
 
 const FAST: &str = "ttft_ms = 10\ndecode_tok_s = 400\ncontext_tokens = 4096";
 const SECRET: &str = "sekrit-value-8c1f2a77d3";

@@ -6,21 +6,13 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-/// Timing tests take this exclusively; the others share it (fewer CPU contenders while timing).
-static TIMING: RwLock<()> = RwLock::new(());
-
-fn shared() -> RwLockReadGuard<'static, ()> {
-    TIMING.read().unwrap_or_else(|e| e.into_inner())
-}
-
-fn exclusive() -> RwLockWriteGuard<'static, ()> {
-    TIMING.write().unwrap_or_else(|e| e.into_inner())
-}
+/// Timing tests take the binary's lock exclusively; the others share it (fewer CPU contenders
+/// while timing).
+use crate::support::{exclusive, shared};
 
 fn temp_dir() -> PathBuf {
     use std::sync::atomic::{AtomicU32, Ordering};

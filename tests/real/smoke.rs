@@ -2,12 +2,12 @@
 //! that scripts/engine-setup.sh rebuilt from the GGUF gives the same ids as the server's own /tokenize.
 //! Needs `scripts/engine-setup.sh` (the tests panic with that command when the engines are missing).
 
-#[path = "support/real_engine.rs"]
-mod real_engine;
+use crate::support::real_engine;
 
 use real_engine::{RealEngine, RealServer, ServerOpts};
 
 fn health_and_models(kind: RealEngine) {
+    let _g = crate::support::exclusive(); // one real server at a time
     let server = RealServer::start(kind, ServerOpts::default());
     let (status, body) = server.get("/health");
     assert_eq!(status, 200, "{body}");
@@ -40,6 +40,7 @@ fn llama_server_serves_health_and_models() {
 
 #[test]
 fn tokenizer_json_matches_server_tokenize() {
+    let _g = crate::support::exclusive(); // one real server at a time
     let tok = tokenizers::Tokenizer::from_file(real_engine::smollm2_tokenizer_path()).unwrap();
     let server = RealServer::start(
         RealEngine::XLlamaCpp,

@@ -4,7 +4,7 @@
 
 use std::process::Command;
 
-const BIN: &str = env!("CARGO_BIN_EXE_bakeoff");
+use crate::support::BIN;
 
 #[test]
 fn selftest_matches_every_event_and_uses_kernel_stamps() {

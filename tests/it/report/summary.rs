@@ -2,15 +2,14 @@
 //! v1 schema, every evidence name is a manifest file, `bakeoff verify` still passes after the
 //! render, and `compare` refuses unlike workloads naming the difference.
 
-#[path = "decide_fixture.rs"]
-mod fixture;
+use crate::support::decide_fixture as fixture;
 
 use bakeoff::evidence::manifest;
 use serde_json::{json, Value};
 
 fn schema_errors(v: &Value) -> Vec<String> {
     let schema: Value =
-        serde_json::from_str(include_str!("data/decision-summary.schema.json")).unwrap();
+        serde_json::from_str(include_str!("../../data/decision-summary.schema.json")).unwrap();
     let validator = jsonschema::validator_for(&schema).expect("the schema compiles");
     validator
         .iter_errors(v)
@@ -21,7 +20,7 @@ fn schema_errors(v: &Value) -> Vec<String> {
 #[test]
 fn the_reference_example_validates_against_the_copied_schema() {
     let ex: Value =
-        serde_json::from_str(include_str!("data/decision-summary.example.json")).unwrap();
+        serde_json::from_str(include_str!("../../data/decision-summary.example.json")).unwrap();
     assert!(schema_errors(&ex).is_empty(), "{:?}", schema_errors(&ex));
     let bad = json!({"schema": "anvil-serving.benchmark-decision-summary/v1"});
     assert!(!schema_errors(&bad).is_empty());

@@ -1,8 +1,7 @@
 //! `bakeoff gate` as a process: exit codes, the table, artifacts, built-in suites, and suite files
 //! refused (naming the file, the item and the field) before any request.
 
-#[path = "support/reference.rs"]
-mod reference;
+use crate::support::reference;
 
 use reference::{text, Engine, BIN};
 use std::path::Path;

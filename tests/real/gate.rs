@@ -2,8 +2,7 @@
 //! The engines are installed by scripts/engine-setup.sh (see tests/support/real_engine.rs); these
 //! tests are never skipped. Sampling: temperature 0, seed 0. Cost on 2 cores: about a minute.
 
-#[path = "support/real_engine.rs"]
-mod real_engine;
+use crate::support::real_engine;
 
 use bakeoff::client::Target;
 use bakeoff::gates::retrieval::{self, Needle};
@@ -16,10 +15,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// One real server at a time in this binary: two on 2 cores would slow each other down.
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|p| p.into_inner())
-}
+use crate::support::exclusive as serial;
 
 fn ctx(s: &RealServer) -> GateContext {
     let mut c = GateContext::new(Target::parse(&s.base_url).unwrap(), "smollm2-135m");

@@ -6,10 +6,8 @@
 //! port with the engine paths of `engines.env` (absolute), so it also works with
 //! `BAKEOFF_ENGINE_DIR` and next to other tests. About 3 minutes on 2 CPU cores.
 
-#[path = "support/campaign.rs"]
-mod campaign;
-#[path = "support/real_engine.rs"]
-mod real_engine;
+use crate::support::campaign;
+use crate::support::real_engine;
 
 use campaign::*;
 use std::os::unix::process::CommandExt;
@@ -73,6 +71,7 @@ fn kill_group(pid: u32) {
 
 #[test]
 fn real_cpu_campaign_restores_the_incumbent_and_verifies() {
+    let _g = crate::support::exclusive(); // one real server at a time
     let env = real_engine::engines_env(); // panics with the setup command when engines are missing
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let out = tempfile::tempdir().unwrap();

@@ -8,15 +8,7 @@ use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_bakeoff");
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use crate::support::{free_port, BIN};
 
 fn lane_on(port: u16, ready_timeout: Duration, grace: Duration) -> LaneSpec {
     LaneSpec {

@@ -1,4 +1,4 @@
-//! Synthetic campaign results shared by the decide and report tests (included with `#[path]`):
+//! Synthetic campaign results shared by the decide and report tests (`crate::support::decide_fixture`):
 //! `seed()` recreates the situation of the reference verdict (decision-summary.example.json) as
 //! the seed-replay campaign would record it.
 #![allow(dead_code)]

@@ -1,10 +1,8 @@
 //! `bakeoff bench` against a real llama.cpp server running SmolLM2-135M on the CPU.
 //! The engines are installed by scripts/engine-setup.sh (scripts/test.sh runs it).
 
-#[path = "support/real_engine.rs"]
-mod real_engine;
-#[path = "support/reference.rs"]
-mod reference;
+use crate::support::real_engine;
+use crate::support::reference;
 
 use real_engine::{RealEngine, RealServer, ServerOpts};
 use reference::{bench, metric, text};

@@ -1,7 +1,6 @@
 //! `bakeoff bench` against the reference engine, whose declared timing is the ground truth.
 
-#[path = "support/reference.rs"]
-mod reference;
+use crate::support::reference;
 use reference::{bench, metric, text, Engine};
 
 const BASE: &str =

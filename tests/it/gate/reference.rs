@@ -4,8 +4,7 @@
 //! exhausts the budget is classified as such, and HTTP 500s or dropped streams are failed
 //! observations while the artifacts are still written.
 
-#[path = "support/reference.rs"]
-mod reference;
+use crate::support::reference;
 
 use bakeoff::client::control::get_json;
 use bakeoff::client::Target;

@@ -1,0 +1,37 @@
+//! The integration tests that need no real llama.cpp engine, one module per area, in one test
+//! binary (one link of the crate instead of one per file). Real-engine tests: `tests/real/`; the
+//! seed-replay example, which needs the machine to itself: `tests/seed_replay.rs`.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod bench;
+mod campaign {
+    mod run;
+    mod spec;
+}
+mod client;
+mod decide;
+mod engine;
+mod gate {
+    mod cli;
+    mod reference;
+}
+mod lane {
+    mod container;
+    mod process;
+}
+mod prompt {
+    mod http;
+    mod reference;
+    mod sizing;
+}
+mod report {
+    mod html;
+    mod summary;
+}
+mod selftest;
+mod telemetry {
+    mod gpu;
+    mod metrics;
+}

@@ -1,0 +1,14 @@
+//! The integration tests against real llama.cpp servers (SmolLM2-135M on the CPU), in their own
+//! test binary. They need the engines that `scripts/engine-setup.sh` installs (see
+//! `tests/support/real_engine.rs`); every test here takes `support::exclusive()`, so one real
+//! server runs at a time.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod bench;
+mod campaign_run;
+mod gate;
+mod lane;
+mod prompt;
+mod smoke;
