@@ -5,6 +5,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod architecture;
 mod bench;
 mod campaign {
     mod run;

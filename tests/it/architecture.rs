@@ -333,7 +333,7 @@ fn violations(files: &[File]) -> Vec<String> {
         let from = top(&f.module);
         let rules = allowed.get(from.as_str()).copied().unwrap_or_else(|| {
             v.push(format!(
-                "{}: module `{from}` has no rule in tests/architecture.rs",
+                "{}: module `{from}` has no rule in tests/it/architecture.rs",
                 f.rel
             ));
             None
