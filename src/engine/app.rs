@@ -23,8 +23,17 @@ impl App {
         self.models.iter().find(|m| m.profile.model == name)
     }
 
-    /// True once every model's startup_ms has passed.
+    /// True once every model's startup_ms has passed. A model declared to fail at startup never
+    /// loads: the engine exits at its startup_ms instead, and a health poll that lands just
+    /// before that exit must not see it ready.
     pub fn loaded(&self) -> bool {
+        if self
+            .models
+            .iter()
+            .any(|m| m.profile.fail_at_startup.is_some())
+        {
+            return false;
+        }
         let max_ms = self
             .models
             .iter()

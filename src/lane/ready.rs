@@ -45,38 +45,47 @@ pub(super) async fn wait_ready(
         tokio::time::Instant::now() + Duration::from_nanos(deadline_ns.saturating_sub(mono_ns()));
     let mut polls = 0u32;
     let mut last = String::from("no probe was answered");
-    loop {
-        polls += 1;
-        let left = Duration::from_nanos(deadline_ns.saturating_sub(mono_ns()));
-        let per_request = left.clamp(Duration::from_millis(50), PROBE_TIMEOUT);
-        let outcome = tokio::select! {
-            biased;
-            e = watch_exit(running) => Outcome::Exited(e),
-            _ = tokio::time::sleep_until(deadline) => Outcome::Timeout,
-            r = probe(&target, &health, per_request) => Outcome::Probe(r),
-        };
-        let outcome = match outcome {
-            Outcome::Probe(Err(note)) => {
-                last = note;
-                tokio::select! {
-                    biased;
-                    e = watch_exit(running) => Outcome::Exited(e),
-                    _ = tokio::time::sleep_until(deadline) => Outcome::Timeout,
-                    _ = tokio::time::sleep(POLL) => Outcome::Slept,
+    let outcome = {
+        // One exit watch for the whole wait, never restarted per poll: a slow probe of the
+        // process or container state (a busy docker daemon) still sees the exit.
+        let mut exit = std::pin::pin!(watch_exit(running));
+        loop {
+            polls += 1;
+            let left = Duration::from_nanos(deadline_ns.saturating_sub(mono_ns()));
+            let per_request = left.clamp(Duration::from_millis(50), PROBE_TIMEOUT);
+            let outcome = tokio::select! {
+                biased;
+                e = &mut exit => Outcome::Exited(e),
+                _ = tokio::time::sleep_until(deadline) => Outcome::Timeout,
+                r = probe(&target, &health, per_request) => Outcome::Probe(r),
+            };
+            let outcome = match outcome {
+                Outcome::Probe(Err(note)) => {
+                    last = note;
+                    tokio::select! {
+                        biased;
+                        e = &mut exit => Outcome::Exited(e),
+                        _ = tokio::time::sleep_until(deadline) => Outcome::Timeout,
+                        _ = tokio::time::sleep(POLL) => Outcome::Slept,
+                    }
                 }
+                o => o,
+            };
+            match outcome {
+                Outcome::Slept | Outcome::Probe(Err(_)) => continue,
+                o => break o,
             }
-            o => o,
-        };
-        match outcome {
-            Outcome::Slept | Outcome::Probe(Err(_)) => continue,
-            Outcome::Probe(Ok(mut facts)) => {
-                facts.ready_ms = running.elapsed_ms();
-                facts.polls = polls;
-                return Ok(facts);
-            }
-            Outcome::Exited(exit) => return Err(exited(running, lane, exit).await),
-            Outcome::Timeout => return Err(timed_out(running, lane, &last).await),
         }
+    };
+    match outcome {
+        Outcome::Probe(Ok(mut facts)) => {
+            facts.ready_ms = running.elapsed_ms();
+            facts.polls = polls;
+            Ok(facts)
+        }
+        Outcome::Exited(exit) => Err(exited(running, lane, exit).await),
+        Outcome::Timeout => Err(timed_out(running, lane, &last).await),
+        Outcome::Slept | Outcome::Probe(Err(_)) => unreachable!("the loop goes on for these"),
     }
 }
 
