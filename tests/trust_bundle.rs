@@ -214,6 +214,61 @@ fn tampering_is_caught_and_the_verdict_comes_from_the_step_files() {
     fails_naming(&d, "artifact-manifest.json", "deleted with its entry");
     reseal(&d);
     fails_naming(&d, &warm_file, "deleted with its entry, re-sealed");
+    // Gate counts and long-context figures are cross-checked too (re-sealed: only the
+    // cross-check can catch them).
+    let gate = r["arms"][1]["gates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .position(|g| g["name"] == "tools")
+        .expect("a tools gate");
+    let gate_file = r["arms"][1]["gates"][gate]["evidence"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let lc_file = r["arms"][1]["long_context"]["evidence"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    type Edit = Box<dyn Fn(&mut Value)>;
+    let edits: Vec<(&str, &str, Edit)> = vec![
+        (
+            "gate passed",
+            gate_file.as_str(),
+            Box::new(move |v: &mut Value| v["arms"][1]["gates"][gate]["passed"] = 0.into()),
+        ),
+        (
+            "long-context decode",
+            lc_file.as_str(),
+            Box::new(|v: &mut Value| v["arms"][1]["long_context"]["decode_tok_s"] = 1e6.into()),
+        ),
+        (
+            "failed requests",
+            r["arms"][1]["concurrency"]["2"]["evidence"]
+                .as_str()
+                .unwrap(),
+            Box::new(|v: &mut Value| {
+                v["arms"][1]["concurrency"]["2"]["requests_failed"] = 3.into()
+            }),
+        ),
+    ];
+    for (what, file, f) in edits {
+        let d = fresh(&what.replace(' ', "-"));
+        edit_json(&d.join("campaign-result.json"), |v| f(v));
+        reseal(&d);
+        let o = bakeoff(&["report", d.to_str().unwrap()]);
+        assert!(
+            !o.status.success(),
+            "{what}: report accepted it: {}",
+            text(&o)
+        );
+        assert!(
+            text(&o).contains(file),
+            "{what}: {file} not named: {}",
+            text(&o)
+        );
+    }
+
     // 8. A data file edited: that file.
     let d = fresh("data");
     edit_json(&d.join(&warm_file), |v| v["stats"]["ok"] = 99.into());
