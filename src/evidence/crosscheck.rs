@@ -318,3 +318,61 @@ pub fn cache_use(dir: &Path, a: &ArmResult) -> Option<super::result::CacheUse> {
     }
     any.then_some(u)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::evidence::result::ArmResult;
+    use serde_json::json;
+
+    #[test]
+    fn a_summary_that_disagrees_with_its_step_file_is_named_and_the_step_file_wins() {
+        let d = tempfile::tempdir().unwrap();
+        let stats = json!({"ok": 5, "failed": 1, "aggregate_output_tok_s": 80.0, "metrics": {
+            "ttft_ms": {"n": 5, "p50": 50.0, "p95": 60.0, "median_ci95": [49.0, 51.0]},
+            "prompt_tokens": {"n": 5, "p50": 64.0, "min": 64.0, "max": 64.0, "p95": 64.0, "median_ci95": [64.0, 64.0]}}});
+        std::fs::write(
+            d.path().join("a-timing-64-c1-warm.json"),
+            json!({"stats": stats, "requests": [
+                {"ok": true, "usage": {"prompt_tokens": 64, "cached_tokens": 48}},
+                {"ok": false, "usage": null}]})
+            .to_string(),
+        )
+        .unwrap();
+        let mut rec = timing_from_stats(&stats);
+        rec.evidence = "a-timing-64-c1-warm.json".into();
+        let mut r = CampaignResult::new("c");
+        r.arms.push(ArmResult {
+            id: "a".into(),
+            warm: Some(rec),
+            ..Default::default()
+        });
+        assert!(check(d.path(), &mut r.clone(), false).is_empty());
+        let cu = cache_use(d.path(), &r.arms[0]).unwrap();
+        assert_eq!(
+            (cu.requests, cu.prompt_tokens, cu.cached_tokens),
+            (1, 64, 48)
+        );
+
+        r.arms[0]
+            .warm
+            .as_mut()
+            .unwrap()
+            .ttft_ms
+            .as_mut()
+            .unwrap()
+            .p50 = 5.0;
+        r.arms[0].warm.as_mut().unwrap().requests_failed = 0;
+        let m = check(d.path(), &mut r, true);
+        let fields: Vec<&str> = m.iter().map(|m| m.field.as_str()).collect();
+        assert_eq!(fields, vec!["requests_failed", "ttft_ms"], "{m:?}");
+        assert!(m[1]
+            .to_string()
+            .starts_with("a-timing-64-c1-warm.json: arm a warm ttft_ms"));
+        let w = r.arms[0].warm.as_ref().unwrap();
+        assert_eq!((w.ttft_ms.unwrap().p50, w.requests_failed), (50.0, 1));
+        // A missing step file is a mismatch too.
+        std::fs::remove_file(d.path().join("a-timing-64-c1-warm.json")).unwrap();
+        assert_eq!(check(d.path(), &mut r, false)[0].field, "(file)");
+    }
+}
