@@ -40,6 +40,11 @@ fn campaign(
     let b = t.bundle();
     cleanup(&b, Some(child), t.port);
     assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        !text(&o).contains("could not be written"),
+        "the run's own bundle was refused: {}",
+        text(&o)
+    );
     let dst = keep.join(name);
     copy_dir(&b, &dst);
     (dst, text(&o))
@@ -236,6 +241,11 @@ fn tampering_is_caught_and_the_verdict_comes_from_the_step_files() {
             "gate passed",
             gate_file.as_str(),
             Box::new(move |v: &mut Value| v["arms"][1]["gates"][gate]["passed"] = 0.into()),
+        ),
+        (
+            "gate status",
+            gate_file.as_str(),
+            Box::new(move |v: &mut Value| v["arms"][1]["gates"][gate]["status"] = "failed".into()),
         ),
         (
             "long-context decode",

@@ -4,10 +4,11 @@
 //! Checked: every timing record of every arm (cold, warm, each concurrency level: requests ok and
 //! failed, TTFT, decode, E2E and ITL statistics, aggregate throughput, reported prompt tokens)
 //! against its step file's `stats`; the long-context decode speed and E2E against the
-//! long-context timing file; each gate record's passed/total against the gate result its file
-//! holds. The step files are read as plain JSON (this layer knows no measurement code).
+//! long-context timing file; each gate record's status and passed/total against the gate result
+//! its file holds. The step files are read as plain JSON (this layer knows no measurement code).
 
 use super::result::{ArmResult, CampaignResult, GateRecord, Stat, TimingRecord};
+use super::GateStatus;
 use serde_json::Value;
 use std::path::Path;
 
@@ -209,23 +210,38 @@ fn gate(dir: &Path, arm: &str, g: &mut GateRecord, apply: bool) -> Vec<Mismatch>
     let Some(r) = find_gate(&v, &name) else {
         return Vec::new();
     };
+    let mut out = Vec::new();
     let (p, t) = (r["passed"].as_u64(), r["total"].as_u64());
-    if (p, t) == (Some(passed), Some(total)) {
-        return Vec::new();
+    if (p, t) != (Some(passed), Some(total)) {
+        out.push(Mismatch {
+            arm: arm.into(),
+            record: format!("gate {name}"),
+            file: file.clone(),
+            field: "passed/total".into(),
+            summary: format!("{passed}/{total}"),
+            step: format!("{}/{}", p.unwrap_or(0), t.unwrap_or(0)),
+        });
+        if apply {
+            g.passed = p;
+            g.total = t;
+        }
     }
-    let m = Mismatch {
-        arm: arm.into(),
-        record: format!("gate {name}"),
-        file,
-        field: "passed/total".into(),
-        summary: format!("{passed}/{total}"),
-        step: format!("{}/{}", p.unwrap_or(0), t.unwrap_or(0)),
-    };
-    if apply {
-        g.passed = p;
-        g.total = t;
+    // The gate result's status (`passed` / `failed`) is the record's, same words.
+    let step_status: Option<GateStatus> = serde_json::from_value(r["status"].clone()).ok();
+    if let Some(st) = step_status.filter(|st| *st != g.status) {
+        out.push(Mismatch {
+            arm: arm.into(),
+            record: format!("gate {name}"),
+            file,
+            field: "status".into(),
+            summary: text(&g.status),
+            step: text(&st),
+        });
+        if apply {
+            g.status = st;
+        }
     }
-    vec![m]
+    out
 }
 
 fn arm(dir: &Path, a: &mut ArmResult, apply: bool) -> Vec<Mismatch> {
