@@ -195,6 +195,13 @@ pub fn run(args: RunArgs) -> Result<()> {
     if let Some(rest) = &r.restoration {
         say!("  restoration {}: {}", rest.status, rest.detail);
     }
+    if let Ok(m) = crate::evidence::manifest::read(&bundle) {
+        say!(
+            "bakeoff run: root digest {} (keep it elsewhere: `bakeoff verify {} --digest HEX`)",
+            m.root_sha256.as_deref().unwrap_or(""),
+            bundle.display()
+        );
+    }
     let t = &outcome.timing;
     say!(
         "bakeoff run: {:.1} s total; engines starting/stopping {:.1} s, measurement {:.1} s, bakeoff overhead {:.2} s ({:.2}%)",

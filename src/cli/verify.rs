@@ -1,4 +1,5 @@
-//! `bakeoff verify DIR`: re-hash an evidence bundle against its manifest.
+//! `bakeoff verify DIR [--digest HEX]`: re-hash an evidence bundle against its manifest and check
+//! the manifest's own root digest (and the one the person kept, when given).
 
 use crate::evidence::manifest;
 use anyhow::{bail, Result};
@@ -9,24 +10,38 @@ use std::path::PathBuf;
 pub struct VerifyArgs {
     /// The evidence bundle directory (it holds artifact-manifest.json).
     pub dir: PathBuf,
+    /// The root digest printed at the end of the run (`bakeoff run` and `bakeoff report` print
+    /// it): the manifest must be that one, not a rewritten copy.
+    #[arg(long, value_name = "HEX")]
+    pub digest: Option<String>,
 }
 
 pub fn run(args: VerifyArgs) -> Result<()> {
-    let (m, problems) = manifest::verify(&args.dir)?;
+    let (m, problems) = manifest::verify(&args.dir, args.digest.as_deref())?;
     if problems.is_empty() {
         println!(
-            "ok: {} files in {} match {} (sha256)",
+            "ok: {} files in {} match {} (sha256); root digest {}{}",
             m.files.len(),
             args.dir.display(),
-            manifest::MANIFEST
+            manifest::MANIFEST,
+            m.root_sha256.as_deref().unwrap_or(""),
+            if args.digest.is_some() {
+                " (the one given)"
+            } else {
+                ""
+            }
         );
         return Ok(());
     }
     for p in &problems {
         println!("{p}");
     }
+    let mut files: Vec<&str> = problems.iter().map(|p| p.file()).collect();
+    files.dedup();
     bail!(
-        "{} of the bundle's files do not match its manifest",
-        problems.len()
+        "the bundle {} does not verify: {} problem(s), in {}",
+        args.dir.display(),
+        problems.len(),
+        files.join(", ")
     )
 }

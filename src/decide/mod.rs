@@ -4,6 +4,7 @@
 //! campaign's [`Policy`] and does no I/O. It reads evidence types only (`crate::evidence`), never
 //! the campaign module: the policy is the one `campaign-result.json` records.
 
+pub mod cache;
 pub mod eligibility;
 pub mod metric;
 pub mod policy;
@@ -97,7 +98,8 @@ pub fn decide(result: &CampaignResult, policy: &Policy) -> Verdict {
     let winner = winner_pick.as_ref().map(|p| p.arm.clone());
     let complete = result.complete && policy::restored(result);
     let pol = policy::apply(result, policy, winner.as_deref(), complete, &elig);
-    let limitations = text::limitations(result, policy, &elig);
+    let mut limitations = text::limitations(result, policy, &elig);
+    limitations.extend(cache::limitations(result, winner.as_deref()));
     let reason = text::reason(result, &prios, &tol, winner_pick.as_ref(), &elig);
     let arms_v = text::arm_decisions(
         result,

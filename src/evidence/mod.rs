@@ -1,6 +1,7 @@
 //! Evidence files: every file is written atomically (temp file, fsync, rename).
 
 pub mod bundle;
+pub mod crosscheck;
 pub mod manifest;
 pub mod result;
 pub mod types;

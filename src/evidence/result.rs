@@ -68,6 +68,36 @@ pub struct WorkloadRecord {
     pub sampling: serde_json::Value,
     /// Tolerances the campaign declares for ranking ties, per metric (fractional).
     pub tie_tolerance: BTreeMap<RankingMetric, f64>,
+    /// `allow_prefix_cache`: whether identical prompts could hit the engines' prefix caches
+    /// (false: a nonce defeats them). None in bundles written before it was recorded.
+    #[serde(default)]
+    pub allow_prefix_cache: Option<bool>,
+    /// The OpenAI API of the timed requests (`chat` or `completions`); empty when not recorded.
+    #[serde(default)]
+    pub api: String,
+    /// Shape label of the matched prompt in file names (`256`, `4k`, ...); empty when not recorded.
+    #[serde(default)]
+    pub prompt_label: String,
+}
+
+/// How much of an arm's timed prompt tokens its engine served from its prefix cache, summed over
+/// its timing step files' requests (`usage.prompt_tokens_details.cached_tokens`). Derived from
+/// the step files when the bundle is read, never trusted from a summary.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
+pub struct CacheUse {
+    /// Successful timed requests counted, and how many of them reported `cached_tokens`.
+    pub requests: u64,
+    pub requests_reporting: u64,
+    pub prompt_tokens: u64,
+    pub cached_tokens: u64,
+}
+
+impl CacheUse {
+    /// cached / prompt tokens, over the requests that reported both.
+    pub fn share(&self) -> Option<f64> {
+        (self.requests_reporting > 0 && self.prompt_tokens > 0)
+            .then(|| self.cached_tokens as f64 / self.prompt_tokens as f64)
+    }
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
@@ -119,6 +149,10 @@ pub struct ArmResult {
     pub gpu_peak_used_mib: Option<u64>,
     /// Evidence files this arm wrote.
     pub evidence: Vec<String>,
+    /// Prefix-cache use measured in the arm's timing step files (filled when a bundle is read;
+    /// see [`CacheUse`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_cache: Option<CacheUse>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]

@@ -1,15 +1,19 @@
 //! `bakeoff compare DIR1 DIR2`: the arms two campaigns share, side by side. Unlike workloads
-//! (matched prompt tokens, max tokens, concurrency, hardware, measurement protocol) are refused
-//! unless forced, with every difference named.
+//! (matched prompt tokens, max tokens, concurrency, sampling, prefix-cache policy, API,
+//! long-context targets, hardware, measurement protocol) are refused unless forced, with every
+//! difference named. Each side is labelled by campaign id and run time (or a user label); the
+//! comparison renders as a table or JSON, and [`regressions`] lists every metric of B worse than
+//! A's beyond a threshold (`--fail-on-regression PCT`).
 
 use crate::decide::metric::{descriptor, WARM_STATS};
 use crate::decide::rank::{ties, Measure};
 use crate::evidence::result::{ArmResult, CampaignResult, Stat};
 use crate::evidence::RankingMetric;
+use serde::Serialize;
 use std::fmt::Write as _;
 
 /// One way two campaigns' workloads differ.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Difference {
     pub field: &'static str,
     pub a: String,
@@ -86,19 +90,39 @@ pub fn differences(a: &CampaignResult, b: &CampaignResult) -> Vec<Difference> {
         a.workload.sampling.to_string(),
         b.workload.sampling.to_string(),
     );
+    let cache = |r: &CampaignResult| match r.workload.allow_prefix_cache {
+        Some(true) => "allowed (allow_prefix_cache = true)".to_string(),
+        Some(false) => "defeated by a nonce (allow_prefix_cache = false)".to_string(),
+        None => "not recorded (bundle predates it)".to_string(),
+    };
+    check("prefix cache", cache(a), cache(b));
+    let api = |r: &CampaignResult| {
+        if r.workload.api.is_empty() {
+            "not recorded".to_string()
+        } else {
+            r.workload.api.clone()
+        }
+    };
+    check("api", api(a), api(b));
+    check(
+        "long_context_targets",
+        format!("{:?}", a.workload.long_context_targets),
+        format!("{:?}", b.workload.long_context_targets),
+    );
     d
 }
 
 /// One shared arm's figures in both campaigns.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Row {
     pub arm: String,
     /// Per warm metric (TTFT, decode, E2E): its statistic in A and in B.
     pub metrics: Vec<(RankingMetric, Option<Stat>, Option<Stat>)>,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Comparison {
+    /// Each side's label: `<campaign id> (run <started_at>)`, or the user's.
     pub a: String,
     pub b: String,
     pub forced: Vec<Difference>,
@@ -140,8 +164,8 @@ pub fn compare(a: &CampaignResult, b: &CampaignResult, force: bool) -> anyhow::R
         }
     }
     Ok(Comparison {
-        a: a.campaign_id.clone(),
-        b: b.campaign_id.clone(),
+        a: label(a),
+        b: label(b),
         forced: diffs,
         rows,
         only_a: a
@@ -156,6 +180,105 @@ pub fn compare(a: &CampaignResult, b: &CampaignResult, force: bool) -> anyhow::R
             .filter(|x| a.arm(&x.id).is_none())
             .map(|x| x.id.clone())
             .collect(),
+    })
+}
+
+/// A side's default label: campaign id and when it ran, so two runs of one campaign differ.
+pub fn label(r: &CampaignResult) -> String {
+    if r.started_at.is_empty() {
+        r.campaign_id.clone()
+    } else {
+        format!("{} (run {})", r.campaign_id, r.started_at)
+    }
+}
+
+/// The change of B against A, in percent of A's median (None when not measured in both or A's
+/// median is 0).
+pub fn change_pct(x: &Stat, y: &Stat) -> Option<f64> {
+    (x.p50 != 0.0).then(|| (y.p50 - x.p50) / x.p50 * 100.0)
+}
+
+/// One metric of one arm that is worse in B than in A by more than the threshold.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Regression {
+    pub arm: String,
+    pub metric: RankingMetric,
+    pub a_p50: f64,
+    pub b_p50: f64,
+    /// How much worse B is, in percent of A (positive: slower TTFT/E2E, lower decode).
+    pub worse_pct: f64,
+    /// The two 95 % CIs overlap: beyond the threshold, but not shown to be a real difference
+    /// (not counted by `--fail-on-regression`).
+    pub inside_cis: bool,
+}
+
+/// Every shared metric whose median is worse in B than in A by more than `pct` percent of A's,
+/// each marked whether the two CIs overlap (then the difference is not established).
+pub fn regressions(c: &Comparison, pct: f64) -> Vec<Regression> {
+    let mut out = Vec::new();
+    for r in &c.rows {
+        for (m, x, y) in &r.metrics {
+            let (Some(x), Some(y)) = (x, y) else {
+                continue;
+            };
+            let Some(ch) = change_pct(x, y) else {
+                continue;
+            };
+            let worse = if descriptor(*m).higher_is_better() {
+                -ch
+            } else {
+                ch
+            };
+            if worse > pct {
+                out.push(Regression {
+                    arm: r.arm.clone(),
+                    metric: *m,
+                    a_p50: x.p50,
+                    b_p50: y.p50,
+                    worse_pct: worse,
+                    inside_cis: ties(
+                        Measure {
+                            value: x.p50,
+                            ci95: Some(x.ci95),
+                        },
+                        Measure {
+                            value: y.p50,
+                            ci95: Some(y.ci95),
+                        },
+                        0.0,
+                    ),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The comparison as JSON (labels, forced differences, rows, the arms of one side only).
+pub fn to_json(c: &Comparison) -> serde_json::Value {
+    let rows: Vec<serde_json::Value> = c
+        .rows
+        .iter()
+        .flat_map(|r| {
+            r.metrics.iter().map(move |(m, x, y)| {
+                serde_json::json!({
+                    "arm": r.arm,
+                    "metric": m,
+                    "field": descriptor(*m).field(),
+                    "a": x,
+                    "b": y,
+                    "change_pct": match (x, y) { (Some(x), Some(y)) => change_pct(x, y), _ => None },
+                })
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "a": c.a,
+        "b": c.b,
+        "forced_differences": c.forced,
+        "rows": rows,
+        "only_a": c.only_a,
+        "only_b": c.only_b,
     })
 }
 

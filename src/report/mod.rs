@@ -2,9 +2,12 @@
 //! `decision-summary.json` (schema `anvil-serving.benchmark-decision-summary/v1`),
 //! `publication-summary.md` and `report.html` (self-contained, hand-written SVG).
 //!
-//! [`render_all`] reads `campaign-result.json` (with the policy it records; older bundles: the
-//! bundle's `campaign.toml` copy) and the manifest, decides, writes the three files atomically and rewrites the
-//! manifest so `bakeoff verify` still passes.
+//! [`render_all`] first verifies the bundle (every file against its sealed manifest) and
+//! cross-checks the deciding figures of `campaign-result.json` against the per-step evidence
+//! files they name (`evidence::crosscheck`); it refuses a bundle that fails either, unless forced
+//! ([`render_all_forced`]: the step files' figures win and every problem is a limitation). It then
+//! reads the policy (older bundles: the bundle's `campaign.toml` copy), decides, writes the three
+//! files atomically and rewrites the manifest so `bakeoff verify` still passes.
 
 pub mod compare;
 pub mod html;
@@ -115,10 +118,64 @@ fn policy_table(text: &str) -> anyhow::Result<Policy> {
     }
 }
 
-/// Loads a bundle for rendering.
+/// Loads a verified bundle for rendering (see [`load_checked`]; refuses on any problem).
 pub fn load(dir: &Path) -> anyhow::Result<Bundle> {
-    let result = read_result(dir)?;
-    let (policy, notes) = read_policy(dir, &result);
+    load_checked(dir, false)
+}
+
+/// Loads a bundle for rendering: verifies it against its manifest and cross-checks the deciding
+/// figures of `campaign-result.json` against the step files. Any problem refuses, naming what
+/// failed, unless `force`: then the step files' figures win and every problem becomes a
+/// limitation of the verdict.
+pub fn load_checked(dir: &Path, force: bool) -> anyhow::Result<Bundle> {
+    let mut result = read_result(dir)?;
+    let mut notes = Vec::new();
+    let problems = if dir.join(MANIFEST).exists() {
+        manifest::verify(dir, None)?.1
+    } else {
+        vec![manifest::Problem::Missing {
+            path: MANIFEST.to_string(),
+        }]
+    };
+    if !problems.is_empty() {
+        let list = problems
+            .iter()
+            .map(|p| p.to_string())
+            .collect::<Vec<_>>()
+            .join("; ");
+        if !force {
+            anyhow::bail!(
+                "{} does not verify ({list}); its verdict would rest on files nobody can vouch for. Run `bakeoff verify {}` for the list, or pass --force to render anyway (the problems are then written into the documents as limitations)",
+                dir.display(),
+                dir.display()
+            );
+        }
+        notes.push(format!(
+            "Rendered with --force from a bundle that does not verify: {list}."
+        ));
+    }
+    let mismatches = crate::evidence::crosscheck::check(dir, &mut result, force);
+    if !mismatches.is_empty() {
+        let list = mismatches
+            .iter()
+            .map(|m| m.to_string())
+            .collect::<Vec<_>>()
+            .join("; ");
+        if !force {
+            anyhow::bail!(
+                "{} disagrees with the step files it was copied from ({list}); the verdict is derived from the step files only. Pass --force to render from the step files' figures (the mismatch is then a limitation)",
+                dir.join(RESULT_FILE).display()
+            );
+        }
+        notes.push(format!(
+            "Rendered with --force: {RESULT_FILE} disagreed with its step files ({list}); the verdict uses the step files' figures."
+        ));
+    }
+    for a in result.arms.iter_mut() {
+        a.prompt_cache = crate::evidence::crosscheck::cache_use(dir, a);
+    }
+    let (policy, policy_notes) = read_policy(dir, &result);
+    notes.extend(policy_notes);
     let manifest = match std::fs::read(dir.join(MANIFEST)) {
         Ok(b) => serde_json::from_slice(&b).map_err(|e| {
             anyhow::anyhow!(
@@ -130,6 +187,7 @@ pub fn load(dir: &Path) -> anyhow::Result<Bundle> {
             schema: manifest::SCHEMA.into(),
             bakeoff_version: crate::VERSION.into(),
             files: Vec::new(),
+            root_sha256: None,
         },
     };
     let series = series::read(dir, &result);
@@ -153,7 +211,17 @@ pub fn verdict(b: &Bundle) -> Verdict {
 /// bundle's evidence and rewrites its manifest. The orchestrator calls this at the end of a run;
 /// `bakeoff report DIR` calls it on an existing bundle.
 pub fn render_all(bundle: &Path) -> anyhow::Result<Verdict> {
-    let b = load(bundle)?;
+    render(bundle, false)
+}
+
+/// [`render_all`] on a bundle that may not verify or whose summary disagrees with its step files:
+/// the step files' figures decide and every problem is a limitation (`bakeoff report --force`).
+pub fn render_all_forced(bundle: &Path) -> anyhow::Result<Verdict> {
+    render(bundle, true)
+}
+
+fn render(bundle: &Path, force: bool) -> anyhow::Result<Verdict> {
+    let b = load_checked(bundle, force)?;
     let v = verdict(&b);
     let json = summary::build(&v, &b.result, &b.manifest);
     let md = markdown::render(&v, &b.result, &json);

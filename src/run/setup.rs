@@ -266,6 +266,12 @@ pub fn new_result(c: &Campaign) -> CampaignResult {
         long_context_targets: w.long_context_targets.clone(),
         sampling: serde_json::to_value(&w.sampling).unwrap_or(Value::Null),
         tie_tolerance: c.policy.tie_tolerance.clone(),
+        allow_prefix_cache: Some(w.allow_prefix_cache),
+        api: serde_json::to_value(w.api)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default(),
+        prompt_label: w.prompt_label.clone(),
     };
     // The policy the verdict follows, recorded so the verdict is a function of the bundle alone.
     r.policy = Some(c.policy.clone());

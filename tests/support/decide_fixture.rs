@@ -319,6 +319,7 @@ pub fn evidence_files(r: &CampaignResult) -> Vec<String> {
         v.extend(a.long_context.iter().map(|l| l.evidence.clone()));
         v.extend(a.gates.iter().filter_map(|g| g.evidence.clone()));
         v.extend(a.failure.iter().filter_map(|f| f.evidence.clone()));
+        v.extend(a.evidence.iter().cloned());
     }
     if let Some(x) = &r.restoration {
         v.extend(x.evidence.clone());
@@ -329,16 +330,57 @@ pub fn evidence_files(r: &CampaignResult) -> Vec<String> {
     v
 }
 
+/// The timing record of `r` whose evidence file is `f`.
+pub fn timing_record<'a>(r: &'a CampaignResult, f: &str) -> Option<&'a TimingRecord> {
+    r.arms.iter().find_map(|a| {
+        a.cold
+            .iter()
+            .chain(a.warm.iter())
+            .chain(a.concurrency.values())
+            .find(|t| t.evidence == f)
+    })
+}
+
+/// A step file's `stats` object (the shape `metrics::summary::RunStats` serializes to) that
+/// yields exactly the figures of `t`.
+pub fn stats_of(t: &TimingRecord) -> Value {
+    let mut metrics = serde_json::Map::new();
+    for (name, s) in [
+        ("ttft_ms", t.ttft_ms),
+        ("decode_tok_s", t.decode_tok_s),
+        ("e2e_ms", t.e2e_ms),
+        ("itl_ms", t.itl_ms),
+    ] {
+        if let Some(s) = s {
+            metrics.insert(
+                name.into(),
+                json!({"n": s.n, "p50": s.p50, "p95": s.p95, "median_ci95": s.ci95}),
+            );
+        }
+    }
+    if let Some(p) = t.prompt_tokens_reported {
+        metrics.insert(
+            "prompt_tokens".into(),
+            json!({"n": t.requests_ok, "p50": p as f64, "p95": p as f64, "min": p as f64, "max": p as f64, "median_ci95": [p as f64, p as f64]}),
+        );
+    }
+    json!({
+        "ok": t.requests_ok,
+        "failed": t.requests_failed,
+        "aggregate_output_tok_s": t.aggregate_output_tok_s,
+        "metrics": metrics,
+    })
+}
+
 /// Writes a bundle of `r`: evidence files (warm timing files with per-request values and GPU
 /// memory), campaign-result.json, a campaign.toml copy and the manifest.
 pub fn write_bundle(dir: &Path, r: &CampaignResult) {
     for f in evidence_files(r) {
-        let body = if f.contains("-timing-") && f.ends_with("-warm.json") && f.contains("-c1-") {
-            let arm = r
-                .arms
-                .iter()
-                .find(|a| a.warm.as_ref().is_some_and(|w| w.evidence == f))
-                .unwrap();
+        let warm_of = r
+            .arms
+            .iter()
+            .find(|a| a.warm.as_ref().is_some_and(|w| w.evidence == f));
+        let body = if let Some(arm) = warm_of {
             let w = arm.warm.as_ref().unwrap();
             let (t, e) = (w.ttft_ms.unwrap().p50, w.e2e_ms.unwrap().p50);
             let reqs: Vec<Value> = (0..5)
@@ -348,6 +390,12 @@ pub fn write_bundle(dir: &Path, r: &CampaignResult) {
         } else {
             json!({"file": f})
         };
+        let mut body = body;
+        // Every timing file carries the `stats` its record was copied from (as a run writes
+        // them): `bakeoff report` cross-checks the record against them.
+        if let Some(t) = timing_record(r, &f) {
+            body["stats"] = stats_of(t);
+        }
         std::fs::write(dir.join(&f), serde_json::to_vec_pretty(&body).unwrap()).unwrap();
     }
     std::fs::write(

@@ -75,6 +75,12 @@ env = {{ API_TOKEN = {{ from_env = "BAKEOFF_TEST_SECRET" }}, OTHER = "x" }}
     assert!(o.status.success(), "{}\n{r:#}", text(&o));
     assert_eq!(r["complete"], true, "{r:#}");
     verify(&b);
+    // The verdict was derived from the verified bundle (report refuses nothing it wrote).
+    assert!(
+        !text(&o).contains("could not be written") && b.join("decision-summary.json").exists(),
+        "{}",
+        text(&o)
+    );
     let arm = |id: &str| {
         r["arms"]
             .as_array()

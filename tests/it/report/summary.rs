@@ -66,7 +66,7 @@ fn render_all_writes_a_valid_summary_and_keeps_the_bundle_verifiable() {
     );
 
     // Every evidence name (and every evidence field anywhere) is a file of the rewritten manifest.
-    let (m, problems) = manifest::verify(d.path()).unwrap();
+    let (m, problems) = manifest::verify(d.path(), None).unwrap();
     assert!(problems.is_empty(), "{problems:?}");
     let files: Vec<&str> = m.files.iter().map(|f| f.path.as_str()).collect();
     for name in [
@@ -123,7 +123,7 @@ fn render_all_writes_a_valid_summary_and_keeps_the_bundle_verifiable() {
         serde_json::from_slice(&std::fs::read(d.path().join("decision-summary.json")).unwrap())
             .unwrap();
     assert_eq!(s, s2);
-    assert!(manifest::verify(d.path()).unwrap().1.is_empty());
+    assert!(manifest::verify(d.path(), None).unwrap().1.is_empty());
 }
 
 #[test]

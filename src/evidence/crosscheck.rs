@@ -1,0 +1,394 @@
+//! The deciding figures of `campaign-result.json` checked against the per-step evidence files
+//! they were copied from (which the manifest hashes), so an edited summary cannot decide.
+//!
+//! Checked: every timing record of every arm (cold, warm, each concurrency level: requests ok and
+//! failed, TTFT, decode, E2E and ITL statistics, aggregate throughput, reported prompt tokens)
+//! against its step file's `stats`; the long-context decode speed and E2E against the
+//! long-context timing file; each gate record's status and passed/total against the gate result
+//! its file holds. The step files are read as plain JSON (this layer knows no measurement code).
+
+use super::result::{ArmResult, CampaignResult, GateRecord, Stat, TimingRecord};
+use super::GateStatus;
+use serde_json::Value;
+use std::path::Path;
+
+/// One figure that differs between `campaign-result.json` and the step file it names.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mismatch {
+    pub arm: String,
+    /// Which record, e.g. `warm`, `concurrency 2`, `long-context`, `gate tools`.
+    pub record: String,
+    /// The step file (relative to the bundle).
+    pub file: String,
+    pub field: String,
+    /// The value in campaign-result.json and the one the step file holds (JSON text).
+    pub summary: String,
+    pub step: String,
+}
+
+impl std::fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: arm {} {} {}: campaign-result.json says {}, the step file {} says {}",
+            self.file, self.arm, self.record, self.field, self.summary, self.file, self.step
+        )
+    }
+}
+
+fn read(dir: &Path, file: &str) -> Result<Value, String> {
+    let b = std::fs::read(dir.join(file)).map_err(|e| format!("cannot read it: {e}"))?;
+    serde_json::from_slice(&b).map_err(|e| format!("not JSON: {e}"))
+}
+
+fn stat(stats: &Value, name: &str) -> Option<Stat> {
+    let d = stats.get("metrics")?.get(name)?;
+    if d.is_null() {
+        return None;
+    }
+    let ci = d.get("median_ci95")?.as_array()?;
+    Some(Stat {
+        p50: d.get("p50")?.as_f64()?,
+        ci95: [ci.first()?.as_f64()?, ci.get(1)?.as_f64()?],
+        p95: d.get("p95")?.as_f64()?,
+        n: d.get("n")?.as_u64()?,
+    })
+}
+
+/// The timing figures a step file's `stats` gives (as `run/timed.rs` records them).
+pub fn timing_from_stats(stats: &Value) -> TimingRecord {
+    let prompt = stats
+        .get("metrics")
+        .and_then(|m| m.get("prompt_tokens"))
+        .filter(|d| d.get("min") == d.get("max"))
+        .and_then(|d| d.get("p50")?.as_f64())
+        .map(|x| x as u64);
+    TimingRecord {
+        requests_ok: stats.get("ok").and_then(Value::as_u64).unwrap_or(0),
+        requests_failed: stats.get("failed").and_then(Value::as_u64).unwrap_or(0),
+        ttft_ms: stat(stats, "ttft_ms"),
+        decode_tok_s: stat(stats, "decode_tok_s"),
+        e2e_ms: stat(stats, "e2e_ms"),
+        itl_ms: stat(stats, "itl_ms"),
+        aggregate_output_tok_s: stats.get("aggregate_output_tok_s").and_then(Value::as_f64),
+        prompt_tokens_reported: prompt,
+        ..Default::default()
+    }
+}
+
+fn same_f(a: f64, b: f64) -> bool {
+    a == b || (a - b).abs() <= 1e-9 * a.abs().max(b.abs())
+}
+
+fn same_stat(a: &Option<Stat>, b: &Option<Stat>) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) => {
+            same_f(a.p50, b.p50)
+                && same_f(a.p95, b.p95)
+                && same_f(a.ci95[0], b.ci95[0])
+                && same_f(a.ci95[1], b.ci95[1])
+                && a.n == b.n
+        }
+        _ => false,
+    }
+}
+
+fn text<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_string(v).unwrap_or_default()
+}
+
+/// Compares one timing record with its step file; with `apply`, the step file's figures replace
+/// the record's.
+fn timing(dir: &Path, arm: &str, what: &str, r: &mut TimingRecord, apply: bool) -> Vec<Mismatch> {
+    let mm = |field: &str, summary: String, step: String| Mismatch {
+        arm: arm.to_string(),
+        record: what.to_string(),
+        file: r.evidence.clone(),
+        field: field.to_string(),
+        summary,
+        step,
+    };
+    let v = match read(dir, &r.evidence) {
+        Ok(v) => v,
+        Err(e) => return vec![mm("(file)", "figures".into(), e)],
+    };
+    let Some(stats) = v.get("stats").filter(|s| s.is_object()) else {
+        return vec![mm("stats", "figures".into(), "no `stats` object".into())];
+    };
+    let s = timing_from_stats(stats);
+    let mut out = Vec::new();
+    if r.requests_ok != s.requests_ok {
+        out.push(mm(
+            "requests_ok",
+            text(&r.requests_ok),
+            text(&s.requests_ok),
+        ));
+    }
+    if r.requests_failed != s.requests_failed {
+        out.push(mm(
+            "requests_failed",
+            text(&r.requests_failed),
+            text(&s.requests_failed),
+        ));
+    }
+    for (name, a, b) in [
+        ("ttft_ms", &r.ttft_ms, &s.ttft_ms),
+        ("decode_tok_s", &r.decode_tok_s, &s.decode_tok_s),
+        ("e2e_ms", &r.e2e_ms, &s.e2e_ms),
+        ("itl_ms", &r.itl_ms, &s.itl_ms),
+    ] {
+        if !same_stat(a, b) {
+            out.push(mm(name, text(a), text(b)));
+        }
+    }
+    let agg_same = match (r.aggregate_output_tok_s, s.aggregate_output_tok_s) {
+        (Some(a), Some(b)) => same_f(a, b),
+        (a, b) => a == b,
+    };
+    if !agg_same {
+        out.push(mm(
+            "aggregate_output_tok_s",
+            text(&r.aggregate_output_tok_s),
+            text(&s.aggregate_output_tok_s),
+        ));
+    }
+    if r.prompt_tokens_reported != s.prompt_tokens_reported {
+        out.push(mm(
+            "prompt_tokens_reported",
+            text(&r.prompt_tokens_reported),
+            text(&s.prompt_tokens_reported),
+        ));
+    }
+    if apply && !out.is_empty() {
+        r.requests_ok = s.requests_ok;
+        r.requests_failed = s.requests_failed;
+        r.ttft_ms = s.ttft_ms;
+        r.decode_tok_s = s.decode_tok_s;
+        r.e2e_ms = s.e2e_ms;
+        r.itl_ms = s.itl_ms;
+        r.aggregate_output_tok_s = s.aggregate_output_tok_s;
+        r.prompt_tokens_reported = s.prompt_tokens_reported;
+    }
+    out
+}
+
+/// The gate result a gate step file holds for `g` (the first object naming that gate with its
+/// passed/total counts), if any.
+fn find_gate<'a>(v: &'a Value, name: &str) -> Option<&'a Value> {
+    match v {
+        Value::Object(m) => {
+            if m.get("gate").and_then(Value::as_str) == Some(name)
+                && m.get("passed").is_some_and(Value::is_u64)
+                && m.get("total").is_some_and(Value::is_u64)
+            {
+                return Some(v);
+            }
+            m.values().find_map(|x| find_gate(x, name))
+        }
+        Value::Array(a) => a.iter().find_map(|x| find_gate(x, name)),
+        _ => None,
+    }
+}
+
+fn gate(dir: &Path, arm: &str, g: &mut GateRecord, apply: bool) -> Vec<Mismatch> {
+    let (Some(file), Some(passed), Some(total)) = (g.evidence.clone(), g.passed, g.total) else {
+        return Vec::new();
+    };
+    let name = text(&g.name).trim_matches('"').to_string();
+    let Ok(v) = read(dir, &file) else {
+        return vec![Mismatch {
+            arm: arm.into(),
+            record: format!("gate {name}"),
+            file,
+            field: "(file)".into(),
+            summary: "a gate result".into(),
+            step: "nothing readable".into(),
+        }];
+    };
+    // Gate files of other shapes (GPU checks) hold no k/N to check.
+    let Some(r) = find_gate(&v, &name) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let (p, t) = (r["passed"].as_u64(), r["total"].as_u64());
+    if (p, t) != (Some(passed), Some(total)) {
+        out.push(Mismatch {
+            arm: arm.into(),
+            record: format!("gate {name}"),
+            file: file.clone(),
+            field: "passed/total".into(),
+            summary: format!("{passed}/{total}"),
+            step: format!("{}/{}", p.unwrap_or(0), t.unwrap_or(0)),
+        });
+        if apply {
+            g.passed = p;
+            g.total = t;
+        }
+    }
+    // The gate result's status (`passed` / `failed`) is the record's, same words.
+    let step_status: Option<GateStatus> = serde_json::from_value(r["status"].clone()).ok();
+    if let Some(st) = step_status.filter(|st| *st != g.status) {
+        out.push(Mismatch {
+            arm: arm.into(),
+            record: format!("gate {name}"),
+            file,
+            field: "status".into(),
+            summary: text(&g.status),
+            step: text(&st),
+        });
+        if apply {
+            g.status = st;
+        }
+    }
+    out
+}
+
+fn arm(dir: &Path, a: &mut ArmResult, apply: bool) -> Vec<Mismatch> {
+    let id = a.id.clone();
+    let mut out = Vec::new();
+    if let Some(r) = a.cold.as_mut() {
+        out.extend(timing(dir, &id, "cold", r, apply));
+    }
+    if let Some(r) = a.warm.as_mut() {
+        out.extend(timing(dir, &id, "warm", r, apply));
+    }
+    for (level, r) in a.concurrency.iter_mut() {
+        out.extend(timing(dir, &id, &format!("concurrency {level}"), r, apply));
+    }
+    if let Some(lc) = a.long_context.as_mut() {
+        // Only the long-context timing file carries `stats`; the retrieval file's figures are
+        // means over its requests, kept as they are.
+        if let Ok(v) = read(dir, &lc.evidence) {
+            if let Some(stats) = v.get("stats").filter(|s| s.is_object()) {
+                let s = timing_from_stats(stats);
+                let step = (s.decode_tok_s.map(|x| x.p50), s.e2e_ms.map(|x| x.p50));
+                let same = |a: Option<f64>, b: Option<f64>| match (a, b) {
+                    (Some(a), Some(b)) => same_f(a, b),
+                    (a, b) => a == b,
+                };
+                if !same(lc.decode_tok_s, step.0) || !same(lc.e2e_ms, step.1) {
+                    out.push(Mismatch {
+                        arm: id.clone(),
+                        record: "long-context".into(),
+                        file: lc.evidence.clone(),
+                        field: "decode_tok_s/e2e_ms".into(),
+                        summary: text(&(lc.decode_tok_s, lc.e2e_ms)),
+                        step: text(&step),
+                    });
+                    if apply {
+                        lc.decode_tok_s = step.0;
+                        lc.e2e_ms = step.1;
+                    }
+                }
+            }
+        }
+    }
+    for g in a.gates.iter_mut() {
+        out.extend(gate(dir, &id, g, apply));
+    }
+    out
+}
+
+/// Every deciding figure of `r` that differs from the step file it names. With `apply`, the step
+/// files' figures replace the summary's (the step file wins).
+pub fn check(dir: &Path, r: &mut CampaignResult, apply: bool) -> Vec<Mismatch> {
+    let mut out = Vec::new();
+    for a in r.arms.iter_mut() {
+        out.extend(arm(dir, a, apply));
+    }
+    out
+}
+
+/// The arm's prefix-cache use, summed over the successful requests of its timing step files
+/// (`requests[].usage`: `prompt_tokens`, `cached_tokens`). None when it has no readable timing
+/// file.
+pub fn cache_use(dir: &Path, a: &ArmResult) -> Option<super::result::CacheUse> {
+    let mut u = super::result::CacheUse::default();
+    let mut any = false;
+    for t in a
+        .cold
+        .iter()
+        .chain(a.warm.iter())
+        .chain(a.concurrency.values())
+    {
+        let Ok(v) = read(dir, &t.evidence) else {
+            continue;
+        };
+        any = true;
+        for r in v["requests"].as_array().into_iter().flatten() {
+            if r["ok"] != Value::Bool(true) {
+                continue;
+            }
+            u.requests += 1;
+            let usage = &r["usage"];
+            if let (Some(p), Some(c)) = (
+                usage["prompt_tokens"].as_u64(),
+                usage["cached_tokens"].as_u64(),
+            ) {
+                u.requests_reporting += 1;
+                u.prompt_tokens += p;
+                u.cached_tokens += c;
+            }
+        }
+    }
+    any.then_some(u)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::evidence::result::ArmResult;
+    use serde_json::json;
+
+    #[test]
+    fn a_summary_that_disagrees_with_its_step_file_is_named_and_the_step_file_wins() {
+        let d = tempfile::tempdir().unwrap();
+        let stats = json!({"ok": 5, "failed": 1, "aggregate_output_tok_s": 80.0, "metrics": {
+            "ttft_ms": {"n": 5, "p50": 50.0, "p95": 60.0, "median_ci95": [49.0, 51.0]},
+            "prompt_tokens": {"n": 5, "p50": 64.0, "min": 64.0, "max": 64.0, "p95": 64.0, "median_ci95": [64.0, 64.0]}}});
+        std::fs::write(
+            d.path().join("a-timing-64-c1-warm.json"),
+            json!({"stats": stats, "requests": [
+                {"ok": true, "usage": {"prompt_tokens": 64, "cached_tokens": 48}},
+                {"ok": false, "usage": null}]})
+            .to_string(),
+        )
+        .unwrap();
+        let mut rec = timing_from_stats(&stats);
+        rec.evidence = "a-timing-64-c1-warm.json".into();
+        let mut r = CampaignResult::new("c");
+        r.arms.push(ArmResult {
+            id: "a".into(),
+            warm: Some(rec),
+            ..Default::default()
+        });
+        assert!(check(d.path(), &mut r.clone(), false).is_empty());
+        let cu = cache_use(d.path(), &r.arms[0]).unwrap();
+        assert_eq!(
+            (cu.requests, cu.prompt_tokens, cu.cached_tokens),
+            (1, 64, 48)
+        );
+
+        r.arms[0]
+            .warm
+            .as_mut()
+            .unwrap()
+            .ttft_ms
+            .as_mut()
+            .unwrap()
+            .p50 = 5.0;
+        r.arms[0].warm.as_mut().unwrap().requests_failed = 0;
+        let m = check(d.path(), &mut r, true);
+        let fields: Vec<&str> = m.iter().map(|m| m.field.as_str()).collect();
+        assert_eq!(fields, vec!["requests_failed", "ttft_ms"], "{m:?}");
+        assert!(m[1]
+            .to_string()
+            .starts_with("a-timing-64-c1-warm.json: arm a warm ttft_ms"));
+        let w = r.arms[0].warm.as_ref().unwrap();
+        assert_eq!((w.ttft_ms.unwrap().p50, w.requests_failed), (50.0, 1));
+        // A missing step file is a mismatch too.
+        std::fs::remove_file(d.path().join("a-timing-64-c1-warm.json")).unwrap();
+        assert_eq!(check(d.path(), &mut r, false)[0].field, "(file)");
+    }
+}
