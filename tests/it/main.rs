@@ -32,6 +32,7 @@ mod report {
     mod summary;
 }
 mod selftest;
+mod trust_bundle;
 mod telemetry {
     mod gpu;
     mod metrics;

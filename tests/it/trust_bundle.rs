@@ -4,18 +4,12 @@
 //! campaign are refused by `compare`, and the cached win is a limitation; `compare
 //! --fail-on-regression` exits non-zero on a slower campaign.
 
-#[path = "support/campaign.rs"]
-mod campaign;
-
-use campaign::*;
+use crate::support::campaign::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|p| p.into_inner())
-}
+use crate::support::exclusive as serial;
 
 /// Runs a two-arm campaign (`inc`, `fast`) and returns its bundle copied out of the temp dir,
 /// with the run's stdout+stderr.
