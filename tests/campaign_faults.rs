@@ -266,3 +266,77 @@ fn a_failed_restoration_says_why_what_serves_and_how_to_restart() {
     assert_eq!(listener_model(t.port).as_deref(), Some("inc"));
     cleanup(&b, None, t.port);
 }
+
+/// A small tmpfs, unmounted on drop.
+struct Tmpfs(std::path::PathBuf);
+
+impl Tmpfs {
+    fn mount(at: &Path, size: &str) -> Option<Tmpfs> {
+        std::fs::create_dir_all(at).unwrap();
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(at)
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then(|| Tmpfs(at.to_path_buf()))
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+/// Fills the file system holding `p` until a write fails.
+fn fill(p: &Path) {
+    use std::io::Write;
+    let mut f = std::fs::File::create(p).unwrap();
+    let block = vec![0u8; 64 * 1024];
+    while f.write_all(&block).is_ok() {}
+    let _ = f.sync_all();
+}
+
+#[test]
+fn a_disk_that_fills_and_stays_full_leaves_the_incumbent_serving() {
+    let _g = serial();
+    let t = Camp::new();
+    let Some(disk) = Tmpfs::mount(&t.path("disk"), "8m") else {
+        eprintln!("SKIPPED: cannot mount a tmpfs here (needs root); the unwritable-file test above covers the runner's handling");
+        return;
+    };
+    t.profile("inc", FAST);
+    t.profile("a", SLOW);
+    let file = t.write(&[("inc", "inc"), ("a", "a")], "", "");
+    let mut inc = Some(t.start_incumbent("inc"));
+    let b = disk.0.join("out");
+    let locks = t.path("locks");
+    let child = bakeoff_run(
+        &locks,
+        &[file.to_str().unwrap(), "--output", b.to_str().unwrap()],
+    )
+    .spawn()
+    .unwrap();
+    wait_for(&b.join("a-launch.json"), Duration::from_secs(120));
+    fill(&disk.0.join("filler"));
+    let o = child.wait_with_output().unwrap();
+    if let Some(mut c) = inc.take() {
+        let _ = c.wait();
+    }
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert!(err.contains("restoration"), "{err}");
+    // Never "complete"; every step marked done has its file.
+    if let Ok(bytes) = std::fs::read(b.join("campaign-result.json")) {
+        let r: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(r["complete"], false, "{r:#}");
+    }
+    done_steps_have_files(&b);
+    // The incumbent serves, although its log is on the full disk.
+    wait_serving(t.port, Duration::from_secs(10));
+    assert_eq!(listener_model(t.port).as_deref(), Some("inc"));
+    let pid = json(&b.join("a-launch.json"))["pid"].as_u64().unwrap() as u32;
+    assert!(!pid_alive(pid), "candidate pid {pid} still alive");
+    cleanup(&b, None, t.port);
+    drop(disk);
+}
