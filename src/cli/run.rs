@@ -16,6 +16,7 @@ macro_rules! say {
 
 use crate::campaign::checkpoint::Checkpoint;
 use crate::campaign::{self, Campaign, Mask};
+use crate::lane::lock::{Holder, LaneLock};
 use crate::run::{self as runner, Note, Notify, Options, PortState};
 use anyhow::{Context, Result};
 use clap::Args;
@@ -122,7 +123,29 @@ pub fn run(args: RunArgs) -> Result<()> {
         return Ok(());
     }
     let bundle = absolute(&bundle);
+    if resume && already_complete(&bundle) {
+        say!(
+            "bakeoff run: bundle {} is already complete; nothing to resume, the lane was not touched",
+            bundle.display()
+        );
+        return Ok(());
+    }
     let plan = campaign::plan(&c);
+    // One campaign per lane: taken before anything is touched, held until this process ends.
+    let lock = LaneLock::acquire(
+        &c.lane.host,
+        c.lane.port,
+        &Holder {
+            pid: std::process::id(),
+            campaign_id: c.campaign.id.clone(),
+            bundle: bundle.clone(),
+            started_at: crate::clock::wall_rfc3339(),
+        },
+    )
+    .map_err(refuse)?;
+    if let Some(n) = lock.note() {
+        say!("bakeoff run: {n}");
+    }
     let port = runner::preconditions(&plan, &bundle, resume).map_err(refuse)?;
     match &port {
         PortState::Free => say!(
@@ -171,6 +194,7 @@ pub fn run(args: RunArgs) -> Result<()> {
                 resume,
                 notify: printer(progress_bar),
                 cancel: rx,
+                notes: lock.note().into_iter().collect(),
             },
         )
         .await
@@ -224,6 +248,7 @@ pub fn run(args: RunArgs) -> Result<()> {
         }
     );
     drop(rt);
+    drop(lock);
     if outcome.interrupted.is_some() {
         return Err(super::Exit::silent(130).into());
     }
@@ -231,6 +256,14 @@ pub fn run(args: RunArgs) -> Result<()> {
         return Err(super::Exit::silent(1).into());
     }
     Ok(())
+}
+
+/// The bundle's `campaign-result.json` says complete (a resume has nothing to do).
+fn already_complete(bundle: &Path) -> bool {
+    std::fs::read(bundle.join(crate::evidence::bundle::RESULT))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .is_some_and(|v| v["complete"] == true)
 }
 
 fn absolute(p: &Path) -> PathBuf {

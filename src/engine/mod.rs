@@ -89,13 +89,15 @@ pub async fn serve(
         local.ip().to_string()
     };
     {
+        // Errors ignored: a full disk or a closed pipe behind stdout must never stop the server
+        // (a restored incumbent outlives the run that started it, and its log's disk).
         let mut out = std::io::stdout().lock();
-        writeln!(
+        let _ = writeln!(
             out,
             "bakeoff engine listening on http://{shown_host}:{}",
             local.port()
-        )?;
-        out.flush()?;
+        );
+        let _ = out.flush();
     }
     for p in &opts.profiles {
         if let Some(line) = p.fail_at_startup.clone() {

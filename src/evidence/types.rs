@@ -85,6 +85,9 @@ str_enum! {
         WorkloadRegression = "workload-regression",
         Restoration = "restoration",
         Interrupted = "interrupted",
+        /// The step ran but its evidence could not be written (disk full, I/O error, permission):
+        /// not done, the campaign incomplete; the step runs again on resume.
+        EvidenceUnwritable = "evidence-unwritable",
         /// The arm ran without failing but recorded no warm timing (the verdict's own class).
         Incomplete = "incomplete",
         /// A launch or readiness failure recorded without its class (results written by hand or

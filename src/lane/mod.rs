@@ -17,6 +17,7 @@
 //! the raw file.
 
 pub mod container;
+pub mod lock;
 pub mod logs;
 pub mod port;
 pub mod process;

@@ -26,10 +26,14 @@ pub(super) fn open_log(path: &Path) -> std::io::Result<(std::fs::File, u64)> {
             std::fs::create_dir_all(dir)?;
         }
     }
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    // The raw log may hold what the engine printed of its secrets: its owner's only.
     let f = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
+        .mode(0o600)
         .open(path)?;
+    f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
     let len = f.metadata()?.len();
     Ok((f, len))
 }

@@ -44,6 +44,9 @@ pub struct Options {
     /// Receives progress and warnings (the runner prints nothing).
     pub notify: Notify,
     pub cancel: Cancel,
+    /// Lines for the result's notes, recorded when the bundle opens (e.g. a stale lane lock
+    /// taken over).
+    pub notes: Vec<String>,
 }
 
 pub struct Outcome {
@@ -68,6 +71,9 @@ struct Runner<S: Steps> {
     /// Finished steps when this invocation started.
     done_at_start: usize,
     interrupted: Option<String>,
+    /// The bundle could not be written: the rest up to restoration is skipped, the campaign
+    /// incomplete (a resume runs the unwritten step again).
+    halted: Option<String>,
     arm: Option<ArmRun<S::Live>>,
     t0: Instant,
 }
@@ -80,12 +86,19 @@ pub async fn run(plan: Plan, opts: Options) -> Result<Outcome> {
 /// The runner's loop over plan steps executed by `steps`.
 async fn run_with<S: Steps>(plan: Plan, opts: Options, steps: S) -> Result<Outcome> {
     let t0 = Instant::now();
-    let cx = Cx::open(plan, &opts)?;
+    let mut cx = Cx::open(plan, &opts)?;
+    for n in &opts.notes {
+        let notes = &mut cx.rec.result().notes;
+        if !notes.contains(n) {
+            notes.push(n.clone());
+        }
+    }
     let mut r = Runner {
         steps,
         done_at_start: cx.rec.finished_steps(),
         cx,
         interrupted: None,
+        halted: None,
         arm: None,
         t0,
     };
@@ -104,7 +117,10 @@ async fn run_with<S: Steps>(plan: Plan, opts: Options, steps: S) -> Result<Outco
                 r.mark_interrupted(s);
             }
         } else {
-            if r.interrupted.is_some() || (s.phase == Phase::Arm && r.cx.rec.finished(s.number)) {
+            if r.interrupted.is_some()
+                || r.halted.is_some()
+                || (s.phase == Phase::Arm && r.cx.rec.finished(s.number))
+            {
                 continue;
             }
             if r.cx.cancelled() {
@@ -152,6 +168,11 @@ impl<S: Steps> Runner<S> {
         if let Some(ev) = &done.evidence {
             self.cx.rec.write_json_or_warn(&file, ev);
         }
+        if let Some(e) = self.cx.rec.take_write_failure() {
+            // Evidence not on disk: the step is not done; straight to restoration.
+            self.unwritable(s, &file, e, wall_ms).await;
+            return;
+        }
         if again {
             // A setup step redone by a resumed invocation: its own file, outside the plan.
             let evidence = done.evidence.is_some().then_some(file.as_str());
@@ -179,6 +200,36 @@ impl<S: Steps> Runner<S> {
                     .finish_step(s, StepStatus::Failed, Some(wall_ms));
             }
         }
+        if let Some(e) = self.cx.rec.take_write_failure() {
+            // The result or the checkpoint could not be saved.
+            self.unwritable(s, &file, e, wall_ms).await;
+        }
+    }
+
+    /// A step whose evidence (or the result, or the checkpoint) could not be written: it is not
+    /// done (it runs again on resume), its arm is stopped and marked interrupted with the
+    /// failure `evidence-unwritable`, and the run goes straight to restoration. A restoration
+    /// step goes on (the incumbent comes back regardless); the campaign is incomplete.
+    async fn unwritable(&mut self, s: &PlanStep, file: &str, e: String, wall_ms: f64) {
+        let detail = format!("{} evidence could not be written: {e}", s.kind.name());
+        self.cx.rec.warn(&format!(
+            "{detail}; the campaign will be incomplete (free the disk, then `bakeoff run --resume {}`)",
+            self.cx.rec.dir().display()
+        ));
+        if self.halted.is_none() {
+            self.halted = Some(format!("stopped: {detail}"));
+        }
+        if s.phase == Phase::Restoration {
+            return;
+        }
+        self.cx.rec.set_interrupted(s, wall_ms);
+        if let (Phase::Arm, Some(id)) = (s.phase, s.arm.as_deref()) {
+            let f = fail(FailureClass::EvidenceUnwritable, detail, file);
+            self.cx.rec.arm_result(id).failure = Some(f);
+        }
+        self.cx.rec.save();
+        self.stop_interrupted_arm().await;
+        let _ = self.cx.rec.take_write_failure();
     }
 
     /// Opens the arm of `s` when it is the arm's first step to run. An arm resumed half way
@@ -189,6 +240,14 @@ impl<S: Steps> Runner<S> {
             return true;
         }
         let fatal = self.cx.rec.arm_result(&id).status == ArmStatus::Failed;
+        let a = self.cx.rec.arm_result(&id);
+        if a.failure
+            .as_ref()
+            .is_some_and(|f| f.class == FailureClass::EvidenceUnwritable)
+        {
+            // An earlier invocation could not write this arm's evidence: the step runs again.
+            a.failure = None;
+        }
         self.arm = Some(ArmRun {
             id: id.clone(),
             live: None,
@@ -290,12 +349,15 @@ impl<S: Steps> Runner<S> {
             let t = Instant::now();
             let ev = self.steps.stop(&mut self.cx, &a.id, live).await;
             let name = bundle::stop_interrupted(&a.id, self.cx.rec.invocation());
-            self.cx.rec.write_json_or_warn(&name, &ev);
+            let written = self.cx.rec.write_json_or_warn(&name, &ev);
             let w = t.elapsed().as_secs_f64() * 1e3;
+            let evidence = written.then_some(name.as_str());
             self.cx
                 .rec
-                .extra(Some(&a.id), "stop (interrupted)", Some(&name), w);
-            self.cx.rec.add_evidence(&a.id, &name);
+                .extra(Some(&a.id), "stop (interrupted)", evidence, w);
+            if written {
+                self.cx.rec.add_evidence(&a.id, &name);
+            }
         }
         self.cx.rec.arm_result(&a.id).status = ArmStatus::Interrupted;
         self.cx.rec.save();
@@ -314,12 +376,18 @@ impl<S: Steps> Runner<S> {
     fn finish(mut self) -> Result<Outcome> {
         (self.cx.notify)(Note::Finished);
         let total_ms = self.t0.elapsed().as_secs_f64() * 1e3;
-        let (complete, timing) = self.cx.rec.close(
-            self.interrupted.as_deref(),
-            total_ms,
-            self.cx.lane_has_gpus(),
-        );
-        crate::evidence::manifest::write(self.cx.rec.dir())?;
+        let reason = self.interrupted.as_deref().or(self.halted.as_deref());
+        let (mut complete, timing) = self.cx.rec.close(reason, total_ms, self.cx.lane_has_gpus());
+        if let Err(e) = crate::evidence::manifest::write(self.cx.rec.dir()) {
+            // Still an outcome: the caller reports the arms and the restoration.
+            let why = format!("the manifest could not be written: {e:#}");
+            self.cx.rec.warn(&why);
+            complete = false;
+            let r = self.cx.rec.result();
+            r.complete = false;
+            r.incomplete_reason = Some(why);
+            self.cx.rec.save();
+        }
         Ok(Outcome {
             complete,
             interrupted: self.interrupted,

@@ -23,6 +23,8 @@ pub struct Recorder {
     engine_ms: f64,
     measure_ms: f64,
     notify: super::Notify,
+    /// The first write that failed since the runner last looked ([`Recorder::take_write_failure`]).
+    write_failure: std::sync::Mutex<Option<String>>,
 }
 
 /// Steps whose time is the engines starting and stopping (the rest is measurement).
@@ -65,6 +67,7 @@ impl Recorder {
             engine_ms: 0.0,
             measure_ms: 0.0,
             notify,
+            write_failure: std::sync::Mutex::new(None),
         };
         rec.ck.invocations += 1;
         rec.inv = rec.ck.invocations;
@@ -117,19 +120,46 @@ impl Recorder {
         self.ck.steps.iter().filter(|s| s.status.finished()).count()
     }
 
+    /// Writes `name` (atomic, masked). A failure is also kept for the runner, which does not
+    /// count a step done whose evidence is not on disk ([`Recorder::take_write_failure`]).
     pub fn write_json(&self, name: &str, v: &Value) -> Result<()> {
         let text = serde_json::to_string_pretty(v)? + "\n";
-        crate::evidence::write_atomic(&self.dir.join(name), self.mask.scrub(&text).as_bytes())
+        self.write_text(name, &text)
     }
 
-    pub fn write_json_or_warn(&self, name: &str, v: &Value) {
-        if let Err(e) = self.write_json(name, v) {
-            self.warn(&e.to_string());
+    /// [`Recorder::write_json`], warning on failure; true when the file was written.
+    pub fn write_json_or_warn(&self, name: &str, v: &Value) -> bool {
+        match self.write_json(name, v) {
+            Ok(()) => true,
+            Err(e) => {
+                self.warn(&e.to_string());
+                false
+            }
         }
     }
 
     pub fn write_text(&self, name: &str, text: &str) -> Result<()> {
-        crate::evidence::write_atomic(&self.dir.join(name), self.mask.scrub(text).as_bytes())
+        let r =
+            crate::evidence::write_atomic(&self.dir.join(name), self.mask.scrub(text).as_bytes());
+        if let Err(e) = &r {
+            self.note_write_failure(format!("{e:#}"));
+        }
+        r
+    }
+
+    fn note_write_failure(&self, e: String) {
+        let mut w = self.write_failure.lock().unwrap_or_else(|p| p.into_inner());
+        if w.is_none() {
+            *w = Some(e);
+        }
+    }
+
+    /// The first bundle write that failed since the last call, if any.
+    pub fn take_write_failure(&self) -> Option<String> {
+        self.write_failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
     }
 
     /// A problem that does not stop the run, for whoever shows progress.
@@ -147,6 +177,7 @@ impl Recorder {
         }
         if let Err(e) = self.ck.save(&self.dir) {
             self.warn(&e.to_string());
+            self.note_write_failure(format!("{e:#}"));
         }
     }
 
@@ -251,7 +282,8 @@ impl Recorder {
             .restoration
             .as_ref()
             .is_some_and(|x| x.status == RestorationStatus::Passed);
-        let complete = all_end && restored && interrupted.is_none();
+        let missing = missing_files(&self.dir, r);
+        let complete = all_end && restored && interrupted.is_none() && missing.is_empty();
         r.complete = complete;
         r.incomplete_reason = if complete {
             None
@@ -259,9 +291,20 @@ impl Recorder {
             Some(i.to_string())
         } else if !restored {
             Some("the incumbent's restoration failed (see restoration-*.json)".into())
+        } else if !missing.is_empty() {
+            Some(format!(
+                "files the result names are missing from the bundle: {}",
+                missing.join(", ")
+            ))
         } else {
             Some("not every arm reached an end state".into())
         };
+        if !missing.is_empty() {
+            let n = format!("missing evidence files: {}", missing.join(", "));
+            if !r.notes.contains(&n) {
+                r.notes.push(n);
+            }
+        }
         if let Some(i) = interrupted {
             if !r.notes.iter().any(|n| n == i) {
                 r.notes.push(i.to_string());
@@ -295,4 +338,26 @@ impl Recorder {
         self.save();
         (complete, timing)
     }
+}
+
+/// The files `campaign-result.json` names (arm evidence, timing, gates, failures, restoration)
+/// that are not in the bundle.
+fn missing_files(dir: &Path, r: &CampaignResult) -> Vec<String> {
+    let mut names: Vec<&str> = Vec::new();
+    for a in &r.arms {
+        names.extend(a.evidence.iter().map(String::as_str));
+        names.extend(a.gates.iter().filter_map(|g| g.evidence.as_deref()));
+        names.extend(a.failure.iter().filter_map(|f| f.evidence.as_deref()));
+    }
+    if let Some(x) = &r.restoration {
+        names.extend(x.evidence.as_deref());
+    }
+    let mut missing: Vec<String> = names
+        .into_iter()
+        .filter(|n| !n.is_empty() && !dir.join(n).is_file())
+        .map(str::to_string)
+        .collect();
+    missing.sort();
+    missing.dedup();
+    missing
 }

@@ -196,6 +196,11 @@ fn output_ok(bundle: &Path, resume: bool) -> Result<(), String> {
             d.display()
         )
     })?;
+    // Raw engine logs may hold unmasked secrets: their directory is the owner's only.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700));
+    }
     Ok(())
 }
 

@@ -151,6 +151,7 @@ async fn go(dir: &Path, mut fake: Fake, resume: bool) -> Ran {
         resume,
         notify: super::quiet(),
         cancel: rx,
+        notes: vec![],
     };
     let mut fake = fake;
     let out = run_with_fake(plan.clone(), opts, &mut fake).await;

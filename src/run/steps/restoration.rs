@@ -17,17 +17,125 @@ use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+/// Why a restoration step failed, in one line, from its evidence.
+fn cause(ev: &Value) -> String {
+    let f = &ev["failure"];
+    if let Some(s) = f.as_str() {
+        return s.to_string();
+    }
+    if let Some(m) = f["message"].as_str() {
+        return m.to_string();
+    }
+    if let Some(d) = ev["detail"].as_str() {
+        return d.to_string();
+    }
+    if let Some(checks) = ev["checks"].as_object() {
+        let bad: Vec<String> = checks
+            .iter()
+            .filter(|(_, v)| *v != &json!(true))
+            .map(|(k, _)| {
+                format!(
+                    "{k} expected {} got {}",
+                    ev[k.as_str()]["expected"],
+                    ev[k.as_str()]["actual"]
+                )
+            })
+            .collect();
+        if !bad.is_empty() {
+            return format!("identity mismatch: {}", bad.join(", "));
+        }
+    }
+    if let Some(g) = ev["gates"].as_array() {
+        let bad: Vec<String> = g
+            .iter()
+            .filter(|x| x["status"] != "passed")
+            .map(|x| {
+                format!(
+                    "{} {}",
+                    x["name"].as_str().unwrap_or("gate"),
+                    x["detail"].as_str().unwrap_or("failed")
+                )
+            })
+            .collect();
+        if !bad.is_empty() {
+            return bad.join("; ");
+        }
+    }
+    "see its evidence".into()
+}
+
+/// What serves on the lane port now, in words.
+fn lane_now(cx: &Cx) -> String {
+    let c = cx.c();
+    match procnet::find_listeners(c.lane.port).first() {
+        None if lane::port_free(&c.lane.host, c.lane.port) => format!(
+            "nothing serves the lane {}:{} now",
+            c.lane.host, c.lane.port
+        ),
+        None => format!(
+            "the lane {}:{} is held by a process bakeoff cannot identify",
+            c.lane.host, c.lane.port
+        ),
+        Some(l) => cx.mask.scrub(&format!(
+            "pid {} serves the lane {}:{} now: {}",
+            l.pid,
+            c.lane.host,
+            c.lane.port,
+            l.cmdline.join(" ")
+        )),
+    }
+}
+
+/// The shell command that starts the incumbent again by hand, detached, its output appended
+/// to `log` (secrets read from the same environment variables the campaign names).
+pub fn restart_command(cx: &Cx, log: &std::path::Path) -> Option<String> {
+    use crate::campaign::command::shell_quote;
+    let inc = cx.incumbent();
+    let lc = cx.c().launch_command(&inc)?;
+    let st = &lc.start;
+    let mut argv = st.argv.clone();
+    if st.self_exe {
+        if let Ok(e) = std::env::current_exe() {
+            argv[0] = e.display().to_string();
+        }
+    }
+    let env: Vec<String> = st
+        .env
+        .iter()
+        .map(|(k, v)| match v {
+            EnvValue::Literal(s) => format!("{k}={}", shell_quote(s)),
+            EnvValue::FromEnv(name) => format!("{k}=\"${name}\""),
+        })
+        .collect();
+    let argv: Vec<String> = argv.iter().map(|a| shell_quote(a)).collect();
+    let cmd = if inc.container.is_some() {
+        [env, argv].concat().join(" ")
+    } else {
+        let mut parts = env;
+        parts.push("setsid".into());
+        parts.extend(argv);
+        let cd = st
+            .cwd
+            .as_ref()
+            .map(|d| format!("cd {} && ", shell_quote(&d.display().to_string())))
+            .unwrap_or_default();
+        format!(
+            "({cd}{} >> {} 2>&1 < /dev/null &)",
+            parts.join(" "),
+            shell_quote(&log.display().to_string())
+        )
+    };
+    Some(cx.mask.scrub(&cmd))
+}
+
 /// A restoration step's evidence and whether it passed.
 fn done(cx: &mut Cx, step: &str, ev: Value, passed: bool, evidence: &str) -> Done {
     if passed {
         return Done::ok(ev);
     }
-    cx.restore.failed_steps.push(format!("{step} failed"));
-    let f = fail(
-        FailureClass::Restoration,
-        format!("{step} failed"),
-        evidence,
-    );
+    let why = format!("{step} failed: {} (see {evidence})", cause(&ev));
+    cx.restore.failed_steps.push(why.clone());
+    let f = fail(FailureClass::Restoration, why, evidence);
     Done::new(Outcome::Fatal(f), Some(ev))
 }
 
@@ -265,7 +373,21 @@ pub fn settle(cx: &mut Cx) {
         }
         d
     } else {
-        failed.join("; ")
+        let log = bundle::incumbent_log(cx.rec.dir());
+        let restart = match restart_command(cx, &log) {
+            Some(c) => format!("; start the incumbent again with: {c}"),
+            None => {
+                "; the incumbent is an endpoint bakeoff does not start: start it as you usually do"
+                    .into()
+            }
+        };
+        let causes = if failed[0].starts_with("restore-incumbent") && failed.len() > 1 {
+            // Identity and preflight cannot pass without a serving incumbent: the first cause.
+            format!("{}; identity and preflight could not be checked", failed[0])
+        } else {
+            failed.join("; ")
+        };
+        format!("{causes}; {}{restart}", lane_now(cx))
     };
     rest.evidence = Some(bundle::RESTORATION_IDENTITY.into());
     cx.rec.result().restoration = Some(rest);

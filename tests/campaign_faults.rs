@@ -1,0 +1,342 @@
+//! `bakeoff run` under production faults, on reference-engine arms: two runs on one lane, evidence
+//! that cannot be written. See docs/reliability.md for the fault matrix these tests back.
+
+#[path = "support/campaign.rs"]
+mod campaign;
+
+use campaign::*;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+const FAST: &str = "ttft_ms = 10\ndecode_tok_s = 400\ncontext_tokens = 4096";
+/// A slow decode: the arm's timing steps take seconds, time to act during the arm.
+const SLOW: &str = "ttft_ms = 10\ndecode_tok_s = 20\ncontext_tokens = 4096";
+
+fn wait_for(p: &Path, limit: Duration) {
+    let t = Instant::now();
+    while !p.exists() {
+        assert!(t.elapsed() < limit, "{} never appeared", p.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn bakeoff_run(lock_dir: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(BIN);
+    c.arg("run")
+        .args(args)
+        .arg("--no-progress")
+        .env("BAKEOFF_LOCK_DIR", lock_dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
+}
+
+#[test]
+fn a_second_run_on_the_lane_is_refused_naming_the_first() {
+    let _g = serial();
+    let t = Camp::new();
+    t.profile("inc", FAST);
+    t.profile("a", SLOW);
+    let file = t.write(&[("inc", "inc"), ("a", "a")], "", "");
+    let inc = t.start_incumbent("inc");
+    let locks = t.path("locks");
+    std::fs::create_dir_all(&locks).unwrap();
+    // A lock left by a run that died: the first run takes it over and records that.
+    let mut dead = Command::new("true").spawn().unwrap();
+    let dead_pid = dead.id();
+    dead.wait().unwrap();
+    let lock_file = bakeoff::lane::lock::lock_path(&locks, "127.0.0.1", t.port);
+    std::fs::write(
+        &lock_file,
+        format!(r#"{{"pid": {dead_pid}, "campaign_id": "dead-run", "bundle": "/gone"}}"#),
+    )
+    .unwrap();
+    let b = t.bundle();
+    let first = bakeoff_run(&locks, &[file.to_str().unwrap()])
+        .spawn()
+        .unwrap();
+    wait_for(&b.join("a-launch.json"), Duration::from_secs(120));
+    // The second run, same lane, its own output: refused before it touches anything.
+    let out2 = t.path("out2");
+    let o = bakeoff_run(
+        &locks,
+        &[file.to_str().unwrap(), "--output", out2.to_str().unwrap()],
+    )
+    .output()
+    .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(err.contains("held by another bakeoff run"), "{err}");
+    assert!(err.contains(&format!("pid {}", first.id())), "{err}");
+    assert!(err.contains("campaign `test-campaign`"), "{err}");
+    assert!(err.contains(b.to_str().unwrap()), "{err}");
+    assert!(!out2.exists(), "the refused run created its output");
+    // The first completes undisturbed.
+    let o = first.wait_with_output().unwrap();
+    let r = json(&b.join("campaign-result.json"));
+    assert!(o.status.success(), "{}\n{r:#}", text(&o));
+    assert_eq!(r["complete"], true, "{r:#}");
+    verify(&b);
+    let notes = r["notes"].to_string();
+    assert!(
+        notes.contains("took over a stale lock") && notes.contains("dead-run"),
+        "{notes}"
+    );
+    assert!(String::from_utf8_lossy(&o.stderr).contains("took over a stale lock"));
+    assert_eq!(listener_model(t.port).as_deref(), Some("inc"));
+    // Released on exit: the lock names nobody, and the lane can be taken again.
+    assert_eq!(std::fs::read_to_string(&lock_file).unwrap(), "");
+    // Raw logs (outside the bundle, unmasked) are the owner's only.
+    use std::os::unix::fs::PermissionsExt;
+    let logs = b.with_file_name("out.logs");
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&logs), 0o700, "{}", logs.display());
+    assert_eq!(mode(&logs.join("a.log")), 0o600);
+    assert_eq!(mode(&b.with_file_name("out.incumbent.log")), 0o600);
+    // Resuming a complete bundle does nothing to the lane, and says so.
+    let before = bakeoff::lane::procnet::find_listeners(t.port)[0].pid;
+    let o = bakeoff_run(&locks, &["--resume", b.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("already complete"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(
+        bakeoff::lane::procnet::find_listeners(t.port)[0].pid,
+        before
+    );
+    verify(&b);
+    cleanup(&b, Some(inc), t.port);
+}
+
+/// Every step the checkpoint marks done has its evidence file in the bundle.
+fn done_steps_have_files(b: &Path) -> usize {
+    let ck = json(&b.join("checkpoint.json"));
+    let mut n = 0;
+    for s in ck["steps"].as_array().unwrap() {
+        if s["status"] == "done" {
+            let f = s["evidence"].as_str().unwrap();
+            assert!(
+                b.join(f).is_file(),
+                "step {} marked done without {f}",
+                s["number"]
+            );
+            n += 1;
+        }
+    }
+    n
+}
+
+#[test]
+fn evidence_that_cannot_be_written_stops_the_arm_and_restores() {
+    let _g = serial();
+    let t = Camp::new();
+    t.profile("inc", FAST);
+    t.profile("a", SLOW);
+    t.profile("b", FAST);
+    let file = t.write(&[("inc", "inc"), ("a", "a"), ("b", "b")], "", "");
+    let mut inc = Some(t.start_incumbent("inc"));
+    let b = t.bundle();
+    let locks = t.path("locks");
+    let child = bakeoff_run(&locks, &[file.to_str().unwrap()])
+        .spawn()
+        .unwrap();
+    // During arm a, its warm timing file becomes unwritable: a directory in its place (a rename
+    // onto a directory fails even for root, so this test cannot be skipped).
+    wait_for(&b.join("a-launch.json"), Duration::from_secs(120));
+    let blocked = b.join("a-timing-64-c1-warm.json");
+    std::fs::create_dir(&blocked).unwrap();
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let r = json(&b.join("campaign-result.json"));
+    assert_eq!(r["complete"], false, "{r:#}");
+    let reason = r["incomplete_reason"].as_str().unwrap();
+    assert!(reason.contains("evidence could not be written"), "{reason}");
+    assert!(err.contains("incomplete"), "{err}");
+    let arm = |id: &str| {
+        r["arms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["id"] == id)
+            .unwrap()
+            .clone()
+    };
+    let a = arm("a");
+    assert_eq!(a["failure"]["class"], "evidence-unwritable", "{a:#}");
+    assert_eq!(a["status"], "interrupted", "{a:#}");
+    // Straight to restoration: arm b never launched.
+    assert!(!b.join("b-launch.json").exists());
+    // The step is not done; every step marked done has its file.
+    let ck = json(&b.join("checkpoint.json"));
+    let st = ck["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["evidence"] == "a-timing-64-c1-warm.json")
+        .unwrap()
+        .clone();
+    assert_ne!(st["status"], "done", "{st:#}");
+    assert!(done_steps_have_files(&b) > 0);
+    // The candidate is gone; the incumbent serves.
+    let pid = json(&b.join("a-launch.json"))["pid"].as_u64().unwrap() as u32;
+    assert!(!pid_alive(pid), "candidate pid {pid} still alive");
+    assert_eq!(r["restoration"]["status"], "passed", "{r:#}");
+    assert_eq!(listener_model(t.port).as_deref(), Some("inc"));
+    if let Some(mut c) = inc.take() {
+        let _ = c.wait(); // stopped by bakeoff
+    }
+    // The disk is fixed: resume runs the unwritten step again and completes.
+    std::fs::remove_dir(&blocked).unwrap();
+    let o = bakeoff_run(&locks, &["--resume", b.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let r = json(&b.join("campaign-result.json"));
+    assert!(o.status.success(), "{}\n{r:#}", text(&o));
+    assert_eq!(r["complete"], true, "{r:#}");
+    assert_eq!(arm_status(&r, "a"), "completed");
+    assert!(r["arms"][1]["failure"].is_null(), "{r:#}");
+    assert!(blocked.is_file());
+    done_steps_have_files(&b);
+    verify(&b);
+    assert_eq!(listener_model(t.port).as_deref(), Some("inc"));
+    cleanup(&b, None, t.port);
+}
+
+fn arm_status(r: &serde_json::Value, id: &str) -> String {
+    r["arms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["id"] == id)
+        .map(|a| a["status"].as_str().unwrap_or_default().to_string())
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_failed_restoration_says_why_what_serves_and_how_to_restart() {
+    let _g = serial();
+    let t = Camp::new();
+    t.profile("inc", FAST);
+    t.profile("a", FAST);
+    let file = t.write(&[("inc", "inc"), ("a", "a")], "", "");
+    let mut inc = Some(t.start_incumbent("inc"));
+    let b = t.bundle();
+    let locks = t.path("locks");
+    let child = bakeoff_run(&locks, &[file.to_str().unwrap()])
+        .spawn()
+        .unwrap();
+    // Once the incumbent is stopped, its profile breaks: it cannot be started again.
+    wait_for(&b.join("incumbent-shutdown.json"), Duration::from_secs(120));
+    let prof = t.path("inc.toml");
+    let good = std::fs::read_to_string(&prof).unwrap();
+    std::fs::write(&prof, "this is not a profile = = =\n").unwrap();
+    let o = child.wait_with_output().unwrap();
+    if let Some(mut c) = inc.take() {
+        let _ = c.wait();
+    }
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let r = json(&b.join("campaign-result.json"));
+    let detail = r["restoration"]["detail"].as_str().unwrap().to_string();
+    eprintln!("restoration detail: {detail}");
+    assert!(detail.contains("restore-incumbent failed: "), "{detail}");
+    assert!(detail.contains("(see restoration-launch.json)"), "{detail}");
+    assert!(detail.contains("nothing serves the lane"), "{detail}");
+    let (_, cmd) = detail
+        .split_once("start the incumbent again with: ")
+        .unwrap_or_else(|| panic!("no restart command: {detail}"));
+    assert!(err.contains(cmd), "{err}");
+    // The command, as printed, brings the incumbent back once the profile is fixed.
+    std::fs::write(&prof, good).unwrap();
+    let st = Command::new("sh").arg("-c").arg(cmd).status().unwrap();
+    assert!(st.success());
+    wait_serving(t.port, Duration::from_secs(20));
+    assert_eq!(listener_model(t.port).as_deref(), Some("inc"));
+    cleanup(&b, None, t.port);
+}
+
+/// A small tmpfs, unmounted on drop.
+struct Tmpfs(std::path::PathBuf);
+
+impl Tmpfs {
+    fn mount(at: &Path, size: &str) -> Option<Tmpfs> {
+        std::fs::create_dir_all(at).unwrap();
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(at)
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then(|| Tmpfs(at.to_path_buf()))
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+/// Fills the file system holding `p` until a write fails.
+fn fill(p: &Path) {
+    use std::io::Write;
+    let mut f = std::fs::File::create(p).unwrap();
+    let block = vec![0u8; 64 * 1024];
+    while f.write_all(&block).is_ok() {}
+    let _ = f.sync_all();
+}
+
+#[test]
+fn a_disk_that_fills_and_stays_full_leaves_the_incumbent_serving() {
+    let _g = serial();
+    let t = Camp::new();
+    let Some(disk) = Tmpfs::mount(&t.path("disk"), "8m") else {
+        eprintln!("SKIPPED: cannot mount a tmpfs here (needs root); the unwritable-file test above covers the runner's handling");
+        return;
+    };
+    t.profile("inc", FAST);
+    t.profile("a", SLOW);
+    let file = t.write(&[("inc", "inc"), ("a", "a")], "", "");
+    let mut inc = Some(t.start_incumbent("inc"));
+    let b = disk.0.join("out");
+    let locks = t.path("locks");
+    let child = bakeoff_run(
+        &locks,
+        &[file.to_str().unwrap(), "--output", b.to_str().unwrap()],
+    )
+    .spawn()
+    .unwrap();
+    wait_for(&b.join("a-launch.json"), Duration::from_secs(120));
+    fill(&disk.0.join("filler"));
+    let o = child.wait_with_output().unwrap();
+    if let Some(mut c) = inc.take() {
+        let _ = c.wait();
+    }
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert!(err.contains("restoration"), "{err}");
+    // Never "complete"; every step marked done has its file.
+    if let Ok(bytes) = std::fs::read(b.join("campaign-result.json")) {
+        let r: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(r["complete"], false, "{r:#}");
+    }
+    done_steps_have_files(&b);
+    // The incumbent serves, although its log is on the full disk.
+    wait_serving(t.port, Duration::from_secs(10));
+    assert_eq!(listener_model(t.port).as_deref(), Some("inc"));
+    let pid = json(&b.join("a-launch.json"))["pid"].as_u64().unwrap() as u32;
+    assert!(!pid_alive(pid), "candidate pid {pid} still alive");
+    cleanup(&b, None, t.port);
+    drop(disk);
+}
