@@ -8,6 +8,7 @@ mod support;
 mod architecture;
 mod bench;
 mod campaign {
+    mod faults;
     mod run;
     mod spec;
 }

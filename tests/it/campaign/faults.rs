@@ -1,18 +1,12 @@
 //! `bakeoff run` under production faults, on reference-engine arms: two runs on one lane, evidence
 //! that cannot be written. See docs/reliability.md for the fault matrix these tests back.
 
-#[path = "support/campaign.rs"]
-mod campaign;
-
-use campaign::*;
+use crate::support::campaign::*;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|p| p.into_inner())
-}
+use crate::support::exclusive as serial;
 
 const FAST: &str = "ttft_ms = 10\ndecode_tok_s = 400\ncontext_tokens = 4096";
 /// A slow decode: the arm's timing steps take seconds, time to act during the arm.
