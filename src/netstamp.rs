@@ -26,6 +26,21 @@ static UNSTAMPED: AtomicU64 = AtomicU64::new(0);
 /// Longest delay between a stamped arrival and its read since the last [`take_max_lag_ns`].
 static MAX_LAG_NS: AtomicU64 = AtomicU64::new(0);
 
+/// Buckets of the read-lag histogram: bucket `i` counts stamped reads whose lag (read time minus
+/// kernel arrival) was below `2^(i+1)` ns and at least `2^i` ns (bucket 0 also holds lags under
+/// 1 ns); the last one holds everything longer.
+pub const LAG_BUCKETS: usize = 40;
+static LAG_HIST: [AtomicU64; LAG_BUCKETS] = [const { AtomicU64::new(0) }; LAG_BUCKETS];
+
+/// The read-lag histogram so far in this process (see [`LAG_BUCKETS`]); a load diffs two.
+pub fn lag_histogram() -> [u64; LAG_BUCKETS] {
+    std::array::from_fn(|i| LAG_HIST[i].load(Relaxed))
+}
+
+fn lag_bucket(lag_ns: u64) -> usize {
+    ((63 - lag_ns.max(1).leading_zeros()) as usize).min(LAG_BUCKETS - 1)
+}
+
 /// The longest read lag (read time minus kernel arrival) seen since the last call, and resets
 /// it. A reader that keeps up sees microseconds; milliseconds mean it is falling behind.
 pub fn take_max_lag_ns() -> u64 {
@@ -152,6 +167,7 @@ pub async fn read(stream: &TcpStream, buf: &mut Vec<u8>) -> io::Result<(usize, u
             if kernel {
                 STAMPED.fetch_add(1, Relaxed);
                 MAX_LAG_NS.fetch_max(read_at - at, Relaxed);
+                LAG_HIST[lag_bucket(read_at - at)].fetch_add(1, Relaxed);
             } else {
                 UNSTAMPED.fetch_add(1, Relaxed);
             }
@@ -164,6 +180,16 @@ pub async fn read(stream: &TcpStream, buf: &mut Vec<u8>) -> io::Result<(usize, u
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lag_buckets_are_powers_of_two() {
+        assert_eq!(lag_bucket(0), 0);
+        assert_eq!(lag_bucket(1), 0);
+        assert_eq!(lag_bucket(2), 1);
+        assert_eq!(lag_bucket(1023), 9);
+        assert_eq!(lag_bucket(1024), 10);
+        assert_eq!(lag_bucket(u64::MAX), LAG_BUCKETS - 1);
+    }
     use tokio::io::AsyncWriteExt;
 
     /// A connected (client, server) pair on loopback.

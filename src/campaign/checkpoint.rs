@@ -105,6 +105,10 @@ pub struct Checkpoint {
     /// Times the incumbent was stopped by this campaign.
     pub incumbent_shutdowns: u32,
     pub timing: Vec<InvocationTiming>,
+    /// Where the campaign's prompt nonce numbers start (random per campaign; absent in
+    /// checkpoints written before it existed, which used 0).
+    #[serde(default)]
+    pub nonce_base: Option<u64>,
 }
 
 impl Checkpoint {
@@ -133,6 +137,8 @@ impl Checkpoint {
             arms: BTreeMap::new(),
             incumbent_shutdowns: 0,
             timing: Vec::new(),
+            // Drawn by the runner when it opens a new bundle (run/recorder.rs).
+            nonce_base: None,
         }
     }
 

@@ -59,9 +59,11 @@ pub struct BenchArgs {
     pub max_tokens: u64,
     #[arg(long, default_value_t = 0.0)]
     pub temperature: f64,
-    /// Sampling seed sent with every request (also seeds Poisson arrivals and the bootstrap).
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
+    /// Reproduce a run: the sampling seed sent with every request (default 0), the Poisson
+    /// arrivals, the bootstrap and the prompts' nonce numbers. Without it the nonce numbers start
+    /// at a random place, so a second run never meets the first run's prompts in a prefix cache.
+    #[arg(long)]
+    pub seed: Option<u64>,
     /// Send ignore_eos: true so every request generates exactly --max-tokens (vLLM, llama.cpp).
     #[arg(long)]
     pub ignore_eos: bool,
@@ -124,6 +126,8 @@ pub struct BenchReport {
     /// Where arrival times came from: the kernel's receive stamps, or (where there were none)
     /// the time of the read; counted over the run's reads.
     pub arrival_clock: Value,
+    /// What the reader of the numbers must know (also printed with the summary).
+    pub warnings: Vec<String>,
     #[serde(flatten)]
     pub stats: RunStats,
 }
@@ -250,6 +254,11 @@ pub async fn bench(args: BenchArgs, stop: watch::Receiver<bool>) -> Result<Bench
         EndpointArg::Completions => Endpoint::Completions,
     };
     let nonce = !args.allow_prefix_cache;
+    let seed = args.seed.unwrap_or(0);
+    let nonce_base = match args.seed {
+        Some(s) => crate::workload::filler::nonce_base_from_seed(s),
+        None => crate::workload::filler::random_nonce_base(),
+    };
     let (prompt_text, prompt_record) = match &args.prompt {
         Some(text) => (
             PromptText::Literal {
@@ -286,7 +295,7 @@ pub async fn bench(args: BenchArgs, stop: watch::Receiver<bool>) -> Result<Bench
         max_tokens: args.max_tokens,
         temperature: Some(args.temperature),
         top_p: None,
-        seed: Some(args.seed),
+        seed: Some(seed),
         ignore_eos: args.ignore_eos,
         stream: Some(true),
     }
@@ -302,7 +311,7 @@ pub async fn bench(args: BenchArgs, stop: watch::Receiver<bool>) -> Result<Bench
             rate,
             arrival: match args.arrival {
                 ArrivalArg::Constant => Arrival::Constant,
-                ArrivalArg::Poisson => Arrival::Poisson { seed: args.seed },
+                ArrivalArg::Poisson => Arrival::Poisson { seed },
             },
         },
         None => Mode::Closed {
@@ -330,6 +339,9 @@ pub async fn bench(args: BenchArgs, stop: watch::Receiver<bool>) -> Result<Bench
         "timeout_s": args.timeout,
         "stall_timeout_s": args.stall_timeout,
         "prefix_cache_nonce": nonce,
+        "nonce_base": nonce.then_some(nonce_base),
+        "nonce_base_from": if !nonce { None } else if args.seed.is_some() { Some("--seed") } else { Some("random") },
+        "seed": args.seed,
         "api_key_env": args.api_key_env,
     });
 
@@ -340,6 +352,7 @@ pub async fn bench(args: BenchArgs, stop: watch::Receiver<bool>) -> Result<Bench
         prompt: prompt_text,
         api_key,
         offset: 0,
+        nonce_base,
     });
     let opts = StreamOpts {
         timeout: Duration::from_secs_f64(args.timeout),
@@ -365,13 +378,30 @@ pub async fn bench(args: BenchArgs, stop: watch::Receiver<bool>) -> Result<Bench
             opts,
             cancel: Some(stop),
             telemetry: Telemetry::None,
-            seed: args.seed,
+            seed,
         },
         sink,
     )
     .await?;
     if let Err(e) = &out.window {
         bail!("{e}");
+    }
+    let stats = out.stats();
+    let mut warnings = Vec::new();
+    if nonce {
+        if let Some(w) = stats.prefix_cache.defeated_cache_warning() {
+            warnings.push(match args.seed {
+                Some(s) => format!("{w}; --seed {s} repeats the nonce numbers of an earlier run with the same seed"),
+                None => w,
+            });
+        }
+    }
+    warnings.extend(session::client_limit_warning(&stats, &out.reads));
+    if stats.arrival_resolution.unresolved_chunk_gaps > 0 {
+        eprintln!(
+            "note: {} chunk gaps were between chunks one read returned together; chunk_gap_ms leaves them out (see arrival_resolution)",
+            stats.arrival_resolution.unresolved_chunk_gaps
+        );
     }
     Ok(BenchReport {
         bakeoff_version: crate::VERSION,
@@ -385,7 +415,8 @@ pub async fn bench(args: BenchArgs, stop: watch::Receiver<bool>) -> Result<Bench
         prompt: prompt_record,
         interrupted: out.interrupted,
         arrival_clock: out.reads.evidence(),
-        stats: out.stats(),
+        warnings,
+        stats,
     })
 }
 
@@ -527,6 +558,9 @@ fn print_report(r: &BenchReport) {
             s.prompt_token_mismatches,
             s.prompt_token_mismatch_example.as_deref().unwrap_or("")
         );
+    }
+    for w in &r.warnings {
+        println!("  warning: {w}");
     }
     if s.requests_without_usage > 0 {
         println!(

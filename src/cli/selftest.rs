@@ -40,6 +40,9 @@ pub struct SelftestArgs {
     /// Worker threads of the engine child process.
     #[arg(long, default_value_t = 2)]
     pub engine_workers: usize,
+    /// Port of the reference engine the selftest starts (0 = any free port).
+    #[arg(long, default_value_t = 0)]
+    pub port: u16,
     /// Skip the bare-reader floor measurement.
     #[arg(long)]
     pub no_floor: bool,
@@ -96,6 +99,8 @@ pub struct SelftestReport {
     pub max_tokens: u64,
     pub decode_tok_s: f64,
     pub waves: u64,
+    /// Where the selftest's reference engine listened.
+    pub engine_url: String,
     pub levels: Vec<LevelResult>,
     pub memory_model: &'static str,
 }
@@ -136,14 +141,15 @@ pub struct EngineChild {
 }
 
 impl EngineChild {
-    /// Starts `bakeoff engine` (this same executable) with the given profile file.
-    pub fn spawn(profile: &std::path::Path, workers: usize) -> Result<EngineChild> {
+    /// Starts `bakeoff engine` (this same executable) with the given profile file, on `port`
+    /// (0: any free port).
+    pub fn spawn(profile: &std::path::Path, workers: usize, port: u16) -> Result<EngineChild> {
         let exe = std::env::current_exe().context("cannot find the bakeoff executable")?;
         let mut child = Command::new(exe)
             .args([
                 "engine",
                 "--port",
-                "0",
+                &port.to_string(),
                 "--workers",
                 &workers.to_string(),
                 "--profile",
@@ -162,8 +168,14 @@ impl EngineChild {
             Some((_, u)) if u.starts_with("http://") => u.to_string(),
             _ => {
                 let _ = child.kill();
+                let _ = child.wait();
+                let hint = if port != 0 {
+                    format!("; is port {port} free? (--port {port}; 0 picks a free one)")
+                } else {
+                    String::new()
+                };
                 bail!(
-                    "the reference engine did not start (printed {:?})",
+                    "the reference engine did not start (printed {:?}){hint}",
                     line.trim()
                 );
             }
@@ -207,6 +219,7 @@ fn selftest_source(target: &Target, max_tokens: u64) -> RequestSource {
         },
         api_key: None,
         offset: 0,
+        nonce_base: crate::workload::filler::random_nonce_base(),
     }
 }
 
@@ -420,7 +433,7 @@ pub fn run(args: SelftestArgs) -> Result<()> {
             args.decode_tok_s
         ),
     )?;
-    let engine = EngineChild::spawn(&profile, args.engine_workers)?;
+    let engine = EngineChild::spawn(&profile, args.engine_workers, args.port)?;
     let target = Target::parse(&engine.url).map_err(|e| anyhow::anyhow!(e))?;
     // One thread: chunk wakeups never cross threads and the client leaves the other cores to
     // the engine under test.
@@ -453,6 +466,7 @@ pub fn run(args: SelftestArgs) -> Result<()> {
         }
         anyhow::Ok(())
     })?;
+    let engine_url = engine.url.clone();
     drop(engine);
     let _ = std::fs::remove_dir_all(&dir);
     let report = SelftestReport {
@@ -463,6 +477,7 @@ pub fn run(args: SelftestArgs) -> Result<()> {
         max_tokens: args.max_tokens,
         decode_tok_s: args.decode_tok_s,
         waves: args.waves,
+        engine_url,
         levels,
         memory_model: "in flight: 16 bytes per received chunk (offset + kind) plus one request body; after a request completes: one ~150-byte metrics record per request and 4 bytes per output chunk gap; chunk text is never kept",
     };

@@ -373,6 +373,7 @@ pub async fn run(ctx: &GateContext, check: &RetrievalCheck) -> GateResult {
         api_key: ctx.api_key.as_deref(),
         timeout: ctx.timeout,
         extra_body: Some(&ctx.extra_body).filter(|m| !m.is_empty()),
+        mode: Default::default(),
     };
     let mut sizer = Sizer {
         backend,

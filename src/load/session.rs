@@ -9,6 +9,7 @@
 use super::{Plan, RunWindow, Source};
 use crate::client::{RequestError, StreamOpts, Target, Trace};
 use crate::metrics::summary::{Collector, RunStats};
+use crate::netstamp::LAG_BUCKETS;
 use crate::telemetry::{engine_metrics, sampler};
 use anyhow::Result;
 use serde_json::{json, Value};
@@ -67,22 +68,106 @@ impl Sink for Discard {
     }
 }
 
-/// Reads during the load by where their arrival time came from.
-#[derive(Debug, Clone, Copy, Default)]
+/// Reads during the load by where their arrival time came from, and how late they came.
+#[derive(Debug, Clone, Copy)]
 pub struct Reads {
     pub kernel_stamped: u64,
     pub read_time: u64,
+    /// Stamped reads by read lag (read time minus kernel arrival), power-of-two buckets
+    /// (`netstamp::LAG_BUCKETS`).
+    pub lag_hist: [u64; LAG_BUCKETS],
 }
 
+impl Default for Reads {
+    fn default() -> Self {
+        Reads {
+            kernel_stamped: 0,
+            read_time: 0,
+            lag_hist: [0; LAG_BUCKETS],
+        }
+    }
+}
+
+/// Reads at least this late (2^21 ns, 2.1 ms) count as the client falling behind.
+const LATE_BUCKET: usize = 21;
+
 impl Reads {
+    /// The read lag below which `p` % of stamped reads fell: the upper bound of its bucket, ms.
+    pub fn lag_percentile_ms(&self, p: f64) -> Option<f64> {
+        let n: u64 = self.lag_hist.iter().sum();
+        if n == 0 {
+            return None;
+        }
+        let rank = ((p / 100.0 * n as f64).ceil() as u64).max(1);
+        let mut seen = 0;
+        for (i, c) in self.lag_hist.iter().enumerate() {
+            seen += c;
+            if seen >= rank {
+                return Some((1u64 << (i + 1)) as f64 / 1e6);
+            }
+        }
+        None
+    }
+
+    /// Stamped reads that came 2.1 ms or more after the kernel received their bytes.
+    pub fn late_reads(&self) -> u64 {
+        self.lag_hist[LATE_BUCKET..].iter().sum()
+    }
+
     /// The `arrival_clock` record.
     pub fn evidence(&self) -> Value {
         json!({
             "source": "kernel receive stamp (SO_TIMESTAMPNS) of the last segment each read returned, converted to CLOCK_MONOTONIC; the read time where the kernel gave none",
             "kernel_stamped_reads": self.kernel_stamped,
             "read_time_reads": self.read_time,
+            "read_lag_ms": {
+                "what": "read time minus kernel arrival of stamped reads: how long bytes waited for the client; upper bounds of power-of-two buckets",
+                "p50": self.lag_percentile_ms(50.0),
+                "p90": self.lag_percentile_ms(90.0),
+                "p99": self.lag_percentile_ms(99.0),
+                "max": self.lag_percentile_ms(100.0),
+                "reads_over_2_1_ms": self.late_reads(),
+            },
         })
     }
+}
+
+/// The warning for a load where the client, not the server, was the limit: its reads fell
+/// behind (1 % or more of stamped reads, and at least 10, came 2.1 ms or more after the bytes
+/// arrived) or, in an open loop, requests went out late (schedule lag p99 of 2 ms or more).
+/// Arrival stamps stay the kernel's, but events one late read returned together cannot be told
+/// apart, and a late send delays the whole request.
+pub fn client_limit_warning(stats: &RunStats, reads: &Reads) -> Option<String> {
+    let mut why = Vec::new();
+    let late = reads.late_reads();
+    if late >= 10 && late * 100 >= reads.kernel_stamped {
+        why.push(format!(
+            "{late} of {} reads came 2.1 ms or more after their bytes arrived (read lag p99 under {} ms)",
+            reads.kernel_stamped,
+            reads.lag_percentile_ms(99.0).unwrap_or(0.0)
+        ));
+    }
+    if let Some(d) = stats
+        .metrics
+        .get("schedule_lag_ms")
+        .filter(|d| d.p99 >= 2.0)
+    {
+        why.push(format!(
+            "the open loop sent requests late (schedule lag p99 {:.1} ms)",
+            d.p99
+        ));
+    }
+    if why.is_empty() {
+        return None;
+    }
+    let r = &stats.arrival_resolution;
+    Some(format!(
+        "the client, not the server, was the limit of this run: {}; {} of {} events shared a read and {} chunk gaps could not be resolved (left out of chunk_gap_ms). Use fewer streams or a less loaded client host",
+        why.join("; "),
+        r.shared_read_events,
+        r.events,
+        r.unresolved_chunk_gaps
+    ))
 }
 
 /// The lane evidence of one load (see [`Telemetry::Lane`]).
@@ -146,6 +231,7 @@ pub async fn run<S: Sink>(s: Session, sink: S) -> Result<Outcome<S>> {
     });
     let cancel = s.cancel.clone();
     let stamps0 = crate::netstamp::counts();
+    let lags0 = crate::netstamp::lag_histogram();
     let started_ns = crate::clock::mono_ns();
     let window = match s.cancel {
         Some(c) => super::run_cancellable(s.target.clone(), s.plan, s.source, s.opts, tx, c).await,
@@ -153,6 +239,7 @@ pub async fn run<S: Sink>(s: Session, sink: S) -> Result<Outcome<S>> {
     };
     let ended_ns = crate::clock::mono_ns();
     let stamps1 = crate::netstamp::counts();
+    let lags1 = crate::netstamp::lag_histogram();
     let interrupted = cancel.is_some_and(|c| *c.borrow());
     let samples = gpu.map(|g| g.stop());
     let lane = match before {
@@ -176,6 +263,7 @@ pub async fn run<S: Sink>(s: Session, sink: S) -> Result<Outcome<S>> {
         reads: Reads {
             kernel_stamped: stamps1.0 - stamps0.0,
             read_time: stamps1.1 - stamps0.1,
+            lag_hist: std::array::from_fn(|i| lags1[i].saturating_sub(lags0[i])),
         },
         lane,
     })
@@ -224,5 +312,30 @@ fn lane_evidence(
     LaneEvidence {
         engine_metrics,
         gpu,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn read_lag_percentiles_and_the_client_limit() {
+        let mut r = Reads {
+            kernel_stamped: 1000,
+            ..Default::default()
+        };
+        assert_eq!(r.lag_percentile_ms(50.0), None);
+        r.lag_hist[14] = 985; // 16–33 µs
+        r.lag_hist[22] = 15; // 4.2–8.4 ms
+        assert_eq!(r.lag_percentile_ms(50.0), Some(32_768.0 / 1e6));
+        assert_eq!(r.lag_percentile_ms(99.0), Some(8_388_608.0 / 1e6));
+        assert_eq!(r.late_reads(), 15);
+        let stats = Collector::default().summarize(1);
+        let w = client_limit_warning(&stats, &r).expect("1.5 % of reads late");
+        assert!(w.contains("15 of 1000 reads came 2.1 ms or more"), "{w}");
+        // 5 late reads of 1000: the client kept up.
+        r.lag_hist[22] = 5;
+        assert!(client_limit_warning(&stats, &r).is_none());
     }
 }

@@ -3,6 +3,7 @@
 
 use super::{Prepared, Source};
 use crate::client::{post_request_bytes, Target};
+use crate::workload::filler::nonce_number;
 use crate::workload::prompt::MatchedPrompt;
 use crate::workload::request::insert_input;
 use crate::workload::Endpoint;
@@ -13,7 +14,7 @@ use std::sync::Arc;
 pub enum PromptText {
     /// A matched prompt: every index has the target's token count (the nonce line varies).
     Matched(Arc<MatchedPrompt>),
-    /// A literal text; with `nonce`, a line `[bakeoff NNNNNNN]` (the request index) goes first so
+    /// A literal text; with `nonce`, a line `[bakeoff NNNNNNN]` (the request number) goes first so
     /// prefix caches can't serve one request from another.
     Literal { text: String, nonce: bool },
 }
@@ -52,11 +53,16 @@ pub struct RequestSource {
     pub api_key: Option<String>,
     /// Added to the load's request index (distinct indices keep prefix caches cold across loads).
     pub offset: u64,
+    /// Where this run's request numbers start (`workload::filler::random_nonce_base`, or from
+    /// `--seed`): the nonce of request `i` is `nonce_number(nonce_base, offset + i)`, so runs
+    /// against one server don't repeat each other's prompts.
+    pub nonce_base: u64,
 }
 
 impl Source for RequestSource {
     fn prepare(&self, index: u64) -> Prepared {
-        let (text, tokens) = self.prompt.text(self.offset + index);
+        let number = nonce_number(self.nonce_base, self.offset + index);
+        let (text, tokens) = self.prompt.text(number);
         let mut body = self.base.clone();
         insert_input(&mut body, self.endpoint, text);
         let bytes = serde_json::to_vec(&body).expect("JSON body");
@@ -89,5 +95,26 @@ mod tests {
             nonce: false,
         };
         assert_eq!(q.text(7).0, "hi");
+    }
+
+    #[test]
+    fn the_nonce_base_moves_every_request_number() {
+        let src = |nonce_base| RequestSource {
+            target: Target::parse("http://127.0.0.1:9").unwrap(),
+            endpoint: crate::workload::Endpoint::Completions,
+            base: Map::new(),
+            prompt: PromptText::Literal {
+                text: "hi".into(),
+                nonce: true,
+            },
+            api_key: None,
+            offset: 10,
+            nonce_base,
+        };
+        let body = |s: &RequestSource, i| String::from_utf8(s.prepare(i).bytes).unwrap();
+        assert!(body(&src(0), 2).contains("[bakeoff 0000012]"));
+        assert!(body(&src(5_000_000), 2).contains("[bakeoff 5000012]"));
+        // Wraps below the sizing requests' reserved numbers.
+        assert!(body(&src(97_999_990), 2).contains("[bakeoff 0000002]"));
     }
 }

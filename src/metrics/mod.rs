@@ -27,7 +27,7 @@ pub const DEFINITIONS: &[(&str, &str)] = &[
     ("itl_ms", "generation time / (usage.completion_tokens - 1) (token-normalised)"),
     (
         "chunk_gap_ms",
-        "gaps between consecutive chunks carrying generated output (ICL; differs from ITL when a chunk carries several tokens)",
+        "gaps between consecutive chunks carrying generated output (ICL; differs from ITL when a chunk carries several tokens); gaps between chunks one read returned together (the same arrival stamp) are left out and counted in arrival_resolution",
     ),
     ("prompt_tokens", "usage.prompt_tokens reported by the endpoint"),
     ("completion_tokens", "usage.completion_tokens reported by the endpoint"),

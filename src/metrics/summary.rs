@@ -31,6 +31,69 @@ pub struct Collector {
     /// Open loop: actual minus intended send time, ms.
     pub lag_ms: Vec<f64>,
     pub engine_decode_tok_s: Vec<f64>,
+    pub cache: PrefixCacheUse,
+    pub resolution: ArrivalResolution,
+}
+
+/// How well the client could tell events' arrivals apart. Events that one read returned share
+/// that read's stamp: the client cannot know how far apart they arrived, so a gap between two
+/// such output chunks is left out of `chunk_gap_ms` (never reported as 0 ms) and counted here.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ArrivalResolution {
+    /// SSE events of the measured successful requests.
+    pub events: u64,
+    /// Events stamped the same as the event before them (one read returned both).
+    pub shared_read_events: u64,
+    /// shared_read_events / events (null without events).
+    pub shared_read_share: Option<f64>,
+    /// Gaps between output chunks that one read returned together: left out of chunk_gap_ms.
+    pub unresolved_chunk_gaps: u64,
+    /// unresolved / (unresolved + gaps in chunk_gap_ms) (null without gaps).
+    pub unresolved_chunk_gap_share: Option<f64>,
+}
+
+/// What the server said about its prefix cache, from `usage.prompt_tokens_details.cached_tokens`.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct PrefixCacheUse {
+    /// Successful requests whose usage carried `cached_tokens`.
+    pub requests_reporting: u64,
+    /// Requests with at least half of their prompt tokens served from the cache (a shared chat
+    /// template or nonce prefix alone stays below that).
+    pub requests_served_from_cache: u64,
+    pub cached_tokens_total: u64,
+    /// The first request served from cache, in words.
+    pub example: Option<String>,
+}
+
+impl PrefixCacheUse {
+    fn add(&mut self, index: u64, m: &RequestMetrics) {
+        let Some(cached) = m.cached_tokens else {
+            return;
+        };
+        self.requests_reporting += 1;
+        self.cached_tokens_total += cached;
+        if let Some(prompt) = m.prompt_tokens {
+            if cached > 0 && cached * 2 >= prompt {
+                self.requests_served_from_cache += 1;
+                self.example.get_or_insert_with(|| {
+                    format!("request {index}: {cached} of {prompt} prompt tokens cached")
+                });
+            }
+        }
+    }
+
+    /// The warning for a run whose prompts were meant to defeat the prefix cache; `None` when no
+    /// request was served from it.
+    pub fn defeated_cache_warning(&self) -> Option<String> {
+        (self.requests_served_from_cache > 0).then(|| {
+            format!(
+                "{} of {} requests were served from the server's prefix cache although every prompt carried a fresh nonce ({}); their TTFT is not the uncached prefill",
+                self.requests_served_from_cache,
+                self.requests_reporting,
+                self.example.as_deref().unwrap_or("")
+            )
+        })
+    }
 }
 
 impl Collector {
@@ -75,8 +138,20 @@ impl Collector {
         if let Some(p) = t.usage.as_ref().and_then(|u| u.engine_decode_tok_s) {
             self.engine_decode_tok_s.push(p);
         }
-        self.gaps_us
-            .extend(chunk_gaps_ns(t).map(|g| (g as f64 / 1e3) as f32));
+        for g in chunk_gaps_ns(t) {
+            if g == 0 {
+                self.resolution.unresolved_chunk_gaps += 1;
+            } else {
+                self.gaps_us.push((g as f64 / 1e3) as f32);
+            }
+        }
+        self.resolution.events += t.events.len() as u64;
+        self.resolution.shared_read_events += t
+            .events
+            .windows(2)
+            .filter(|w| w[1].t_ns == w[0].t_ns)
+            .count() as u64;
+        self.cache.add(t.index, &m);
         self.metrics.push(m);
     }
 
@@ -158,6 +233,17 @@ impl Collector {
             request_rate_per_s: window_s.map(|w| self.ok() as f64 / w),
             prompt_token_mismatches: self.prompt_mismatches,
             prompt_token_mismatch_example: self.prompt_mismatch_example.clone(),
+            prefix_cache: self.cache.clone(),
+            arrival_resolution: {
+                let mut r = self.resolution.clone();
+                let share = |a: u64, b: u64| (b > 0).then(|| a as f64 / b as f64);
+                r.shared_read_share = share(r.shared_read_events, r.events);
+                r.unresolved_chunk_gap_share = share(
+                    r.unresolved_chunk_gaps,
+                    r.unresolved_chunk_gaps + self.gaps_us.len() as u64,
+                );
+                r
+            },
             metrics,
             definitions: DEFINITIONS
                 .iter()
@@ -183,6 +269,10 @@ pub struct RunStats {
     pub request_rate_per_s: Option<f64>,
     pub prompt_token_mismatches: u64,
     pub prompt_token_mismatch_example: Option<String>,
+    /// The server's prefix-cache use as its usage reported it.
+    pub prefix_cache: PrefixCacheUse,
+    /// Events the client could not tell apart (see [`ArrivalResolution`]).
+    pub arrival_resolution: ArrivalResolution,
     pub metrics: BTreeMap<String, Distribution>,
     pub definitions: BTreeMap<String, String>,
 }
@@ -301,5 +391,60 @@ mod tests {
         assert!((s.aggregate_output_tok_s.unwrap() - 22.0 / 0.161).abs() < 1e-6);
         assert_eq!(s.prompt_token_mismatches, 1);
         assert!(s.table().contains("ttft_ms"));
+        assert_eq!(s.prefix_cache.requests_reporting, 0);
+        assert!(s.prefix_cache.defeated_cache_warning().is_none());
+    }
+
+    #[test]
+    fn events_one_read_returned_give_no_zero_gap() {
+        let mut c = Collector::default();
+        // Content at 10, 20, 20, 20 (one read), 30 ms; then finish, usage and [DONE] together.
+        let ev = |ms: u64, kind| Event {
+            t_ns: ms * 1_000_000,
+            kind,
+        };
+        let mut t = ok_trace(0, 0, 10, 1);
+        t.events = vec![
+            ev(10, kind::CONTENT),
+            ev(20, kind::CONTENT),
+            ev(20, kind::CONTENT),
+            ev(20, kind::CONTENT),
+            ev(30, kind::CONTENT),
+            ev(31, kind::FINISH),
+            ev(31, kind::USAGE),
+            ev(31, kind::DONE),
+        ];
+        c.add(&t, None);
+        let s = c.summarize(1);
+        let g = &s.metrics["chunk_gap_ms"];
+        assert_eq!((g.n, g.min, g.max), (2, 10.0, 10.0));
+        let r = &s.arrival_resolution;
+        assert_eq!(
+            (r.events, r.shared_read_events, r.unresolved_chunk_gaps),
+            (8, 4, 2)
+        );
+        assert_eq!(r.shared_read_share, Some(0.5));
+        assert_eq!(r.unresolved_chunk_gap_share, Some(0.5));
+    }
+
+    #[test]
+    fn requests_served_from_the_prefix_cache_are_counted() {
+        let mut c = Collector::default();
+        for (i, cached) in [(0, 0), (1, 16), (2, 96)] {
+            let mut t = ok_trace(i, 0, 50, 3);
+            t.usage.as_mut().unwrap().cached_tokens = Some(cached);
+            c.add(&t, Some(100));
+        }
+        c.add(&ok_trace(3, 0, 50, 3), Some(100));
+        let p = c.summarize(1).prefix_cache;
+        assert_eq!(p.requests_reporting, 3);
+        // A 16-token shared prefix is not "served from cache"; 96 of 100 is.
+        assert_eq!(p.requests_served_from_cache, 1);
+        assert_eq!(p.cached_tokens_total, 112);
+        let w = p.defeated_cache_warning().unwrap();
+        assert!(
+            w.contains("1 of 3 requests") && w.contains("request 2: 96 of 100"),
+            "{w}"
+        );
     }
 }

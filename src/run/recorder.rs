@@ -56,7 +56,10 @@ impl Recorder {
             )?;
             (ck, r)
         } else {
-            (Checkpoint::new(plan), setup::new_result(&plan.campaign))
+            let mut ck = Checkpoint::new(plan);
+            // A fresh campaign: its own place to start the prompt nonce numbers.
+            ck.nonce_base = Some(crate::workload::filler::random_nonce_base());
+            (ck, setup::new_result(&plan.campaign))
         };
         let mut rec = Recorder {
             dir,
@@ -212,11 +215,18 @@ impl Recorder {
         first
     }
 
-    /// Counts a launch of the arm (the request indices start again on a fresh server).
+    /// Where this campaign's request numbers start: drawn at random when the campaign began and
+    /// kept in `checkpoint.json`, so no two campaigns (and no resume) repeat a prompt on a server.
+    /// 0 for a checkpoint written before it was recorded.
+    pub fn nonce_base(&self) -> u64 {
+        self.ck.nonce_base.unwrap_or(0)
+    }
+
+    /// Counts a launch of the arm. The request indices go on where they were (a relaunched
+    /// server may keep a cache on disk; numbers never repeat within a campaign).
     pub fn count_launch(&mut self, arm: &str) -> u32 {
         let st = self.ck.arms.entry(arm.to_string()).or_default();
         st.launches += 1;
-        st.next_index = 0;
         st.launches
     }
 

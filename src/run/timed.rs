@@ -23,6 +23,10 @@ pub struct TimingInput {
     pub requests: u32,
     /// Request indices used: `first_index ..< first_index + requests` (distinct per server).
     pub first_index: u64,
+    /// Where the campaign's request numbers start (`checkpoint.json` keeps it, so a resume
+    /// continues without repeating a prompt): request `i`'s nonce is
+    /// `nonce_number(nonce_base, first_index + i)`.
+    pub nonce_base: u64,
     pub seed: u64,
     pub gpus: Vec<String>,
 }
@@ -43,6 +47,7 @@ pub async fn run(inp: TimingInput) -> Result<TimingOutput, String> {
         prompt: PromptText::Matched(inp.prompt.clone()),
         api_key: inp.api_key.clone(),
         offset: inp.first_index,
+        nonce_base: inp.nonce_base,
     });
     let s = Session {
         target: inp.target.clone(),
@@ -78,11 +83,17 @@ pub async fn run(inp: TimingInput) -> Result<TimingOutput, String> {
     let lane = out.lane.expect("asked for lane telemetry");
     let evidence = json!({
         "load": {"mode": "closed-loop", "concurrency": inp.concurrency, "requests": inp.requests,
-                 "first_index": inp.first_index, "warmup": 0},
+                 "first_index": inp.first_index, "warmup": 0,
+                 "nonce_base": inp.prompt.nonce.then_some(inp.nonce_base)},
         "load_error": out.window.as_ref().err().map(|e| e.to_string()),
         "sampling": Value::Object(inp.base.clone()),
         "prompt": serde_json::to_value(&*inp.prompt).unwrap_or(Value::Null),
         "stats": stats,
+        // Requests served from the prefix cache although their prompts carried a nonce.
+        "prefix_cache_warning": if inp.prompt.nonce { stats.prefix_cache.defeated_cache_warning() } else { None },
+        "arrival_clock": out.reads.evidence(),
+        // Set when the client, not the server, was the limit (its reads fell behind).
+        "client_limit_warning": session::client_limit_warning(&stats, &out.reads),
         "engine_metrics": lane.engine_metrics,
         "gpu": lane.gpu,
         "requests": lines,

@@ -53,6 +53,29 @@ pub const FINE_PIECES: &[&str] = &[" a", " the", " and", " of", ".", ",", " I", 
 pub const NONCE_DIGITS: u32 = 8;
 const NONCE_MODULUS: u64 = 10u64.pow(NONCE_DIGITS);
 
+/// Request numbers a load may use: `0 .. NONCE_SPACE`. The numbers above it are reserved for the
+/// sizing requests (`prompt::SIZING_INDEX` and the calibration check), whose prompts stay in the
+/// server's prefix cache after sizing.
+pub const NONCE_SPACE: u64 = 98_000_000;
+
+/// A fresh random nonce base for one run (bench, selftest) or one campaign: two runs against the
+/// same server start their request numbers at unrelated places, so a second run never finds the
+/// first run's prompts in the server's prefix cache.
+pub fn random_nonce_base() -> u64 {
+    rand::random::<u64>() % NONCE_SPACE
+}
+
+/// The nonce base of a run given `--seed` (reproducible: the same seed, the same prompts).
+pub fn nonce_base_from_seed(seed: u64) -> u64 {
+    splitmix64(seed ^ 0x6e6f_6e63_655f_6261) % NONCE_SPACE
+}
+
+/// The request number written into the nonce line of the load's request `index`, starting at
+/// `base`; wraps inside [`NONCE_SPACE`], so it never reaches the sizing requests' numbers.
+pub fn nonce_number(base: u64, index: u64) -> u64 {
+    (base % NONCE_SPACE + index % NONCE_SPACE) % NONCE_SPACE
+}
+
 /// The `i`-th filler word.
 pub fn word(i: u64) -> &'static str {
     WORDS[(splitmix64(SEED ^ i) % WORDS.len() as u64) as usize]
@@ -124,6 +147,24 @@ mod tests {
         assert_eq!(words(0), "");
         // Pinned: the sequence must never change between versions.
         assert_eq!(words(3), format!("{} {} {}", word(0), word(1), word(2)));
+    }
+
+    #[test]
+    fn nonce_numbers_stay_below_the_reserved_sizing_numbers() {
+        assert_eq!(nonce_number(0, 7), 7);
+        assert_eq!(nonce_number(NONCE_SPACE - 1, 1), 0);
+        assert_eq!(nonce_number(5, NONCE_SPACE + 2), 7);
+        for _ in 0..100 {
+            let b = random_nonce_base();
+            assert!(b < NONCE_SPACE);
+            assert!(nonce_number(b, u64::MAX) < NONCE_SPACE);
+        }
+        // Seeded bases reproduce; different seeds and random bases differ.
+        assert_eq!(nonce_base_from_seed(3), nonce_base_from_seed(3));
+        assert_ne!(nonce_base_from_seed(3), nonce_base_from_seed(4));
+        assert!(nonce_base_from_seed(0) < NONCE_SPACE);
+        let draws: std::collections::HashSet<u64> = (0..50).map(|_| random_nonce_base()).collect();
+        assert!(draws.len() > 45, "random bases repeat: {draws:?}");
     }
 
     #[test]

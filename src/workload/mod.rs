@@ -2,9 +2,11 @@
 //! endpoint's own tokenizer (`prompt`), built from deterministic filler text (`filler`), and the
 //! request bodies that carry them (`request`).
 
+pub mod backend;
 pub mod filler;
 pub mod prompt;
 pub mod request;
+pub mod streamed;
 
 use serde::Serialize;
 

@@ -20,19 +20,21 @@
 //! In calibration the counter *is* a real request, so the whole search stays within
 //! [`CALIBRATION_BUDGET`] requests (typically 4–6) and its last request is the verification.
 //!
+//! Real sizing requests are `stream: false`. An endpoint that refuses that form on the first one
+//! (or answers it without usage) is asked with streamed requests from then on, reading
+//! `usage.prompt_tokens` from the usage chunk (`workload::streamed`); the record's notes say so.
+//!
 //! The search logic talks to the endpoint only through [`Backend`], so it is unit-tested with an
 //! in-memory tokenizer; [`HttpBackend`] is the real one.
 
+pub use super::backend::{tokenize_count, Backend, HttpBackend, SizingMode};
 use super::filler::{self, NonceFormat, FINE_PIECES};
-use super::request::{insert_input, merge_extra, BodySpec, Precedence};
 use super::Endpoint;
-use crate::client::control::{excerpt, post_json};
 use crate::client::Target;
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
-use std::future::Future;
 use std::hash::{Hash, Hasher};
 use std::path::Path;
 use std::time::Duration;
@@ -174,16 +176,6 @@ impl MatchedPrompt {
     }
 }
 
-/// The endpoint as the sizing logic sees it.
-pub trait Backend: Send {
-    /// Token count of `text` from the server's tokenizer endpoint, without special tokens;
-    /// `Ok(None)` when the server has no such endpoint.
-    fn tokenize(&mut self, text: &str) -> impl Future<Output = Result<Option<u64>, String>> + Send;
-    /// `usage.prompt_tokens` of one real non-streaming request (`max_tokens` 1, temperature 0)
-    /// whose content (chat) or prompt (completions) is `text`.
-    fn prompt_tokens(&mut self, text: &str) -> impl Future<Output = Result<u64, String>> + Send;
-}
-
 /// A local token counter (a loaded `tokenizer.json`, or a test double).
 pub type LocalCounter<'a> = &'a (dyn Fn(&str) -> Result<u64, String> + Sync);
 
@@ -213,6 +205,7 @@ pub async fn build(spec: &PromptSpec<'_>) -> Result<MatchedPrompt, String> {
         api_key: spec.api_key,
         timeout: spec.timeout,
         extra_body: spec.extra_body,
+        mode: SizingMode::default(),
     };
     let sizing = Sizing {
         endpoint: spec.endpoint,
@@ -375,7 +368,12 @@ impl<B: Backend> Sizer<'_, '_, B> {
                     self.counter = Counter::Server;
                     self.cache.insert(key(&probe), n);
                 }
-                None => self.counter = Counter::Usage,
+                None => {
+                    self.counter = Counter::Usage;
+                    self.notes.push(
+                        "the server has no usable /tokenize (llama.cpp or vLLM form), so the prompt was sized by calibrating against usage.prompt_tokens".into(),
+                    );
+                }
             }
         }
         let strategy = self.counter.strategy();
@@ -544,7 +542,11 @@ impl<B: Backend> Sizer<'_, '_, B> {
             sizing_requests: self.usage_requests,
             tokenize_requests: self.tokenize_requests,
             excerpt: excerpt_of(&self.content(0, &body)),
-            notes: std::mem::take(&mut self.notes),
+            notes: {
+                let mut n = std::mem::take(&mut self.notes);
+                n.extend(self.backend.take_notes());
+                n
+            },
             body,
         })
     }
@@ -672,94 +674,4 @@ fn excerpt_of(text: &str) -> String {
     } else {
         text.to_string()
     }
-}
-
-/// The real endpoint, over HTTP.
-pub struct HttpBackend<'a> {
-    pub target: &'a Target,
-    pub model: &'a str,
-    pub endpoint: Endpoint,
-    pub api_key: Option<&'a str>,
-    pub timeout: Duration,
-    pub extra_body: Option<&'a serde_json::Map<String, Value>>,
-}
-
-impl Backend for HttpBackend<'_> {
-    async fn tokenize(&mut self, text: &str) -> Result<Option<u64>, String> {
-        // One body for llama.cpp (`content`, `add_special`) and vLLM (`model`, `prompt`,
-        // `add_special_tokens`); the reply is `{"tokens":[...]}` or `{"count":n,...}`.
-        let body = json!({
-            "content": text,
-            "add_special": false,
-            "model": self.model,
-            "prompt": text,
-            "add_special_tokens": false,
-        });
-        let t = self.target;
-        match post_json(t, "/tokenize", &body, self.api_key, self.timeout).await {
-            Ok((200, v)) => Ok(tokenize_count(&v)),
-            Ok((s @ (401 | 403), v)) => Err(format!(
-                "{t}/tokenize answered HTTP {s}: {}; check --api-key",
-                excerpt(&v)
-            )),
-            // 404/405 (and anything else that is not a token list): no usable /tokenize.
-            Ok(_) => Ok(None),
-            Err(e) if e.status.is_some() => Ok(None),
-            Err(e) => Err(format!("{t}/tokenize: {}", e.message)),
-        }
-    }
-
-    async fn prompt_tokens(&mut self, text: &str) -> Result<u64, String> {
-        let mut body = BodySpec {
-            model: self.model,
-            max_tokens: 1,
-            stream: Some(false),
-            ..Default::default()
-        }
-        .build();
-        // An integer 0, as this probe has always sent (tests/prompt_http.rs checks it).
-        body.insert("temperature".into(), json!(0));
-        insert_input(&mut body, self.endpoint, text.to_string());
-        if let Some(extra) = self.extra_body {
-            merge_extra(&mut body, extra, Precedence::BodyWins);
-        }
-        let body = Value::Object(body);
-        let t = self.target;
-        let path = self.endpoint.path();
-        let (status, v) = post_json(t, path, &body, self.api_key, self.timeout)
-            .await
-            .map_err(|e| format!("{t}{path}: {} (while sizing the prompt)", e.message))?;
-        if status != 200 {
-            let hint = match status {
-                401 | 403 => "; check --api-key",
-                400 | 413 => "; is the prompt longer than the model's context?",
-                503 => "; is the server still loading the model?",
-                _ => "",
-            };
-            return Err(format!(
-                "{t}{path} answered HTTP {status} to a sizing request with a {}-character prompt: {}{hint}",
-                text.len(),
-                excerpt(&v)
-            ));
-        }
-        v.get("usage")
-            .and_then(|u| u.get("prompt_tokens"))
-            .and_then(Value::as_u64)
-            .ok_or_else(|| {
-                format!(
-                    "{t}{path} sent no usage.prompt_tokens (body: {}), so the prompt size cannot be checked; pass --tokenizer FILE and check the engine's usage reporting",
-                    excerpt(&v)
-                )
-            })
-    }
-}
-
-/// The token count in a `/tokenize` reply: vLLM's `count`, or the length of `tokens`.
-pub fn tokenize_count(v: &Value) -> Option<u64> {
-    if let Some(n) = v.get("count").and_then(Value::as_u64) {
-        return Some(n);
-    }
-    v.get("tokens")
-        .and_then(Value::as_array)
-        .map(|a| a.len() as u64)
 }

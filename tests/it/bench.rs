@@ -362,7 +362,7 @@ fn bench_and_campaign_timing_run_one_load_path_and_agree() {
         allow_prefix_cache: false,
         max_tokens,
         temperature: 0.0,
-        seed: 0,
+        seed: Some(0),
         ignore_eos: true,
         concurrency: concurrency as usize,
         rate: None,
@@ -421,6 +421,7 @@ fn bench_and_campaign_timing_run_one_load_path_and_agree() {
             concurrency,
             requests,
             first_index: 1000,
+            nonce_base: 0,
             seed: 0,
             gpus: vec![],
         })
@@ -480,4 +481,64 @@ fn bench_and_campaign_timing_run_one_load_path_and_agree() {
         (td - 80.0).abs() <= 0.8,
         "timing decode p50 {td} tok/s, declared 80"
     );
+}
+
+#[test]
+fn two_runs_in_a_row_both_measure_the_uncached_prefill() {
+    let _g = reference::serial();
+    // 256 prompt tokens at 2,000 tok/s of prefill: 178 ms uncached, about 58 ms from the cache.
+    let e = Engine::start(
+        "model = \"ref\"\nttft_ms = 50\nprefill_tok_s = 2000\ndecode_tok_s = 200\ncontext_tokens = 8192\nprefix_cache = true\n",
+    );
+    let args = &[
+        "--requests",
+        "4",
+        "--max-tokens",
+        "8",
+        "--prompt-tokens",
+        "256",
+        "--ignore-eos",
+    ];
+    let run = |name: &str, extra: &[&str]| {
+        let all: Vec<&str> = args.iter().chain(extra).copied().collect();
+        let (o, v) = bench(&e.url, &all, &e.path(name));
+        assert!(o.status.success(), "{}", text(&o));
+        (text(&o), v.expect("summary written"))
+    };
+    let (_, a) = run("a.json", &[]);
+    let (_, b) = run("b.json", &[]);
+    for v in [&a, &b] {
+        let ttft = metric(v, "ttft_ms", "p50");
+        assert!(
+            (ttft - 178.0).abs() <= 4.0,
+            "TTFT p50 {ttft} ms, uncached 178"
+        );
+        assert!(metric(v, "ttft_ms", "min") > 170.0, "{}", v["metrics"]);
+        assert_eq!(v["prefix_cache"]["requests_reporting"], 4);
+        assert_eq!(v["prefix_cache"]["requests_served_from_cache"], 0);
+        assert!(
+            !v["warnings"].to_string().contains("prefix cache"),
+            "{}",
+            v["warnings"]
+        );
+        assert_eq!(v["load"]["nonce_base_from"], "random");
+    }
+    assert_ne!(a["load"]["nonce_base"], b["load"]["nonce_base"]);
+
+    // The same --seed twice repeats the prompts: the second run is served from the cache, and
+    // says so in its summary and its JSON.
+    let (_, c) = run("c.json", &["--seed", "7"]);
+    let (out, d) = run("d.json", &["--seed", "7"]);
+    assert_eq!(c["load"]["nonce_base"], d["load"]["nonce_base"]);
+    assert_eq!(d["load"]["nonce_base_from"], "--seed");
+    assert_eq!(c["prefix_cache"]["requests_served_from_cache"], 0);
+    assert_eq!(d["prefix_cache"]["requests_served_from_cache"], 4);
+    assert!(metric(&d, "ttft_ms", "p50") < 100.0, "{}", d["metrics"]);
+    let w = d["warnings"][0].as_str().expect("a warning");
+    assert!(
+        w.contains("4 of 4 requests were served from the server's prefix cache")
+            && w.contains("--seed 7"),
+        "{w}"
+    );
+    assert!(out.contains("warning: 4 of 4 requests"), "{out}");
 }

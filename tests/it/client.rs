@@ -256,3 +256,37 @@ async fn a_stale_keep_alive_connection_is_retried_once() {
     assert!(t.error.is_none(), "{:?}", t.error);
     assert!(t.connect_ns.is_some(), "the retry used a fresh connection");
 }
+
+#[tokio::test]
+async fn events_written_together_are_reported_and_give_no_zero_gap() {
+    use bakeoff::metrics::summary::Collector;
+    // Two writes of three content events each (back to back in one write), 5 ms apart, then
+    // one content event alone, then usage and [DONE].
+    let three = format!("{CONTENT}{CONTENT}{CONTENT}");
+    let mut parts = chunked(&[&three, &three, CONTENT, USAGE, "data: [DONE]\n\n"]);
+    parts.push(b"0\r\n\r\n".to_vec());
+    let target = serve(parts, Duration::ZERO).await;
+    let mut c = Collector::default();
+    for i in 0..3 {
+        let mut t = one(&target, Duration::from_secs(5)).await;
+        assert!(t.error.is_none(), "{:?}", t.error);
+        assert_eq!(t.events.len(), 9);
+        t.index = i;
+        c.add(&t, None);
+    }
+    let s = c.summarize(1);
+    let r = &s.arrival_resolution;
+    // Per request: 2 gaps inside each write of three cannot be resolved (4), 2 can.
+    assert_eq!(r.unresolved_chunk_gaps, 3 * 4, "{r:?}");
+    assert!(r.shared_read_events >= 3 * 4, "{r:?}");
+    assert_eq!(r.events, 27);
+    assert!(r.unresolved_chunk_gap_share.unwrap() > 0.6, "{r:?}");
+    // The gaps between writes are measured (about 5 ms); none is reported as 0 ms.
+    let g = &s.metrics["chunk_gap_ms"];
+    assert_eq!(g.n, 3 * 2, "{g:?}");
+    assert!(
+        g.min >= 3.0,
+        "a gap of {} ms between writes 5 ms apart",
+        g.min
+    );
+}

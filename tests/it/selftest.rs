@@ -65,3 +65,35 @@ fn selftest_refuses_bad_levels() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--levels"));
 }
+
+#[test]
+fn selftest_port_fixes_the_engine_port_and_a_busy_one_is_named() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("selftest.json");
+    let out = Command::new(BIN)
+        .args(["selftest", "--levels", "1", "--waves", "2", "--no-floor"])
+        .args(["--max-tokens", "8", "--port", &port.to_string(), "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(v["engine_url"], format!("http://127.0.0.1:{port}"), "{v}");
+    assert_eq!(v["levels"][0]["requests_ok"], 2);
+
+    // The port taken by someone else: one clear error naming it.
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = busy.local_addr().unwrap().port();
+    let out = Command::new(BIN)
+        .args(["selftest", "--levels", "1", "--waves", "2", "--no-floor"])
+        .args(["--port", &port.to_string()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains(&format!("is port {port} free?")), "{err}");
+}

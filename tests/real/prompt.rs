@@ -71,6 +71,7 @@ async fn sized(
                 api_key: None,
                 timeout: TIMEOUT,
                 extra_body: None,
+                mode: Default::default(),
             });
             let sizing = Sizing {
                 endpoint,

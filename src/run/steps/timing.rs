@@ -72,6 +72,7 @@ fn input(
         concurrency,
         requests,
         first_index: cx.rec.next_indices(&arm.id, requests as u64),
+        nonce_base: cx.rec.nonce_base(),
         seed: cx.plan.request.sampling.seed,
         gpus: cx.c().lane.gpus.clone(),
     }

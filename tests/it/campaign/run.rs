@@ -213,6 +213,9 @@ fn sigint_during_an_arm_restores_and_resume_completes() {
         .unwrap()
         .modified()
         .unwrap();
+    // The campaign's random nonce base is in the checkpoint; the resume continues from it.
+    let base = json(&b.join("checkpoint.json"))["nonce_base"].clone();
+    assert!(base.as_u64().is_some_and(|n| n < 98_000_000), "{base}");
     // Resume: the restored incumbent is stopped again, b continues, all verifies.
     let o = run(&["--resume", b.to_str().unwrap()]);
     assert!(o.status.success(), "{}", text(&o));
@@ -236,6 +239,21 @@ fn sigint_during_an_arm_restores_and_resume_completes() {
     assert!(b.join("b-timing-64-c2-warm.json").exists());
     let ck = json(&b.join("checkpoint.json"));
     assert_eq!(ck["invocations"], 2);
+    assert_eq!(ck["nonce_base"], base);
+    // Every timing step, before and after the resume, numbered its prompts from that base, on
+    // request indices that never repeat on one server.
+    let mut seen = std::collections::HashSet::new();
+    for name in ["b-timing-64-c1-cold.json", "b-timing-64-c2-warm.json"] {
+        let ev = json(&b.join(name));
+        assert_eq!(ev["load"]["nonce_base"], base, "{name}");
+        let first = ev["load"]["first_index"].as_u64().unwrap();
+        let n = ev["load"]["requests"].as_u64().unwrap();
+        assert!(
+            (first..first + n).all(|i| seen.insert(i)),
+            "{name} repeats an index"
+        );
+        assert!(ev["prefix_cache_warning"].is_null(), "{name}");
+    }
     assert_eq!(listener_model(t.port).as_deref(), Some("inc"));
     cleanup(&b, None, t.port);
 }

@@ -35,6 +35,8 @@ struct Behaviour {
     no_usage: bool,
     /// Require `Authorization: Bearer <this>`.
     key: Option<&'static str>,
+    /// Answer `stream: false` with HTTP 400 (an endpoint that always streams).
+    stream_only: bool,
 }
 
 const DEFAULT: Behaviour = Behaviour {
@@ -42,6 +44,7 @@ const DEFAULT: Behaviour = Behaviour {
     context: 100_000,
     no_usage: false,
     key: None,
+    stream_only: false,
 };
 
 /// The fake tokenizer: one token per whitespace-separated piece.
@@ -99,6 +102,10 @@ async fn serve(b: Behaviour) -> Fake {
                 let authorized = b
                     .key
                     .is_none_or(|k| head.contains(&format!("Authorization: Bearer {k}\r\n")));
+                if path.ends_with("completions") && body["stream"] == true && authorized {
+                    let _ = sock.write_all(streamed(b, &path, &body).as_bytes()).await;
+                    return;
+                }
                 let (status, reply) = respond(b, &path, &body, authorized);
                 let text = reply.to_string();
                 let resp = format!(
@@ -110,6 +117,49 @@ async fn serve(b: Behaviour) -> Fake {
         }
     });
     Fake { url, log }
+}
+
+/// `usage.prompt_tokens` the fake reports for a completion request.
+fn prompt_count(path: &str, body: &Value) -> u64 {
+    if path == "/v1/chat/completions" {
+        count(body["messages"][0]["content"].as_str().unwrap()) + CHAT_OVERHEAD
+    } else {
+        count(body["prompt"].as_str().unwrap())
+    }
+}
+
+/// A streamed completion: one content chunk, the finish, the usage chunk when asked (and the
+/// fake reports usage), `[DONE]`; over the context limit, HTTP 400.
+fn streamed(b: Behaviour, path: &str, body: &Value) -> String {
+    let prompt_tokens = prompt_count(path, body);
+    if prompt_tokens > b.context {
+        let e = json!({"error": {"type": "exceed_context_size_error", "n_prompt_tokens": prompt_tokens}}).to_string();
+        return format!(
+            "HTTP/1.1 400 X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{e}",
+            e.len()
+        );
+    }
+    let chat = path == "/v1/chat/completions";
+    let choice = |delta: &str, finish: Value| {
+        if chat {
+            json!({"index": 0, "delta": {"content": delta}, "finish_reason": finish})
+        } else {
+            json!({"index": 0, "text": delta, "finish_reason": finish})
+        }
+    };
+    let mut events = vec![
+        json!({"id": "s1", "choices": [choice("x", Value::Null)]}),
+        json!({"id": "s1", "choices": [choice("", json!("length"))]}),
+    ];
+    if body["stream_options"]["include_usage"] == true && !b.no_usage {
+        events.push(json!({"id": "s1", "choices": [], "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": 1, "total_tokens": prompt_tokens + 1}}));
+    }
+    let mut text: String = events.iter().map(|e| format!("data: {e}\n\n")).collect();
+    text.push_str("data: [DONE]\n\n");
+    format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
+        text.len()
+    )
 }
 
 fn respond(b: Behaviour, path: &str, body: &Value, authorized: bool) -> (u16, Value) {
@@ -129,15 +179,19 @@ fn respond(b: Behaviour, path: &str, body: &Value, authorized: bool) -> (u16, Va
                 (200, json!({"count": n, "max_model_len": 8192}))
             }
         },
+        "/v1/models" => (
+            200,
+            json!({"object": "list", "data": [{"id": "fake-model"}]}),
+        ),
         "/v1/chat/completions" | "/v1/completions" if !authorized => (401, unauthorized),
+        "/v1/chat/completions" | "/v1/completions" if b.stream_only => (
+            400,
+            json!({"error": {"message": "only stream: true is supported", "type": "invalid_request_error"}}),
+        ),
         "/v1/chat/completions" | "/v1/completions" => {
             assert_eq!(body["max_tokens"], 1);
             assert_eq!(body["stream"], false);
-            let prompt_tokens = if path == "/v1/chat/completions" {
-                count(body["messages"][0]["content"].as_str().unwrap()) + CHAT_OVERHEAD
-            } else {
-                count(body["prompt"].as_str().unwrap())
-            };
+            let prompt_tokens = prompt_count(path, body);
             if prompt_tokens > b.context {
                 return (
                     400,
@@ -399,4 +453,130 @@ async fn endpoint_errors_are_one_clear_line() {
         .await
         .unwrap_err();
     assert!(e.contains("/tokenize"), "{e}");
+}
+
+#[tokio::test]
+async fn a_stream_only_endpoint_is_sized_from_the_usage_chunk() {
+    for tokenize in [Tokenize::Missing, Tokenize::Llama, Tokenize::Vllm] {
+        for endpoint in [Endpoint::Chat, Endpoint::Completions] {
+            let fake = serve(Behaviour {
+                tokenize,
+                stream_only: true,
+                ..DEFAULT
+            })
+            .await;
+            let p = build_on(&fake, endpoint, 300, None, None).await.unwrap();
+            let overhead = if endpoint == Endpoint::Chat {
+                CHAT_OVERHEAD
+            } else {
+                0
+            };
+            assert_eq!(p.verified_prompt_tokens, 300);
+            for i in [0, 7, 97_999_999] {
+                assert_eq!(count(&p.text(i)) + overhead, 300);
+            }
+            let strategy = match tokenize {
+                Tokenize::Missing => Strategy::UsageCalibration,
+                _ => Strategy::ServerTokenize,
+            };
+            assert_eq!(p.strategy, strategy);
+            assert!(
+                p.notes
+                    .iter()
+                    .any(|n| n.contains("streamed") && n.contains("HTTP 400")),
+                "{:?}",
+                p.notes
+            );
+            // One refused stream: false, then every sizing request streamed with include_usage.
+            let log = fake.log.lock().unwrap();
+            let sizing: Vec<&Value> = log
+                .iter()
+                .filter(|(p, _)| p.ends_with("completions"))
+                .map(|(_, b)| b)
+                .collect();
+            assert_eq!(sizing[0]["stream"], false);
+            assert!(sizing[1..].iter().all(|b| b["stream"] == true
+                && b["stream_options"]["include_usage"] == true
+                && b["max_tokens"] == 1));
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_stream_only_endpoint_without_usage_is_named() {
+    let fake = serve(Behaviour {
+        tokenize: Tokenize::Missing,
+        stream_only: true,
+        no_usage: true,
+        ..DEFAULT
+    })
+    .await;
+    let e = build_on(&fake, Endpoint::Chat, 300, None, None)
+        .await
+        .unwrap_err();
+    assert!(
+        e.contains("HTTP 400 to stream: false")
+            && e.contains("no usage.prompt_tokens although stream_options.include_usage was sent")
+            && e.contains("/tokenize")
+            && e.contains("--tokenizer"),
+        "{e}"
+    );
+    assert!(!e.contains('\n'), "{e}");
+    // Over the context limit, the streamed request's 400 names the context.
+    let fake = serve(Behaviour {
+        tokenize: Tokenize::Missing,
+        stream_only: true,
+        context: 400,
+        ..DEFAULT
+    })
+    .await;
+    let e = build_on(&fake, Endpoint::Chat, 1000, None, None)
+        .await
+        .unwrap_err();
+    assert!(e.contains("HTTP 400") && e.contains("context"), "{e}");
+}
+
+#[tokio::test]
+async fn bench_against_a_stream_only_endpoint_sends_exactly_sized_prompts() {
+    use bakeoff::cli::bench::{bench, ArrivalArg, BenchArgs, EndpointArg};
+    let fake = serve(Behaviour {
+        tokenize: Tokenize::Missing,
+        stream_only: true,
+        ..DEFAULT
+    })
+    .await;
+    let args = BenchArgs {
+        url: fake.url.clone(),
+        model: None,
+        endpoint: EndpointArg::Chat,
+        prompt_tokens: 256,
+        prompt: None,
+        tokenizer: None,
+        allow_prefix_cache: false,
+        max_tokens: 1,
+        temperature: 0.0,
+        seed: None,
+        ignore_eos: false,
+        concurrency: 2,
+        rate: None,
+        arrival: ArrivalArg::Constant,
+        requests: Some(6),
+        duration: None,
+        warmup: 0,
+        api_key_env: None,
+        extra_body: None,
+        timeout: 30.0,
+        stall_timeout: 30.0,
+        json: None,
+        requests_jsonl: None,
+        no_progress: true,
+    };
+    let (_keep, never) = tokio::sync::watch::channel(false);
+    let r = bench(args, never).await.unwrap();
+    assert_eq!(r.stats.ok, 6, "{:?}", r.stats.failures_by_class);
+    let p = &r.stats.metrics["prompt_tokens"];
+    assert_eq!((p.min, p.max), (256.0, 256.0));
+    assert_eq!(r.stats.prompt_token_mismatches, 0);
+    assert_eq!(r.prompt["strategy"], "usage-calibration");
+    assert_eq!(r.prompt["verified_prompt_tokens"], 256);
 }

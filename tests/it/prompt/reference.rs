@@ -42,6 +42,7 @@ fn http(target: &Target, endpoint: Endpoint) -> HttpBackend<'_> {
         api_key: None,
         timeout: TIMEOUT,
         extra_body: None,
+        mode: Default::default(),
     }
 }
 

@@ -290,7 +290,14 @@ async fn empty_prompt_refused_falls_back_to_a_one_token_probe() {
     let p = size(&mut fake, None, 500, true).await.unwrap();
     assert_matched(&fake, &p, 500);
     assert_eq!(p.template_overhead, 1);
-    assert_eq!(p.notes.len(), 1, "{:?}", p.notes);
+    // The probe fallback, and what the server lacks (no /tokenize: calibration).
+    assert_eq!(p.notes.len(), 2, "{:?}", p.notes);
+    assert!(p.notes[0].contains("/tokenize"), "{:?}", p.notes);
+    assert!(
+        p.notes[1].contains("empty prompt was refused"),
+        "{:?}",
+        p.notes
+    );
 }
 
 #[tokio::test]
