@@ -240,6 +240,7 @@ pub async fn preflight(cx: &mut Cx, s: &PlanStep, list: &[PreflightGate]) -> Don
         detail: reasons.join("; "),
         required: cx.required(GateName::Restoration),
         evidence: Some(s.evidence.clone()),
+        requests: None,
     };
     cx.restore.record.preflight = Some(rec);
     let ev = json!({"incumbent": inc.id, "gates": results});
