@@ -135,6 +135,25 @@ fn failed_timed_requests_make_an_arm_ineligible_with_class_availability() {
     // The faster arm lost on availability: the incumbent wins.
     let winner = s["decision"]["winner"].as_str().unwrap_or_default();
     assert!(winner.starts_with("inc "), "{s:#}");
+    // The run ends by printing the verdict; the pid of the restored incumbent is said there,
+    // never in the documents (it goes stale when the process stops).
+    assert!(out.contains("bakeoff run: winner inc: "), "{out}");
+    assert!(
+        out.contains("bakeoff run: promotion not authorized; next: "),
+        "{out}"
+    );
+    assert!(
+        out.contains("bakeoff run: failures: 1\n  flaky availability: 2 of "),
+        "{out}"
+    );
+    assert!(
+        out.contains("the restored incumbent keeps serving as pid "),
+        "{out}"
+    );
+    let rest = r["restoration"]["detail"].as_str().unwrap();
+    assert!(!rest.contains("pid") && !rest.contains("kill"), "{rest}");
+    let md = std::fs::read_to_string(b.join("publication-summary.md")).unwrap();
+    assert!(!md.contains("kill -TERM"), "{md}");
     eprintln!("{detail}");
     verify(&b);
 }
