@@ -225,6 +225,18 @@ impl Plan {
             .map(|(m, t)| format!("{} {}%", m.as_str(), t * 100.0))
             .collect();
         let _ = writeln!(o, "  tie tolerance    {}", list(&tol, |s| s.clone()));
+        let _ = writeln!(
+            o,
+            "  failed requests  {}",
+            if p.max_failed_fraction == 0.0 {
+                "none allowed (timed steps and gates)".to_string()
+            } else {
+                format!(
+                    "at most {}% of an arm's requests (timed steps and gates)",
+                    p.max_failed_fraction * 100.0
+                )
+            }
+        );
         if p.quality_risks.is_empty() {
             let _ = writeln!(o, "  quality risks    none");
         } else {

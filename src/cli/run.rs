@@ -201,12 +201,16 @@ pub fn run(args: RunArgs) -> Result<()> {
     })?;
     // The verdict from the bundle alone, as `bakeoff report DIR` writes it (decision summary,
     // publication summary, report.html; the manifest is rewritten to cover them).
-    if let Err(e) = crate::report::render_all(&bundle) {
-        say!(
-            "bakeoff run: the verdict could not be written ({e:#}); run `bakeoff report {}`",
-            bundle.display()
-        );
-    }
+    let verdict = match crate::report::render_all(&bundle) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            say!(
+                "bakeoff run: the verdict could not be written ({e:#}); run `bakeoff report {}`",
+                bundle.display()
+            );
+            None
+        }
+    };
     let r = &outcome.result;
     for a in &r.arms {
         let f = a
@@ -218,6 +222,17 @@ pub fn run(args: RunArgs) -> Result<()> {
     }
     if let Some(rest) = &r.restoration {
         say!("  restoration {}: {}", rest.status, rest.detail);
+        // The pid goes stale when the process stops: it is said here, never in the documents.
+        if rest.status == crate::evidence::RestorationStatus::Passed {
+            if let Some(p) = restored_pid(&bundle) {
+                say!("  the restored incumbent keeps serving as pid {p} (its own process group): stop it with `kill -TERM -- -{p}`");
+            }
+        }
+    }
+    if let Some(v) = &verdict {
+        for line in verdict_lines(v, r) {
+            say!("{line}");
+        }
     }
     if let Ok(m) = crate::evidence::manifest::read(&bundle) {
         say!(
@@ -329,4 +344,65 @@ fn printer(bar: bool) -> Notify {
         (Note::Finished, Some(b)) => b.finish_and_clear(),
         (Note::Finished, None) => {}
     })
+}
+
+/// The pid of the incumbent the restoration started (detached process arms; none for a
+/// container or an incumbent that already served), from `restoration-launch.json`.
+fn restored_pid(bundle: &Path) -> Option<u64> {
+    let b = std::fs::read(bundle.join(crate::evidence::bundle::RESTORATION_LAUNCH)).ok()?;
+    let v: serde_json::Value = serde_json::from_slice(&b).ok()?;
+    if v["spec"]["kind"].as_str() == Some("container") || v["detached"] != true {
+        return None;
+    }
+    v["pid"].as_u64()
+}
+
+/// The verdict as the run's last words: winner and reason, promotion, failures.
+fn verdict_lines(
+    v: &crate::decide::Verdict,
+    r: &crate::evidence::result::CampaignResult,
+) -> Vec<String> {
+    let name = |id: &str| {
+        r.arm(id)
+            .map(|a| {
+                if a.label.trim().is_empty() {
+                    a.id.clone()
+                } else {
+                    a.label.clone()
+                }
+            })
+            .unwrap_or_else(|| id.to_string())
+    };
+    let mut out = Vec::new();
+    match &v.winner {
+        Some(w) => out.push(format!("bakeoff run: winner {}: {}", name(w), v.reason)),
+        None => out.push(format!("bakeoff run: no winner: {}", v.reason)),
+    }
+    out.push(format!(
+        "bakeoff run: promotion {}; next: {}",
+        if v.promotion_authorized {
+            "authorized by the policy (not performed: the lane still serves the incumbent)"
+        } else {
+            "not authorized"
+        },
+        v.next_gate
+    ));
+    if v.failures.is_empty() {
+        out.push("bakeoff run: failures: none".into());
+    } else {
+        out.push(format!("bakeoff run: failures: {}", v.failures.len()));
+        for f in &v.failures {
+            out.push(format!(
+                "  {} {}: {}{}",
+                f.candidate,
+                f.class,
+                f.detail,
+                f.evidence
+                    .as_deref()
+                    .map(|e| format!(" ({e})"))
+                    .unwrap_or_default()
+            ));
+        }
+    }
+    out
 }

@@ -1,5 +1,6 @@
-//! Eligibility: an arm that failed to run, failed any required gate, or regressed against its
-//! matched no-speculation control cannot win. Every reason is a [`FailureItem`] with class,
+//! Eligibility: an arm that failed to run, failed any required gate, failed more requests than
+//! the policy's availability requirement allows, or regressed against its matched
+//! no-speculation control cannot win. Every reason is a [`FailureItem`] with class,
 //! detail and the evidence file that shows it.
 
 use super::FailureItem;
@@ -91,7 +92,7 @@ pub fn assess(
             ));
         }
         for g in arm.gates.iter().filter(|g| g.status == GateStatus::Failed) {
-            let class = g.name.failure_class();
+            let class = gate_class(g);
             let dup = mine
                 .iter()
                 .any(|m| m.class == class || (m.evidence.is_some() && m.evidence == g.evidence));
@@ -106,6 +107,19 @@ pub fn assess(
                     g.name,
                     gate_detail(g)
                 ));
+            }
+        }
+        if let Some((detail, evidence)) = availability(arm, policy.max_failed_fraction) {
+            let dup = mine
+                .iter()
+                .any(|m| m.class != FailureClass::Availability && m.evidence == evidence);
+            if let Some(m) = mine
+                .iter_mut()
+                .find(|m| m.class == FailureClass::Availability)
+            {
+                m.detail = format!("{detail}; {}", m.detail);
+            } else if !dup {
+                mine.push(item(FailureClass::Availability, detail, evidence));
             }
         }
         if let Some(f) = speculative_regression(result, arm, tol, &mut e.notes) {
@@ -123,6 +137,106 @@ pub fn assess(
         e.failures.extend(mine);
     }
     e
+}
+
+/// The failure class of a failed gate: its own, or `availability` when every failed observation
+/// failed on a request error (HTTP error, connection error, timeout) rather than a wrong answer.
+pub fn gate_class(g: &GateRecord) -> FailureClass {
+    if g.requests
+        .as_ref()
+        .is_some_and(|r| r.failures_are_request_errors)
+    {
+        FailureClass::Availability
+    } else {
+        g.name.failure_class()
+    }
+}
+
+/// One step's request counts, as the availability check reads them.
+struct StepRequests<'a> {
+    evidence: &'a str,
+    sent: u64,
+    failed: u64,
+    by_class: &'a BTreeMap<String, u64>,
+}
+
+/// Every step of the arm that sent requests and counted them: the timed steps (cold, warm, each
+/// concurrency level, long-context timing) and the gates.
+fn step_requests(arm: &ArmResult) -> Vec<StepRequests<'_>> {
+    let mut v = Vec::new();
+    let timed = arm
+        .cold
+        .iter()
+        .chain(arm.warm.iter())
+        .chain(arm.concurrency.values())
+        .chain(arm.long_context.iter().filter_map(|l| l.timing.as_ref()));
+    for t in timed {
+        v.push(StepRequests {
+            evidence: &t.evidence,
+            sent: t.requests_ok + t.requests_failed,
+            failed: t.requests_failed,
+            by_class: &t.failures_by_class,
+        });
+    }
+    for g in &arm.gates {
+        if let (Some(r), Some(ev)) = (&g.requests, &g.evidence) {
+            v.push(StepRequests {
+                evidence: ev,
+                sent: r.sent,
+                failed: r.failed,
+                by_class: &r.failures_by_class,
+            });
+        }
+    }
+    v
+}
+
+fn percent(x: f64) -> String {
+    let p = x * 100.0;
+    if p == p.round() {
+        format!("{p:.0}%")
+    } else {
+        format!("{p:.1}%")
+    }
+}
+
+/// The availability requirement: the arm's failed requests over all its timed steps and gates,
+/// against `max_fraction`. Some((detail, evidence file with the most failures)) when over it.
+fn availability(arm: &ArmResult, max_fraction: f64) -> Option<(String, Option<String>)> {
+    let steps = step_requests(arm);
+    let sent: u64 = steps.iter().map(|s| s.sent).sum();
+    let failed: u64 = steps.iter().map(|s| s.failed).sum();
+    if sent == 0 || failed == 0 || failed as f64 / sent as f64 <= max_fraction {
+        return None;
+    }
+    let mut worst: Option<&StepRequests> = None;
+    let mut parts = Vec::new();
+    for s in steps.iter().filter(|s| s.failed > 0) {
+        if worst.is_none_or(|w| s.failed > w.failed) {
+            worst = Some(s);
+        }
+        let classes: Vec<String> = s
+            .by_class
+            .iter()
+            .map(|(c, n)| format!("{c} ×{n}"))
+            .collect();
+        let classes = if classes.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", classes.join(", "))
+        };
+        parts.push(format!(
+            "{}: {} of {} failed{classes}",
+            s.evidence, s.failed, s.sent
+        ));
+    }
+    let detail = format!(
+        "{failed} of {sent} requests failed ({}; the policy allows {}): {}",
+        percent(failed as f64 / sent as f64),
+        percent(max_fraction),
+        parts.join("; ")
+    );
+    Some((detail, worst.map(|w| w.evidence.to_string())))
 }
 
 /// Speculative decoding is credited only against its matched control: a long-context decode
@@ -226,5 +340,104 @@ impl ArmExt for ArmResult {
         } else {
             self.label.clone()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::evidence::result::{RequestCounts, TimingRecord};
+    use crate::evidence::GateName;
+
+    fn timing(ev: &str, ok: u64, failed: u64) -> TimingRecord {
+        TimingRecord {
+            evidence: ev.into(),
+            requests_ok: ok,
+            requests_failed: failed,
+            failures_by_class: if failed > 0 {
+                BTreeMap::from([("http-status".to_string(), failed)])
+            } else {
+                BTreeMap::new()
+            },
+            ..Default::default()
+        }
+    }
+
+    fn result(arm: ArmResult) -> CampaignResult {
+        CampaignResult {
+            arms: vec![arm],
+            ..Default::default()
+        }
+    }
+
+    fn flaky() -> ArmResult {
+        ArmResult {
+            id: "a".into(),
+            status: ArmStatus::Completed,
+            warm: Some(timing("a-timing-64-c1-warm.json", 5, 0)),
+            concurrency: BTreeMap::from([("2".into(), timing("a-timing-64-c2-warm.json", 8, 2))]),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn failed_timed_requests_over_the_policy_make_the_arm_ineligible() {
+        let e = assess(&result(flaky()), &Policy::default(), &BTreeMap::new());
+        assert!(e.eligible.is_empty());
+        assert_eq!(e.failures.len(), 1, "{:?}", e.failures);
+        let f = &e.failures[0];
+        assert_eq!(f.class, FailureClass::Availability);
+        assert_eq!(f.evidence.as_deref(), Some("a-timing-64-c2-warm.json"));
+        assert_eq!(
+            f.detail,
+            "2 of 15 requests failed (13.3%; the policy allows 0%): a-timing-64-c2-warm.json: 2 of 10 failed (http-status ×2)"
+        );
+        // Within a declared fraction it is eligible.
+        let p = Policy {
+            max_failed_fraction: 0.2,
+            ..Default::default()
+        };
+        let e = assess(&result(flaky()), &p, &BTreeMap::new());
+        assert_eq!(e.eligible, ["a"]);
+    }
+
+    #[test]
+    fn a_gate_failed_by_request_errors_is_availability_and_counts() {
+        let mut a = flaky();
+        a.concurrency.clear();
+        a.gates.push(GateRecord {
+            name: GateName::Tools,
+            status: GateStatus::Failed,
+            passed: Some(9),
+            total: Some(10),
+            detail: "request failed: HTTP 500".into(),
+            required: true,
+            evidence: Some("a-tools.json".into()),
+            requests: Some(RequestCounts {
+                sent: 10,
+                failed: 1,
+                failures_by_class: BTreeMap::from([("http-status".into(), 1)]),
+                failures_are_request_errors: true,
+            }),
+        });
+        let e = assess(&result(a.clone()), &Policy::default(), &BTreeMap::new());
+        assert_eq!(e.failures.len(), 1, "{:?}", e.failures);
+        assert_eq!(e.failures[0].class, FailureClass::Availability);
+        assert!(e.failures[0]
+            .detail
+            .contains("a-tools.json: 1 of 10 failed"));
+        // A wrong answer beside it keeps the gate's own class.
+        a.gates[0]
+            .requests
+            .as_mut()
+            .unwrap()
+            .failures_are_request_errors = false;
+        let p = Policy {
+            max_failed_fraction: 0.5,
+            ..Default::default()
+        };
+        let e = assess(&result(a), &p, &BTreeMap::new());
+        assert_eq!(e.failures.len(), 1, "{:?}", e.failures);
+        assert_eq!(e.failures[0].class, FailureClass::ToolSchema);
     }
 }

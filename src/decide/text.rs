@@ -45,18 +45,56 @@ fn unit(m: RankingMetric) -> &'static str {
 }
 
 fn value_text(arm: &ArmResult, m: RankingMetric) -> String {
+    let over = over_requests(arm, m);
     match measure(arm, m) {
         Some(v) => match v.ci95 {
             Some(ci) => format!(
-                "{} {u}, 95% CI {}–{} {u}",
+                "{} {u}, 95% CI {}–{} {u}{over}",
                 num(v.value),
                 num(ci[0]),
                 num(ci[1]),
                 u = unit(m)
             ),
-            None => format!("{} {}", num(v.value), unit(m)),
+            None => format!("{} {}{over}", num(v.value), unit(m)),
         },
         None => "not measured".into(),
+    }
+}
+
+/// How many requests a measured figure was computed over: ", over 5 requests" (", over 8 of 10
+/// requests at C2, 2 failed"); empty for figures not measured per request (usable context).
+pub fn over_requests(arm: &ArmResult, m: RankingMetric) -> String {
+    let (t, n, at) = match m {
+        RankingMetric::Ttft | RankingMetric::DecodeTokensPerSecond | RankingMetric::E2e => {
+            let Some(t) = arm.warm.as_ref() else {
+                return String::new();
+            };
+            let n = descriptor(m).stat(t).map(|s| s.n).unwrap_or(t.requests_ok);
+            (t, n, String::new())
+        }
+        RankingMetric::Concurrency => {
+            let Some((k, t)) = arm
+                .concurrency
+                .iter()
+                .filter_map(|(k, t)| Some((k.parse::<u64>().ok()?, t)))
+                .max_by_key(|(k, _)| *k)
+            else {
+                return String::new();
+            };
+            (t, t.requests_ok, format!(" at C{k}"))
+        }
+        RankingMetric::UsableContextAndKv => return String::new(),
+    };
+    let sent = t.requests_ok + t.requests_failed;
+    if t.requests_failed > 0 {
+        format!(
+            ", over {n} of {sent} requests{at}, {} failed",
+            t.requests_failed
+        )
+    } else if n == sent {
+        format!(", over {n} requests{at}")
+    } else {
+        format!(", over {n} of {sent} requests{at}")
     }
 }
 

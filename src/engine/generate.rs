@@ -1,7 +1,8 @@
 //! What the engine answers: the output text of a request, cut into tokenizer pieces.
 //!
 //! Precedence (first that applies): a tool round trip (a `tool` message) → a tool call (`tools`) →
-//! `Reply with exactly: <text>` → `response_format` JSON → retrieval questions → filler text.
+//! `Reply with exactly: <text>` → `response_format` JSON → retrieval questions (a question whose
+//! statement is not in the prompt: what the engine knows, `knowledge.rs`) → filler text.
 //! Every output token is one tokenizer piece of the final text, so `usage.completion_tokens`
 //! equals the token count of what was emitted.
 
@@ -177,6 +178,9 @@ pub fn corrupt(v: &str) -> String {
     }
 }
 
+/// The answer to a question whose statement is not in the prompt.
+const DONT_KNOW: &str = "I don't know.";
+
 /// Answers to `What is the <X>?` questions in `user`, looked up as `The <X> is <V>.` in `prompt`.
 /// None when `user` asks no such question.
 pub fn retrieval_answer(user: &str, prompt: &str, wrong: bool) -> Option<String> {
@@ -198,7 +202,7 @@ pub fn retrieval_answer(user: &str, prompt: &str, wrong: bool) -> Option<String>
         answers.push(match found {
             Some(v) if wrong => corrupt(&v),
             Some(v) => v,
-            None => "I don't know.".to_string(),
+            None => DONT_KNOW.to_string(),
         });
     }
     if answers.is_empty() {
@@ -379,7 +383,13 @@ pub fn generate(p: &Profile, inp: &Input, call_id: &str) -> Output {
         }
     }
     let wrong = inp.prompt_tokens as u64 > p.retrieval_effective_tokens;
-    let specific = smoke_answer(inp.user).or_else(|| retrieval_answer(inp.user, inp.prompt, wrong));
+    let specific = smoke_answer(inp.user).or_else(|| {
+        match retrieval_answer(inp.user, inp.prompt, wrong) {
+            // A statement in the prompt answers first; what the engine knows only fills a gap.
+            Some(a) if !a.contains(DONT_KNOW) => Some(a),
+            other => super::knowledge::answer(inp.user).or(other),
+        }
+    });
     if let Some(rf) = inp.response_format {
         if let Some(j) = json_answer(rf, inp.user, specific.clone()) {
             return text_out(Some(j));

@@ -9,6 +9,7 @@ pub mod emissions;
 pub mod generate;
 pub mod http;
 pub mod json;
+pub mod knowledge;
 pub mod profile;
 pub mod request;
 pub mod server;

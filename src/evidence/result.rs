@@ -176,6 +176,10 @@ pub struct TimingRecord {
     pub concurrency: u64,
     pub requests_ok: u64,
     pub requests_failed: u64,
+    /// Failed requests by error class (`http-status`, `connect`, `timeout`, ...), as the step
+    /// file's `stats.failures_by_class` counts them. Absent in results written before it existed.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub failures_by_class: BTreeMap<String, u64>,
     pub ttft_ms: Option<Stat>,
     pub decode_tok_s: Option<Stat>,
     pub e2e_ms: Option<Stat>,
@@ -203,6 +207,10 @@ pub struct LongContextRecord {
     pub passed: bool,
     pub decode_tok_s: Option<f64>,
     pub e2e_ms: Option<f64>,
+    /// The long-context timing step's requests (absent when it did not run, and in results
+    /// written before they were recorded): they count toward the availability requirement.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timing: Option<TimingRecord>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -215,6 +223,23 @@ pub struct GateRecord {
     /// Required by the campaign's policy (a failed required gate makes the arm ineligible).
     pub required: bool,
     pub evidence: Option<String>,
+    /// Requests the gate sent and how many of them failed as requests (HTTP error status,
+    /// connection error, timeout, broken stream): not wrong answers. Absent for gates that send
+    /// no request and in results written before they were recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests: Option<RequestCounts>,
+}
+
+/// Requests sent by a gate and those that failed as requests, with their error classes.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct RequestCounts {
+    pub sent: u64,
+    pub failed: u64,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub failures_by_class: BTreeMap<String, u64>,
+    /// Every failed observation of the gate failed on a request error (none on a wrong answer).
+    #[serde(default)]
+    pub failures_are_request_errors: bool,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]

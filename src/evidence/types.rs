@@ -84,6 +84,10 @@ str_enum! {
         /// Speculative decoding regressed against its matched control.
         WorkloadRegression = "workload-regression",
         Restoration = "restoration",
+        /// Requests failed (HTTP errors, connection errors, timeouts, a context-overflow 400)
+        /// beyond the policy's `max_failed_fraction` in the arm's timed steps and gates, or a
+        /// gate whose failures were all request errors rather than wrong answers.
+        Availability = "availability",
         Interrupted = "interrupted",
         /// The step ran but its evidence could not be written (disk full, I/O error, permission):
         /// not done, the campaign incomplete; the step runs again on resume.
@@ -244,6 +248,11 @@ pub struct Policy {
     /// Engine log lines matching these turn into limitations in the verdict.
     #[serde(default)]
     pub quality_risks: Vec<QualityRisk>,
+    /// The availability requirement: the largest fraction of an arm's requests (timed steps and
+    /// gates together) that may fail before the arm is ineligible (`availability`). Default 0:
+    /// no failed request is allowed. Absent in bundles written before it existed (read as 0).
+    #[serde(default)]
+    pub max_failed_fraction: f64,
 }
 
 impl Default for Policy {
@@ -254,6 +263,7 @@ impl Default for Policy {
             required_evidence_labels: Vec::new(),
             tie_tolerance: BTreeMap::new(),
             quality_risks: Vec::new(),
+            max_failed_fraction: 0.0,
         }
     }
 }

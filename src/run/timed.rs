@@ -143,6 +143,11 @@ pub fn record(evidence: &str, concurrency: u32, s: &RunStats) -> TimingRecord {
         concurrency: concurrency as u64,
         requests_ok: s.ok,
         requests_failed: s.failed,
+        failures_by_class: s
+            .failures_by_class
+            .iter()
+            .map(|(c, f)| (c.clone(), f.count))
+            .collect(),
         ttft_ms: stat(s, "ttft_ms"),
         decode_tok_s: stat(s, "decode_tok_s"),
         e2e_ms: stat(s, "e2e_ms"),

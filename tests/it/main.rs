@@ -8,6 +8,8 @@ mod support;
 mod architecture;
 mod bench;
 mod campaign {
+    mod availability;
+    mod example;
     mod faults;
     mod run;
     mod spec;

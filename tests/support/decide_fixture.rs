@@ -28,6 +28,7 @@ pub fn gate(name: &str, passed: bool, p: u64, t: u64, ev: &str) -> GateRecord {
         detail: String::new(),
         required: true,
         evidence: Some(ev.into()),
+        requests: None,
     }
 }
 
@@ -81,6 +82,7 @@ pub fn arm(id: &str, label: &str, role: &str, ctx: u64, ttft: f64, decode: f64) 
             passed: true,
             decode_tok_s: Some(decode * 0.97),
             e2e_ms: Some(ttft + 100.0),
+            timing: None,
         }),
         gates: vec![
             gate("smoke", true, 1, 1, &format!("{id}-preflight.json")),

@@ -70,6 +70,14 @@ pub(super) fn policy(c: &mut Campaign, r: &mut Reporter) {
             );
         }
     }
+    let f = pol.max_failed_fraction;
+    if !(f.is_finite() && (0.0..=1.0).contains(&f)) {
+        r.error(
+            &p("policy.max_failed_fraction"),
+            format!("fraction {f} is out of range"),
+            "give the largest share of an arm's requests that may fail, from 0 to 1, e.g. 0.01 for 1% (0, the default, allows none)",
+        );
+    }
     for (m, tol) in &pol.tie_tolerance {
         let at = p("policy.tie_tolerance").key(m.as_str());
         if !(tol.is_finite() && (0.0..1.0).contains(tol)) {

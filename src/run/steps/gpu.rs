@@ -31,6 +31,7 @@ pub async fn idle_baseline(cx: &mut Cx, s: &PlanStep, max_used_mib: u64, again: 
         detail: v.detail.clone(),
         required: cx.required(GateName::IdleBaseline),
         evidence: Some(s.evidence.clone()),
+        requests: None,
     });
     Done::ok(json!({"verdict": v, "probe": p}))
 }
@@ -69,6 +70,7 @@ pub async fn memory_reserve(cx: &mut Cx, arm: &Arm, s: &PlanStep, reserve_mib: u
         detail: v.detail.clone(),
         required: cx.required(GateName::MemoryReserve),
         evidence: Some(s.evidence.clone()),
+        requests: None,
     };
     cx.rec.put_gate(&arm.id, rec);
     let ev = json!({"verdict": v});

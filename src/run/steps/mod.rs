@@ -13,7 +13,7 @@ pub mod tools;
 use super::arm::{gate_ctx, Live};
 use super::cx::{fail, Cx, Guarded, Outcome};
 use crate::campaign::{Arm, PlanStep};
-use crate::evidence::result::GateRecord;
+use crate::evidence::result::{GateRecord, RequestCounts};
 use crate::evidence::FailureClass;
 use crate::gates::{self, Check, GateResult};
 use serde_json::Value;
@@ -28,6 +28,37 @@ pub fn gate_record(cx: &Cx, r: &GateResult, evidence: &str) -> GateRecord {
         detail: r.reason.clone(),
         required: cx.required(r.gate),
         evidence: Some(evidence.into()),
+        requests: request_counts(r),
+    }
+}
+
+/// The requests gate `r` sent and those that failed as requests (an error status, a connection
+/// error, a timeout, a broken stream: `exchange.response.error`), not as wrong answers. None when
+/// it sent none.
+pub fn request_counts(r: &GateResult) -> Option<RequestCounts> {
+    let mut c = RequestCounts::default();
+    for x in r.observations.iter().flat_map(|o| &o.exchanges) {
+        c.sent += 1;
+        if let Some(e) = &x.response.error {
+            c.failed += 1;
+            *c.failures_by_class
+                .entry(e.class.as_str().to_string())
+                .or_default() += 1;
+        }
+    }
+    let mut failed = r.observations.iter().filter(|o| !o.passed()).peekable();
+    c.failures_are_request_errors =
+        failed.peek().is_some() && failed.all(|o| o.class.as_deref() == Some("request-error"));
+    (c.sent > 0).then_some(c)
+}
+
+/// The class a failed gate gives its arm: `class`, or `availability` when every failed
+/// observation failed on a request error (the engine did not answer; no answer was wrong).
+pub fn gate_failure_class(r: &GateResult, class: FailureClass) -> FailureClass {
+    if request_counts(r).is_some_and(|c| c.failures_are_request_errors) {
+        FailureClass::Availability
+    } else {
+        class
     }
 }
 
@@ -63,7 +94,11 @@ pub async fn gate_step(
             } else if r.passed() {
                 Outcome::Ok
             } else {
-                Outcome::GateFailed(fail(class, format!("{}: {}", r.gate, r.reason), &ev_name))
+                Outcome::GateFailed(fail(
+                    gate_failure_class(&r, class),
+                    format!("{}: {}", r.gate, r.reason),
+                    &ev_name,
+                ))
             };
             (out, Some(ev), Some(r))
         }

@@ -1,7 +1,7 @@
 //! `preflight`: the quick gates (smoke, json, streaming) on the ready arm; any failure ends the
 //! arm.
 
-use super::{gate_record, preflight_check};
+use super::{gate_failure_class, gate_record, preflight_check};
 use crate::campaign::{Arm, PlanStep, PreflightGate};
 use crate::evidence::FailureClass;
 use crate::gates::{self, Check};
@@ -47,11 +47,17 @@ pub async fn run(
     } else if failed.is_empty() {
         Outcome::Ok
     } else {
-        Outcome::Fatal(fail(
-            FailureClass::Preflight,
-            failed.join("; "),
-            &s.evidence,
-        ))
+        // Request errors on every failed gate: the engine did not answer, none answered wrong.
+        let request_errors = results
+            .iter()
+            .filter(|r| !r.passed())
+            .all(|r| gate_failure_class(r, FailureClass::Preflight) == FailureClass::Availability);
+        let class = if request_errors {
+            FailureClass::Availability
+        } else {
+            FailureClass::Preflight
+        };
+        Outcome::Fatal(fail(class, failed.join("; "), &s.evidence))
     };
     Done::new(out, Some(ev))
 }

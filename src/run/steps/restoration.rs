@@ -348,6 +348,7 @@ pub async fn preflight(cx: &mut Cx, s: &PlanStep, list: &[PreflightGate]) -> Don
         detail: reasons.join("; "),
         required: cx.required(GateName::Restoration),
         evidence: Some(s.evidence.clone()),
+        requests: None,
     };
     cx.restore.record.preflight = Some(rec);
     let ev = json!({"incumbent": inc.id, "gates": results});
@@ -356,22 +357,13 @@ pub async fn preflight(cx: &mut Cx, s: &PlanStep, list: &[PreflightGate]) -> Don
 
 /// The restoration's verdict from its steps, into the result.
 pub fn settle(cx: &mut Cx) {
-    let inc = cx.incumbent();
     let failed = std::mem::take(&mut cx.restore.failed_steps);
     let mut rest = std::mem::take(&mut cx.restore.record);
     let ok = failed.is_empty();
     rest.status = RestorationStatus::from_passed(ok);
+    // No pid here: it goes stale when the process stops; `bakeoff run` prints it instead.
     rest.detail = if ok {
-        let mut d = "the incumbent serves again from the same recipe, with the declared model and context, and passed a fresh preflight".to_string();
-        if let (Some(p), true) = (
-            cx.restore.pid,
-            inc.kind().managed() && inc.container.is_none(),
-        ) {
-            d.push_str(&format!(
-                "; it keeps serving as pid {p} (its own process group): stop it with `kill -TERM -- -{p}`"
-            ));
-        }
-        d
+        "the incumbent serves again from the same recipe, with the declared model and context, and passed a fresh preflight".to_string()
     } else {
         let log = bundle::incumbent_log(cx.rec.dir());
         let restart = match restart_command(cx, &log) {

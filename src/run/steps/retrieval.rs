@@ -63,6 +63,7 @@ pub async fn run(cx: &mut Cx, arm: &Arm, s: &PlanStep, live: &Option<Live>) -> D
             passed: r.passed(),
             decode_tok_s: mean(&dec),
             e2e_ms: mean(&e2e),
+            timing: None,
         });
     }
     Done::new(out, ev)

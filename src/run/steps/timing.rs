@@ -231,6 +231,7 @@ pub async fn long_context(cx: &mut Cx, arm: &Arm, s: &PlanStep, live: &mut Optio
         lc.evidence = s.evidence.clone();
         lc.decode_tok_s = rec.decode_tok_s.map(|s| s.p50);
         lc.e2e_ms = rec.e2e_ms.map(|s| s.p50);
+        lc.timing = Some(rec);
     }
     Done::ok(ev)
 }

@@ -774,3 +774,24 @@ fn retrieval_depths_default_to_evenly_spread() {
         .evidence_files()
         .contains(&"cand-retrieval-2000.json"));
 }
+
+#[test]
+fn max_failed_fraction_is_a_fraction() {
+    let text = format!("{BASE}\n[policy]\nmax_failed_fraction = 1.5\n");
+    let e = one_error(
+        &text,
+        ("max_failed_fraction", 0),
+        "policy.max_failed_fraction",
+    );
+    assert!(e.contains("fraction 1.5 is out of range"), "{e}");
+    assert!(e.contains("from 0 to 1"), "{e}");
+    let w = write(&format!("{BASE}\n[policy]\nmax_failed_fraction = 0.02\n"));
+    let c = campaign::load(&w.path).unwrap();
+    assert_eq!(c.policy.max_failed_fraction, 0.02);
+    assert_eq!(
+        load_example("reference-dry-run.toml")
+            .policy
+            .max_failed_fraction,
+        0.0
+    );
+}
