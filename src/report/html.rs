@@ -3,7 +3,7 @@
 //! per arm, aggregate throughput against concurrency, GPU memory over the run where measured.
 //!
 //! A small inline script sets `document.title` to `ok` once the page has rendered its charts
-//! with no script error, so a headless browser can check it (`tests/report_html.rs`).
+//! with no script error, so a headless browser can check it (`tests/it/report/html.rs`).
 
 use super::series::Series;
 use super::svg::{color, esc, nice, Chart};

@@ -95,7 +95,7 @@ impl Backend for HttpBackend<'_> {
             ..Default::default()
         }
         .build();
-        // An integer 0, as this probe has always sent (tests/prompt_http.rs checks it).
+        // An integer 0, as this probe has always sent (tests/it/prompt/http.rs checks it).
         body.insert("temperature".into(), json!(0));
         insert_input(&mut body, self.endpoint, text.to_string());
         if let Some(extra) = self.extra_body {
