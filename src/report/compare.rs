@@ -236,17 +236,7 @@ pub fn regressions(c: &Comparison, pct: f64) -> Vec<Regression> {
                     a_p50: x.p50,
                     b_p50: y.p50,
                     worse_pct: worse,
-                    inside_cis: ties(
-                        Measure {
-                            value: x.p50,
-                            ci95: Some(x.ci95),
-                        },
-                        Measure {
-                            value: y.p50,
-                            ci95: Some(y.ci95),
-                        },
-                        0.0,
-                    ),
+                    inside_cis: cis_overlap(x, y),
                 });
             }
         }
@@ -309,17 +299,7 @@ pub fn render(c: &Comparison) -> String {
                     } else {
                         0.0
                     };
-                    let tie = ties(
-                        Measure {
-                            value: x.p50,
-                            ci95: Some(x.ci95),
-                        },
-                        Measure {
-                            value: y.p50,
-                            ci95: Some(y.ci95),
-                        },
-                        0.0,
-                    );
+                    let tie = cis_overlap(x, y);
                     let better = d.better(y.p50, x.p50);
                     (
                         format!("{pct:+.1}%"),
@@ -355,4 +335,19 @@ pub fn render(c: &Comparison) -> String {
         let _ = writeln!(o, "only in B: {}", c.only_b.join(", "));
     }
     o
+}
+
+/// Whether two medians lie inside each other's 95 % CIs (no tolerance).
+fn cis_overlap(x: &Stat, y: &Stat) -> bool {
+    ties(
+        Measure {
+            value: x.p50,
+            ci95: Some(x.ci95),
+        },
+        Measure {
+            value: y.p50,
+            ci95: Some(y.ci95),
+        },
+        0.0,
+    )
 }

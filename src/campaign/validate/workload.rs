@@ -118,6 +118,11 @@ pub(super) fn long_context(c: &mut Campaign, r: &mut Reporter) {
         );
         return;
     }
+    let choices = targets
+        .keys()
+        .map(|k| format!("\"{k}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
     let only = (targets.len() == 1)
         .then(|| targets.keys().next().cloned())
         .flatten();
@@ -131,14 +136,7 @@ pub(super) fn long_context(c: &mut Campaign, r: &mut Reporter) {
             r.error(
                 &at,
                 format!("arm `{}` has no long_context_profile", a.id),
-                format!(
-                    "add long_context_profile = one of {}",
-                    targets
-                        .keys()
-                        .map(|k| format!("\"{k}\""))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
+                format!("add long_context_profile = one of {choices}"),
             );
             continue;
         };
@@ -146,14 +144,7 @@ pub(super) fn long_context(c: &mut Campaign, r: &mut Reporter) {
             r.error(
                 &at.key("long_context_profile"),
                 format!("`{name}` is not a key of workload.long_context_targets"),
-                format!(
-                    "use one of {}",
-                    targets
-                        .keys()
-                        .map(|k| format!("\"{k}\""))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
+                format!("use one of {choices}"),
             );
             continue;
         };

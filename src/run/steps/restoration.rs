@@ -146,6 +146,17 @@ fn incumbent_target(cx: &Cx, inc: &Arm) -> Target {
     }
 }
 
+/// The `restore-incumbent` step's evidence and whether the incumbent serves.
+fn launch_done(cx: &mut Cx, ev: Value, passed: bool) -> Done {
+    done(
+        cx,
+        "restore-incumbent",
+        ev,
+        passed,
+        bundle::RESTORATION_LAUNCH,
+    )
+}
+
 /// Starts the incumbent again (detached: it outlives bakeoff), unless it already serves.
 pub async fn launch(cx: &mut Cx) -> Done {
     let inc = cx.incumbent();
@@ -156,20 +167,14 @@ pub async fn launch(cx: &mut Cx) -> Done {
                "detail": if m { "the incumbent was still serving (it had not been stopped); not started again" }
                          else { "the lane port is held by a process that is not the incumbent; the incumbent could not be restored" }});
         cx.restore.pid = m.then_some(l.pid);
-        return done(cx, "restore-incumbent", ev, m, bundle::RESTORATION_LAUNCH);
+        return launch_done(cx, ev, m);
     }
     let log = bundle::incumbent_log(cx.rec.dir());
     let spec = match launch_spec(cx.c(), &inc, &log) {
         Ok(s) => s,
         Err(e) => {
             let ev = json!({"incumbent": inc.id, "failure": e});
-            return done(
-                cx,
-                "restore-incumbent",
-                ev,
-                false,
-                bundle::RESTORATION_LAUNCH,
-            );
+            return launch_done(cx, ev, false);
         }
     };
     let mut lane = cx.lane.clone();
@@ -178,13 +183,7 @@ pub async fn launch(cx: &mut Cx) -> Done {
         Ok(r) => r,
         Err(f) => {
             let ev = json!({"incumbent": inc.id, "spec": spec.describe(&lane), "failure": f});
-            return done(
-                cx,
-                "restore-incumbent",
-                ev,
-                false,
-                bundle::RESTORATION_LAUNCH,
-            );
+            return launch_done(cx, ev, false);
         }
     };
     let pid = r.pid;
@@ -202,7 +201,7 @@ pub async fn launch(cx: &mut Cx) -> Done {
         cx.restore.ready = Some(f);
         cx.restore.pid = pid;
     }
-    done(cx, "restore-incumbent", ev, ok, bundle::RESTORATION_LAUNCH)
+    launch_done(cx, ev, ok)
 }
 
 /// Proves the restored incumbent is the one that was stopped: recipe hash (re-read from the
