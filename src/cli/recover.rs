@@ -103,9 +103,13 @@ pub fn run(args: RecoverArgs) -> Result<()> {
         );
         return Err(super::Exit::silent(1).into());
     }
-    say!(
-        "bakeoff recover: the lane is back; finish the campaign with `bakeoff run --resume {}`",
-        dir.display()
-    );
+    if r.complete {
+        say!("bakeoff recover: the lane is back; the bundle was already complete");
+    } else {
+        say!(
+            "bakeoff recover: the lane is back; finish the campaign with `bakeoff run --resume {}`",
+            dir.display()
+        );
+    }
     Ok(())
 }

@@ -316,6 +316,8 @@ pub struct Recovered {
     pub lane_ok: bool,
     /// The evidence file written (none: the bundle was not touched).
     pub evidence: Option<String>,
+    /// The bundle was complete (and stays so): nothing to resume.
+    pub complete: bool,
 }
 
 /// `bakeoff recover DIR`: the dead run's leftovers stopped, the incumbent restored (started
@@ -417,5 +419,6 @@ pub async fn recover(
         lines,
         lane_ok: ok,
         evidence: Some(name),
+        complete,
     })
 }

@@ -2,7 +2,8 @@
 //! makes the run, on reaching the named point, create FILE (holding its pid) and wait there for an
 //! hour, so a test can kill bakeoff at exactly that point. TEST-ONLY: never set it in production.
 //!
-//! Points: `incumbent-stopped` (the incumbent was stopped, the step not yet recorded),
+//! Points: `launch-unrecorded` (an arm was started, its pid not yet in the launch journal),
+//! `incumbent-stopped` (the incumbent was stopped, the step not yet recorded),
 //! `restoration-launched` (the restored incumbent was started, not yet ready).
 
 use std::time::Duration;

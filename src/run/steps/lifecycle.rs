@@ -113,6 +113,8 @@ async fn launch_arm(
     cx.rec.count_launch(&arm.id);
     match lane::launch(&cx.lane, &spec).await {
         Ok(running) => {
+            // Test-only: started, its pid not yet recorded.
+            crate::run::testhook::pause("launch-unrecorded").await;
             if let Some(i) = journal {
                 cx.rec.journal_started(i, &running);
             }

@@ -161,9 +161,22 @@ fn stderr(o: &std::process::Output) -> String {
 fn killed_while_the_candidate_serves(s: &mut Setup) -> (u32, u32) {
     let run = s.run(None);
     let port = s.t.port;
+    // The candidate serves and its launch step is recorded (the journal has its pid: the
+    // journal is synced before the launch evidence is written).
+    let launched = s.b.join("a-launch.json");
     wait_until("the candidate serves", Duration::from_secs(120), || {
-        listener_model(port).as_deref() == Some("a")
+        launched.exists() && listener_model(port).as_deref() == Some("a")
     });
+    // While the run lives, `bakeoff recover` is refused and touches nothing.
+    let o = bakeoff(&s.locks, &["recover", s.b.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        stderr(&o).contains(&format!("held by another bakeoff run (pid {},", run.id())),
+        "{}",
+        text(&o)
+    );
     s.kill(run);
     let rec = s.recorded("a");
     assert_eq!(rec.len(), 1, "{:#?}", s.journal());
@@ -195,6 +208,8 @@ fn resume_completes(s: &Setup) -> String {
     assert_eq!(r["complete"], true, "{r:#}");
     let notes = r["notes"].to_string();
     assert!(notes.contains("died before it finished"), "{notes}");
+    // The dead run's lane lock was taken over, and that is recorded.
+    assert!(notes.contains("took over a stale lock"), "{notes}");
     verify(&s.b);
     stderr(&o)
 }
@@ -300,6 +315,10 @@ fn recover_alone_puts_the_incumbent_back() {
         why.contains("bakeoff recover") && why.contains("--resume"),
         "{why}"
     );
+    assert!(
+        r["notes"].to_string().contains("took over a stale lock"),
+        "{r:#}"
+    );
     let rec = json(&s.b.join("recovery-2.json"));
     assert_eq!(rec["lane_ok"], true, "{rec:#}");
     assert_eq!(
@@ -355,4 +374,52 @@ fn a_pid_reused_by_another_process_is_not_killed() {
     let notes = r["notes"].to_string();
     assert!(notes.contains("NOT stopped"), "{notes}");
     verify(&s.b);
+}
+
+#[test]
+fn sigkill_before_the_pid_is_recorded_finds_the_arm_by_argv_and_start_time() {
+    let _g = serial();
+    let mut s = Setup::start(SLOW);
+    let run = s.run(Some("launch-unrecorded"));
+    let marker = s.t.path("paused");
+    wait_until("the pause point", Duration::from_secs(120), || {
+        marker.exists()
+    });
+    s.kill(run);
+    // The journal knows what was about to start, not its pid.
+    let j = s.journal();
+    let open: Vec<_> = j.iter().filter(|e| e["state"] == "starting").collect();
+    assert_eq!(open.len(), 1, "{j:#?}");
+    assert!(open[0]["process"].is_null());
+    let arm = open[0]["arm"].as_str().unwrap().to_string();
+    let argv: Vec<String> = serde_json::from_value(open[0]["argv"].clone()).unwrap();
+    // The arm it started (its own process group, that argv).
+    let started: Vec<u32> = bakeoff::lane::procnet::find_listeners(s.t.port)
+        .iter()
+        .map(|l| l.pid)
+        .chain(std::iter::once(0))
+        .collect();
+    let err = resume_completes(&s);
+    assert!(
+        err.contains(&format!("arm `{arm}`")) && err.contains("left running by the dead run"),
+        "{err}"
+    );
+    assert!(!err.contains("NOT stopped"), "{err}");
+    // Nothing with the arm's argv is left but what serves the lane now.
+    let serving: Vec<u32> = bakeoff::lane::procnet::find_listeners(s.t.port)
+        .iter()
+        .map(|l| l.pid)
+        .collect();
+    for p in started
+        .into_iter()
+        .filter(|p| *p != 0 && !serving.contains(p))
+    {
+        assert!(!pid_alive(p), "pid {p} of the dead run is still alive");
+    }
+    let left = bakeoff::lane::adopt::started_after(&argv, 0);
+    assert!(
+        left.iter().all(|m| serving.contains(&m.pid)),
+        "processes with the arm's argv left: {left:?}"
+    );
+    s.lane_is_back();
 }
