@@ -388,6 +388,12 @@ mod tests {
                 .collect::<Vec<_>>(),
             vec![pid]
         );
+        // Recorded in another boot (the machine rebooted since): gone, whatever has the pid now.
+        let other = ProcessMark {
+            boot_id: "another-boot".into(),
+            ..m.clone()
+        };
+        assert!(matches!(prove(&other), Found::Gone(w) if w.contains("rebooted")));
         let st = stop_group(m.pgid, Duration::from_secs(2));
         let _ = child.wait();
         assert!(st.gone && st.sigterm_sent, "{st:?}");
