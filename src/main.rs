@@ -22,6 +22,8 @@ enum Command {
     Selftest(bakeoff::cli::selftest::SelftestArgs),
     /// Show the GPU facts bakeoff sees (NVML, else nvidia-smi) and the idle-baseline verdict.
     Gpu(bakeoff::cli::gpu::GpuArgs),
+    /// Put the lane back after a run died (SIGKILL, OOM, reboot): stop its proven leftovers, restore the incumbent.
+    Recover(bakeoff::cli::recover::RecoverArgs),
     /// Re-hash an evidence bundle and name every file that changed, went missing or is unlisted.
     Verify(bakeoff::cli::verify::VerifyArgs),
     /// Re-render the verdict (decision-summary.json, publication-summary.md, report.html) of a bundle.
@@ -39,6 +41,7 @@ fn main() -> std::process::ExitCode {
         Command::Run(a) => bakeoff::cli::run::run(a),
         Command::Selftest(a) => bakeoff::cli::selftest::run(a),
         Command::Verify(a) => bakeoff::cli::verify::run(a),
+        Command::Recover(a) => bakeoff::cli::recover::run(a),
         Command::Report(a) => bakeoff::cli::report::run(a),
         Command::Compare(a) => bakeoff::cli::compare::run(a),
         Command::Gpu(a) => bakeoff::cli::gpu::run(a),

@@ -5,6 +5,7 @@ pub mod compare;
 pub mod engine;
 pub mod gate;
 pub mod gpu;
+pub mod recover;
 pub mod report;
 pub mod run;
 pub mod selftest;

@@ -146,7 +146,31 @@ pub fn run(args: RunArgs) -> Result<()> {
     if let Some(n) = lock.note() {
         say!("bakeoff run: {n}");
     }
-    let port = runner::preconditions(&plan, &bundle, resume).map_err(refuse)?;
+    // A resumed bundle whose run died (SIGKILL, OOM killer, reboot) may have left an arm on the
+    // lane: what its launch journal proves the run's own is stopped first; nothing else is.
+    let recovery = if resume {
+        let r = runner::recover::leftovers(&bundle, &c).map_err(|e| refuse(format!("{e:#}")))?;
+        if !r.is_empty() {
+            if let Some(d) = &r.died {
+                say!("bakeoff run: {d}");
+            }
+            for l in &r.lines {
+                say!("bakeoff run: recovery: {l}");
+            }
+        }
+        Some(r)
+    } else {
+        None
+    };
+    let port = runner::preconditions(&plan, &bundle, resume).map_err(|e| {
+        match recovery.as_ref().filter(|r| !r.unproven.is_empty()) {
+            Some(r) => refuse(format!(
+                "{e} (the recovery left alone what it could not prove the dead run's own: {})",
+                r.unproven.join("; ")
+            )),
+            None => refuse(e),
+        }
+    })?;
     match &port {
         PortState::Free => say!(
             "bakeoff run: lane {}:{} is free (no incumbent serving)",
@@ -195,6 +219,7 @@ pub fn run(args: RunArgs) -> Result<()> {
                 notify: printer(progress_bar),
                 cancel: rx,
                 notes: lock.note().into_iter().collect(),
+                recovery,
             },
         )
         .await

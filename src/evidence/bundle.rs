@@ -29,6 +29,16 @@ pub const GPU_IDLE_BASELINE: &str = "gpu-idle-baseline.json";
 pub const RESTORATION_LAUNCH: &str = "restoration-launch.json";
 pub const RESTORATION_IDENTITY: &str = "restoration-identity.json";
 pub const RESTORATION_PREFLIGHT: &str = "restoration-preflight.json";
+/// What the run is about to start and, once started, its pid, process group, start time and
+/// argv (or container name and labels): written and synced before and after every launch, so a
+/// later `bakeoff recover` / `--resume` can prove what a dead run left on the lane.
+pub const LAUNCH_JOURNAL: &str = "launch-journal.json";
+
+/// What invocation `invocation` (`bakeoff recover` or a `--resume`) found of a dead run on the
+/// lane and did about it.
+pub fn recovery(invocation: u32) -> String {
+    format!("recovery-{invocation}.json")
+}
 
 /// An arm step's evidence: `<arm>-<step>[-<shape>].json`, e.g. `fast-timing-4k-c1-warm.json`.
 pub fn step_file(arm: &str, step: &str, shape: Option<&str>) -> String {

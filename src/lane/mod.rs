@@ -16,6 +16,7 @@
 //! output and may contain whatever the child printed: put [`Running::masked_log`] in a bundle, not
 //! the raw file.
 
+pub mod adopt;
 pub mod container;
 pub mod lock;
 pub mod logs;

@@ -22,6 +22,8 @@ pub struct Live {
     pub prompt: Option<Arc<MatchedPrompt>>,
     /// This launch's masked log copy in the bundle.
     pub log_name: String,
+    /// Its entry in the launch journal.
+    pub journal: Option<usize>,
 }
 
 impl Live {

@@ -15,11 +15,14 @@
 
 mod arm;
 mod cx;
+mod journal;
 mod progress;
 mod recorder;
+pub mod recover;
 mod setup;
 mod step;
 mod steps;
+mod testhook;
 pub mod timed;
 
 pub use cx::Cancel;
@@ -47,6 +50,9 @@ pub struct Options {
     /// Lines for the result's notes, recorded when the bundle opens (e.g. a stale lane lock
     /// taken over).
     pub notes: Vec<String>,
+    /// What a resumed run found of a dead invocation on the lane and did about it
+    /// ([`recover::leftovers`], run before the preconditions): recorded when the bundle opens.
+    pub recovery: Option<recover::Recovery>,
 }
 
 pub struct Outcome {
@@ -92,6 +98,11 @@ async fn run_with<S: Steps>(plan: Plan, opts: Options, steps: S) -> Result<Outco
         if !notes.contains(n) {
             notes.push(n.clone());
         }
+    }
+    if let Some(r) = opts.recovery.as_ref().filter(|r| !r.is_empty()) {
+        let by = serde_json::json!({"by": "bakeoff run --resume"});
+        recover::record(&mut cx.rec, r, by);
+        cx.rec.save();
     }
     let mut r = Runner {
         steps,

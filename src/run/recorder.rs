@@ -2,6 +2,7 @@
 //! `checkpoint.json`. Every write is atomic and masked (no secret value reaches the bundle); the
 //! result and the checkpoint are rewritten after every step, so an interrupted run can resume.
 
+use super::journal::{Journal, Purpose, State};
 use super::setup;
 use crate::campaign::checkpoint::{Checkpoint, ExtraStep, InvocationTiming, StepStatus};
 use crate::campaign::{Mask, Plan, PlanStep, StepKind};
@@ -25,6 +26,8 @@ pub struct Recorder {
     notify: super::Notify,
     /// The first write that failed since the runner last looked ([`Recorder::take_write_failure`]).
     write_failure: std::sync::Mutex<Option<String>>,
+    /// What this bundle's runs started on the lane (`launch-journal.json`).
+    journal: Journal,
 }
 
 /// Steps whose time is the engines starting and stopping (the rest is measurement).
@@ -71,7 +74,11 @@ impl Recorder {
             measure_ms: 0.0,
             notify,
             write_failure: std::sync::Mutex::new(None),
+            journal: Journal::default(),
         };
+        if resume {
+            rec.journal = read_journal(&rec.dir)?;
+        }
         rec.ck.invocations += 1;
         rec.inv = rec.ck.invocations;
         if !resume {
@@ -90,7 +97,14 @@ impl Recorder {
             )?;
         }
         rec.result.complete = false;
-        rec.result.incomplete_reason = Some("running".into());
+        // Until this invocation ends; a bundle left like this says its run died before sealing.
+        rec.result.incomplete_reason = Some(format!(
+            "running (invocation {}, pid {}): when no such bakeoff process runs, it died before sealing the bundle (no manifest); `bakeoff recover {}` puts the lane back, `bakeoff run --resume {}` finishes the campaign",
+            rec.inv,
+            std::process::id(),
+            rec.dir.display(),
+            rec.dir.display()
+        ));
         rec.save();
         Ok(rec)
     }
@@ -182,6 +196,46 @@ impl Recorder {
             self.warn(&e.to_string());
             self.note_write_failure(format!("{e:#}"));
         }
+    }
+
+    /// Records, durably, that `spec` is about to be started for `arm`; the entry's index. An
+    /// error: the intent could not be written (nothing should be started then).
+    pub fn journal_intent(
+        &mut self,
+        arm: &str,
+        purpose: Purpose,
+        spec: &crate::lane::LaunchSpec,
+        lane: &crate::lane::LaneSpec,
+    ) -> Result<usize> {
+        let i = self.journal.intent(self.inv, arm, purpose, spec, lane);
+        self.save_journal().map(|_| i)
+    }
+
+    /// Records, durably, what entry `i` started (pid, group, start time; or the container).
+    pub fn journal_started(&mut self, i: usize, r: &crate::lane::Running) {
+        self.journal.started(i, r);
+        let _ = self.save_journal();
+    }
+
+    /// Records, durably, a new state of entry `i`.
+    pub fn journal_set(&mut self, i: usize, state: State) {
+        self.journal.set(i, state);
+        let _ = self.save_journal();
+    }
+
+    /// The journal, to change before [`Recorder::save_journal`].
+    pub fn journal(&mut self) -> &mut Journal {
+        &mut self.journal
+    }
+
+    /// Writes `launch-journal.json` (atomic: written, synced, renamed, directory synced).
+    pub fn save_journal(&mut self) -> Result<()> {
+        let v = serde_json::to_value(&self.journal)?;
+        let r = self.write_json(bundle::LAUNCH_JOURNAL, &v);
+        if let Err(e) = &r {
+            self.warn(&e.to_string());
+        }
+        r
     }
 
     pub fn arm_result(&mut self, id: &str) -> &mut ArmResult {
@@ -347,6 +401,24 @@ impl Recorder {
         self.ck.timing.push(timing.clone());
         self.save();
         (complete, timing)
+    }
+}
+
+/// The bundle's launch journal (empty when it has none: nothing was launched, or an older
+/// bundle).
+pub fn read_journal(dir: &Path) -> Result<Journal> {
+    match std::fs::read(dir.join(bundle::LAUNCH_JOURNAL)) {
+        Ok(b) => serde_json::from_slice(&b).map_err(|e| {
+            anyhow!(
+                "{} in the bundle does not parse: {e}",
+                bundle::LAUNCH_JOURNAL
+            )
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Journal::default()),
+        Err(e) => Err(anyhow!(
+            "cannot read {} in the bundle: {e}",
+            bundle::LAUNCH_JOURNAL
+        )),
     }
 }
 

@@ -152,6 +152,7 @@ async fn go(dir: &Path, mut fake: Fake, resume: bool) -> Ran {
         notify: super::quiet(),
         cancel: rx,
         notes: vec![],
+        recovery: None,
     };
     let mut fake = fake;
     let out = run_with_fake(plan.clone(), opts, &mut fake).await;

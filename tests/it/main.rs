@@ -11,6 +11,7 @@ mod campaign {
     mod availability;
     mod example;
     mod faults;
+    mod recovery;
     mod run;
     mod spec;
 }

@@ -42,6 +42,8 @@ pub async fn stop(cx: &mut Cx, again: bool) -> Done {
         return done(again, ev, false, cx);
     }
     let st = procnet::stop_foreign(&l, cx.lane.stop_grace).await;
+    // Test-only: the incumbent is stopped, the step not yet recorded.
+    crate::run::testhook::pause("incumbent-stopped").await;
     let free = lane::wait_port_free(&host, port, Duration::from_secs(10)).await;
     cx.rec.checkpoint().incumbent_shutdowns += 1;
     ev["stop"] = json!(st);

@@ -9,13 +9,14 @@ use crate::evidence::FailureClass;
 use crate::lane;
 use crate::run::arm::Live;
 use crate::run::cx::{fail, wait_cancel, Cx, Done, Outcome};
+use crate::run::journal::{Purpose, State};
 use crate::run::setup::launch_spec;
 use crate::telemetry::gpu;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
 pub async fn launch(cx: &mut Cx, arm: &Arm, s: &PlanStep, live: &mut Option<Live>) -> Done {
-    match launch_arm(cx, arm, bundle::engine_log(&arm.id)).await {
+    match launch_arm(cx, arm, bundle::engine_log(&arm.id), Purpose::Arm).await {
         Ok(l) => {
             let ev = launch_evidence(cx, arm, &l);
             *live = Some(l);
@@ -37,7 +38,7 @@ pub async fn launch(cx: &mut Cx, arm: &Arm, s: &PlanStep, live: &mut Option<Live
 pub async fn ready(cx: &mut Cx, arm: &Arm, s: &PlanStep, live: &mut Option<Live>) -> Done {
     if live.is_none() {
         // An endpoint arm: "launch" only checks its URL.
-        match launch_arm(cx, arm, bundle::engine_log(&arm.id)).await {
+        match launch_arm(cx, arm, bundle::engine_log(&arm.id), Purpose::Arm).await {
             Ok(l) => *live = Some(l),
             Err(ev) => {
                 let f = fail(
@@ -73,8 +74,15 @@ pub async fn stop(cx: &mut Cx, arm: &Arm, live: &mut Option<Live>) -> Done {
     }
 }
 
-/// Starts the arm (its raw log beside the bundle); the error is the launch's evidence.
-async fn launch_arm(cx: &mut Cx, arm: &Arm, log_name: String) -> Result<Live, Value> {
+/// Starts the arm (its raw log beside the bundle); the error is the launch's evidence. What is
+/// started is recorded in the launch journal first (durably), and its pid, group and start time
+/// once started: nothing is started that a recovery could not find again.
+async fn launch_arm(
+    cx: &mut Cx,
+    arm: &Arm,
+    log_name: String,
+    purpose: Purpose,
+) -> Result<Live, Value> {
     let logs = bundle::logs_dir(cx.rec.dir());
     let _ = std::fs::create_dir_all(&logs);
     let log = bundle::raw_engine_log(cx.rec.dir(), &arm.id);
@@ -86,16 +94,45 @@ async fn launch_arm(cx: &mut Cx, arm: &Arm, log_name: String) -> Result<Live, Va
             )
         }
     };
+    let managed = !matches!(spec, lane::LaunchSpec::Endpoint { .. });
+    let journal = if managed {
+        match cx.rec.journal_intent(&arm.id, purpose, &spec, &cx.lane) {
+            Ok(i) => Some(i),
+            Err(e) => {
+                let m = format!(
+                    "nothing was started: what was about to start could not be recorded ({e:#})"
+                );
+                return Err(
+                    json!({"spec": spec.describe(&cx.lane), "failure": {"class": FailureClass::EvidenceUnwritable, "cause": "journal-unwritable", "message": m}}),
+                );
+            }
+        }
+    } else {
+        None
+    };
     cx.rec.count_launch(&arm.id);
     match lane::launch(&cx.lane, &spec).await {
-        Ok(running) => Ok(Live {
-            running,
-            spec,
-            ready: None,
-            prompt: None,
-            log_name,
-        }),
-        Err(f) => Err(json!({"spec": spec.describe(&cx.lane), "failure": f})),
+        Ok(running) => {
+            // Test-only: started, its pid not yet recorded.
+            crate::run::testhook::pause("launch-unrecorded").await;
+            if let Some(i) = journal {
+                cx.rec.journal_started(i, &running);
+            }
+            Ok(Live {
+                running,
+                spec,
+                ready: None,
+                prompt: None,
+                log_name,
+                journal,
+            })
+        }
+        Err(f) => {
+            if let Some(i) = journal {
+                cx.rec.journal_set(i, State::LaunchFailed);
+            }
+            Err(json!({"spec": spec.describe(&cx.lane), "failure": f}))
+        }
     }
 }
 
@@ -166,7 +203,14 @@ pub async fn relaunch(cx: &mut Cx, id: &str) -> Result<Live, Failure> {
     let n = cx.rec.launches(id) + 1;
     let name = bundle::relaunch(id, n);
     let t = Instant::now();
-    let mut l = match launch_arm(cx, &arm, bundle::engine_log_relaunch(id, n)).await {
+    let mut l = match launch_arm(
+        cx,
+        &arm,
+        bundle::engine_log_relaunch(id, n),
+        Purpose::Relaunch,
+    )
+    .await
+    {
         Ok(l) => l,
         Err(ev) => {
             cx.rec.write_json_or_warn(&name, &ev);
@@ -212,7 +256,13 @@ pub async fn stop_live(cx: &mut Cx, id: &str, l: Live) -> (Value, bool) {
     let offset = l.running.log_offset;
     let masker = l.spec.masker();
     let pid = l.running.pid;
+    let journal = l.journal;
     let facts = lane::stop(l.running, cx.lane.stop_grace).await;
+    if let Some(i) = journal {
+        if facts.group_gone {
+            cx.rec.journal_set(i, State::Stopped);
+        }
+    }
     let gpu_check = if !cx.lane_has_gpus() {
         json!({"status": "not-applicable", "reason": "the lane owns no GPU"})
     } else {

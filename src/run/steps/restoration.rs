@@ -12,6 +12,7 @@ use crate::gates::{self, Check};
 use crate::lane::{self, procnet};
 use crate::run::arm::gate_ctx;
 use crate::run::cx::{fail, Cx, Done, Outcome};
+use crate::run::journal::{Purpose, State};
 use crate::run::setup::{launch_spec, runs_recipe};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -179,15 +180,32 @@ pub async fn launch(cx: &mut Cx) -> Done {
     };
     let mut lane = cx.lane.clone();
     lane.ready_timeout = lane.ready_timeout.max(Duration::from_secs(5));
+    // Recorded before it starts, so a recovery finds it (the incumbent is restored regardless:
+    // a journal that cannot be written is the run's failure, not a reason to leave the lane empty).
+    let journal = cx
+        .rec
+        .journal_intent(&inc.id, Purpose::RestoreIncumbent, &spec, &lane)
+        .ok();
     let mut r = match lane::launch(&lane, &spec).await {
         Ok(r) => r,
         Err(f) => {
+            if let Some(i) = journal {
+                cx.rec.journal_set(i, State::LaunchFailed);
+            }
             let ev = json!({"incumbent": inc.id, "spec": spec.describe(&lane), "failure": f});
             return launch_done(cx, ev, false);
         }
     };
+    if let Some(i) = journal {
+        cx.rec.journal_started(i, &r);
+    }
+    // Test-only: the incumbent was started again, not yet ready.
+    crate::run::testhook::pause("restoration-launched").await;
     let pid = r.pid;
     let ready = lane::wait_ready(&mut r, &lane).await;
+    if let (Some(i), Err(_)) = (journal, &ready) {
+        cx.rec.journal_set(i, State::LaunchFailed);
+    }
     let ev = json!({
         "incumbent": inc.id, "spec": spec.describe(&lane), "pid": pid, "detached": true,
         "log_outside_bundle": log.display().to_string(),

@@ -1,0 +1,152 @@
+//! The launch journal (`launch-journal.json`): before anything is started on the lane (an arm,
+//! its relaunch, the restored incumbent) the run records what it is about to start; once it
+//! started, its pid, process group, start time and argv (or container name and labels); once
+//! stopped, that. Every change is written and synced (file and directory) by the recorder
+//! before the run goes on, so a run killed at any point leaves a journal that names everything
+//! it may have left running (see [`super::recover`]).
+
+use crate::lane::adopt::{self, ProcessMark};
+use crate::lane::{LaneSpec, LaunchSpec, Running};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Why something was started.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Purpose {
+    /// An arm's planned launch.
+    Arm,
+    /// An arm resumed half way, launched again.
+    Relaunch,
+    /// The incumbent started again by the restoration (it outlives the run).
+    RestoreIncumbent,
+}
+
+/// Where the launch stands.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum State {
+    /// Recorded before the launch; nothing known started yet.
+    Starting,
+    /// Started: its mark is recorded.
+    Started,
+    /// The launch failed (what it started, if anything, was cleaned up by the launch).
+    LaunchFailed,
+    /// Stopped by the run.
+    Stopped,
+    /// Stopped by a later `bakeoff recover` / `--resume` after the run died.
+    StoppedByRecovery,
+    /// Found gone by a later recovery.
+    Gone,
+}
+
+/// A container the run started: found again by name, proven by its labels.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default)]
+pub struct ContainerMark {
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    /// The docker CLI that started it.
+    pub docker: String,
+}
+
+/// One launch.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Entry {
+    pub seq: u32,
+    pub invocation: u32,
+    pub arm: String,
+    pub purpose: Purpose,
+    pub state: State,
+    /// `process`, `container`, `reference`.
+    pub kind: String,
+    /// What is started (secrets `***`).
+    pub argv: Vec<String>,
+    /// Wall clock of the intent, and of the last change.
+    pub recorded_at: String,
+    #[serde(default)]
+    pub updated_at: String,
+    /// The boot and the clock tick (as `/proc/<pid>/stat` field 22 counts) just before the launch:
+    /// a process started with this argv at or after it, in this boot, is this launch.
+    pub boot_id: String,
+    pub intent_ticks: Option<u64>,
+    #[serde(default)]
+    pub process: Option<ProcessMark>,
+    #[serde(default)]
+    pub container: Option<ContainerMark>,
+    /// What a recovery did about it.
+    #[serde(default)]
+    pub recovery: Option<String>,
+}
+
+impl Entry {
+    /// Could it still be running? (not stopped, failed or found gone)
+    pub fn open(&self) -> bool {
+        matches!(self.state, State::Starting | State::Started)
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct Journal {
+    pub entries: Vec<Entry>,
+}
+
+impl Journal {
+    /// Records the intent to start `spec` for `arm`; returns its index.
+    pub fn intent(
+        &mut self,
+        invocation: u32,
+        arm: &str,
+        purpose: Purpose,
+        spec: &LaunchSpec,
+        lane: &LaneSpec,
+    ) -> usize {
+        let masker = spec.masker();
+        let container = match spec {
+            LaunchSpec::Container(c) => Some(ContainerMark {
+                name: c.name.clone(),
+                labels: c.labels.iter().cloned().collect(),
+                docker: c.docker.display().to_string(),
+            }),
+            _ => None,
+        };
+        let now = crate::clock::wall_rfc3339();
+        self.entries.push(Entry {
+            seq: self.entries.len() as u32 + 1,
+            invocation,
+            arm: arm.to_string(),
+            purpose,
+            state: State::Starting,
+            kind: spec.kind().to_string(),
+            argv: spec.argv(lane).iter().map(|a| masker.mask(a)).collect(),
+            recorded_at: now.clone(),
+            updated_at: now,
+            boot_id: adopt::boot_id(),
+            intent_ticks: adopt::now_ticks(),
+            process: None,
+            container,
+            recovery: None,
+        });
+        self.entries.len() - 1
+    }
+
+    /// Records what entry `i` started.
+    pub fn started(&mut self, i: usize, r: &Running) {
+        let Some(e) = self.entries.get_mut(i) else {
+            return;
+        };
+        e.state = State::Started;
+        e.updated_at = crate::clock::wall_rfc3339();
+        if e.container.is_none() {
+            if let Some(pid) = r.pid {
+                e.process = Some(adopt::mark(pid, e.argv.clone()));
+            }
+        }
+    }
+
+    pub fn set(&mut self, i: usize, state: State) {
+        if let Some(e) = self.entries.get_mut(i) {
+            e.state = state;
+            e.updated_at = crate::clock::wall_rfc3339();
+        }
+    }
+}

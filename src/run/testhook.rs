@@ -1,0 +1,25 @@
+//! A pause for the fault tests, read in this one place: `BAKEOFF_TEST_PAUSE_AT=POINT:FILE`
+//! makes the run, on reaching the named point, create FILE (holding its pid) and wait there for an
+//! hour, so a test can kill bakeoff at exactly that point. TEST-ONLY: never set it in production.
+//!
+//! Points: `launch-unrecorded` (an arm was started, its pid not yet in the launch journal),
+//! `incumbent-stopped` (the incumbent was stopped, the step not yet recorded),
+//! `restoration-launched` (the restored incumbent was started, not yet ready).
+
+use std::time::Duration;
+
+/// The environment variable (test-only).
+pub const ENV: &str = "BAKEOFF_TEST_PAUSE_AT";
+
+/// Pauses here when [`ENV`] names `point`.
+pub async fn pause(point: &str) {
+    let Ok(v) = std::env::var(ENV) else { return };
+    let Some((p, file)) = v.split_once(':') else {
+        return;
+    };
+    if p != point {
+        return;
+    }
+    let _ = std::fs::write(file, std::process::id().to_string());
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+}
