@@ -244,8 +244,8 @@ pub(super) async fn launch(
     let out = match out {
         Ok(o) => o,
         Err(e) => {
-            let _ = cli(&rm_argv(&c.docker, &c.name), &[], Duration::from_secs(30)).await;
-            return Err(fail(format!("container arm {}: {e}", c.name), vec![]));
+            let note = remove_if_owned(c).await;
+            return Err(fail(format!("container arm {}: {e}{note}", c.name), vec![]));
         }
     };
     let _ = write!(
@@ -261,10 +261,20 @@ pub(super) async fn launch(
             .take(super::LOG_TAIL_LINES)
             .rev()
             .collect();
-        let last = tail.last().cloned().unwrap_or_default();
+        // Docker's reason, without its "Run 'docker run --help' for more information" hint.
+        let last = tail
+            .iter()
+            .map(|l| l.trim())
+            .filter(|l| !l.is_empty() && (!l.starts_with("Run '") || !l.contains("--help")))
+            .collect::<Vec<_>>()
+            .join(" ");
+        // `docker run -d` creates the container before it starts it: one that could not start
+        // (a missing entrypoint, a bad option) is left `Created`. It is removed when it is this
+        // arm's; a name conflict with someone else's container leaves theirs alone.
+        let note = remove_if_owned(c).await;
         return Err(fail(
             format!(
-                "`docker run` for container {} failed ({}): {last}",
+                "`docker run` for container {} failed ({}): {last}{note}",
                 c.name, out.status
             ),
             tail,
@@ -284,13 +294,38 @@ pub(super) async fn launch(
         child: None,
         docker: Some(c.docker.clone()),
         exit: None,
-        owner_labels: c
-            .labels
-            .iter()
-            .filter(|(k, _)| k.starts_with("bakeoff."))
-            .cloned()
-            .collect(),
+        owner_labels: owner_labels(c),
     })
+}
+
+/// The `bakeoff.*` labels of a spec: what marks a container as this arm's.
+fn owner_labels(c: &ContainerSpec) -> Vec<(String, String)> {
+    c.labels
+        .iter()
+        .filter(|(k, _)| k.starts_with("bakeoff."))
+        .cloned()
+        .collect()
+}
+
+/// After a failed `docker run`: removes the container of that name when it carries this arm's
+/// ownership labels. Returns a note for the failure message (empty when there was none).
+async fn remove_if_owned(c: &ContainerSpec) -> String {
+    let t = Duration::from_secs(20);
+    let labels = match cli(&labels_argv(&c.docker, &c.name), &[], t).await {
+        Ok(o) if o.ok => o.stdout,
+        _ => return String::new(),
+    };
+    match check_owner(&labels, &owner_labels(c)) {
+        Ok(()) => match cli(&rm_argv(&c.docker, &c.name), &[], Duration::from_secs(30)).await {
+            Ok(o) if o.ok => "; the container it created was removed (docker rm -f)".into(),
+            Ok(o) => format!("; `docker rm -f` failed: {}", o.stderr.trim()),
+            Err(e) => format!("; {e}"),
+        },
+        Err(why) => format!(
+            "; a container named {} that is not this arm's exists ({why}): left alone",
+            c.name
+        ),
+    }
 }
 
 fn names(running: &Running) -> (std::path::PathBuf, String) {

@@ -481,7 +481,27 @@ async fn a_container_that_exits_at_start_fails_fast_with_its_reason_body() {
     );
     assert!(inspect(&c.name, "{{.Id}}").is_none(), "container removed");
 
-    // 3. The kernel's OOM killer: a memory limit (run_args) the engine cannot load its profile
+    // 3. Docker cannot start it (no such entrypoint in the image): docker's own reason, and the
+    // container `docker run` created is removed.
+    let args = engine_args(port, "oom");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let c = spec(
+        t.dir.path(),
+        "noexec",
+        &args,
+        &["--network=host", "--entrypoint=/no/such/engine"],
+    );
+    remove(&c.name);
+    let f = lane::launch(&lane, &LaunchSpec::Container(c.clone()))
+        .await
+        .unwrap_err();
+    assert_eq!(f.class, lane::LaunchFailure::CLASS);
+    assert_eq!(f.cause, Cause::SpawnFailed, "{f:?}");
+    assert!(f.message.contains("/no/such/engine"), "{}", f.message);
+    assert!(f.message.contains("was removed"), "{}", f.message);
+    assert!(inspect(&c.name, "{{.Id}}").is_none(), "container removed");
+
+    // 4. The kernel's OOM killer: a memory limit (run_args) the engine cannot load its profile
     // under (a 40 MB profile read into memory, 6 MB allowed).
     let mut big = format!("model = \"big\"\n{FAST}\n");
     let junk = format!("# {}\n", "x".repeat(1000));
@@ -555,6 +575,8 @@ async fn stop_leaves_a_container_without_the_arms_ownership_labels_alone_body() 
     let o = docker(&other);
     assert!(o.status.success(), "{}", text(&o));
     let s = lane::stop(running, Duration::from_secs(2)).await;
+    // Launching the arm again fails on the name, and leaves the other container alone too.
+    let again = lane::launch(&lane_spec(free_port()), &LaunchSpec::Container(c.clone())).await;
     let still = inspect(
         &c.name,
         "{{.State.Running}} {{index .Config.Labels \"bakeoff.campaign\"}}",
@@ -568,6 +590,10 @@ async fn stop_leaves_a_container_without_the_arms_ownership_labels_alone_body() 
         "{s:?}"
     );
     assert_eq!(still.as_deref(), Some("true someone-else"), "left running");
+    let f = again.unwrap_err();
+    assert_eq!(f.cause, Cause::SpawnFailed, "{f:?}");
+    assert!(f.message.contains("already in use"), "{}", f.message);
+    assert!(f.message.contains("left alone"), "{}", f.message);
 }
 
 #[test]
