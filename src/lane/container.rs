@@ -18,9 +18,10 @@ use std::time::Duration;
 /// `docker inspect` format: running flag, exit code, OOM-killed flag.
 pub const INSPECT_FORMAT: &str = "{{.State.Running}} {{.State.ExitCode}} {{.State.OOMKilled}}";
 
-/// `docker run -d --name N --label k=v… --gpus "device=U1,U2" -p HOST:h:c… -v …… -e NAME… IMAGE
-/// args…`. `host` is the lane host: ports are published on it when it is an IP address (so a
-/// lane on 127.0.0.1 is not exposed on every interface); `localhost` means 127.0.0.1.
+/// `docker run -d --name N --label k=v… --gpus "device=U1,U2" -p HOST:h:c… -v …… -e NAME…
+/// run_args… IMAGE args…`. `host` is the lane host: ports are published on it when it is an IP
+/// address (so a lane on 127.0.0.1 is not exposed on every interface); `localhost` means
+/// 127.0.0.1.
 pub fn run_argv(c: &ContainerSpec, host: &str) -> Vec<String> {
     let mut a: Vec<String> = vec![
         c.docker.display().to_string(),
@@ -54,6 +55,7 @@ pub fn run_argv(c: &ContainerSpec, host: &str) -> Vec<String> {
         a.push("-e".into());
         a.push(k.clone());
     }
+    a.extend(c.run_args.iter().cloned());
     a.push(c.image.clone());
     a.extend(c.args.iter().cloned());
     a
@@ -106,6 +108,35 @@ pub fn inspect_argv(docker: &Path, name: &str) -> Vec<String> {
         INSPECT_FORMAT.into(),
         name.into(),
     ]
+}
+
+/// `docker inspect -f '{{json .Config.Labels}}' NAME`: the labels the ownership check reads.
+pub fn labels_argv(docker: &Path, name: &str) -> Vec<String> {
+    vec![
+        docker.display().to_string(),
+        "inspect".into(),
+        "-f".into(),
+        LABELS_FORMAT.into(),
+        name.into(),
+    ]
+}
+
+/// `docker inspect` format of the ownership check.
+pub const LABELS_FORMAT: &str = "{{json .Config.Labels}}";
+
+/// Whether `labels_json` (what [`labels_argv`] prints) carries every `owner` label with its
+/// value. `Err` says which label is missing or different.
+pub fn check_owner(labels_json: &str, owner: &[(String, String)]) -> Result<(), String> {
+    let v: serde_json::Value = serde_json::from_str(labels_json.trim())
+        .map_err(|_| format!("unreadable labels `{}`", labels_json.trim()))?;
+    for (k, want) in owner {
+        match v.get(k).and_then(|x| x.as_str()) {
+            Some(got) if got == want => {}
+            Some(got) => return Err(format!("label {k}={got}, not {want}")),
+            None => return Err(format!("no label {k} (this arm's is {k}={want})")),
+        }
+    }
+    Ok(())
 }
 
 /// A container's state as `docker inspect -f INSPECT_FORMAT` prints it.
@@ -213,8 +244,8 @@ pub(super) async fn launch(
     let out = match out {
         Ok(o) => o,
         Err(e) => {
-            let _ = cli(&rm_argv(&c.docker, &c.name), &[], Duration::from_secs(30)).await;
-            return Err(fail(format!("container arm {}: {e}", c.name), vec![]));
+            let note = remove_if_owned(c).await;
+            return Err(fail(format!("container arm {}: {e}{note}", c.name), vec![]));
         }
     };
     let _ = write!(
@@ -230,10 +261,20 @@ pub(super) async fn launch(
             .take(super::LOG_TAIL_LINES)
             .rev()
             .collect();
-        let last = tail.last().cloned().unwrap_or_default();
+        // Docker's reason, without its "Run 'docker run --help' for more information" hint.
+        let last = tail
+            .iter()
+            .map(|l| l.trim())
+            .filter(|l| !l.is_empty() && (!l.starts_with("Run '") || !l.contains("--help")))
+            .collect::<Vec<_>>()
+            .join(" ");
+        // `docker run -d` creates the container before it starts it: one that could not start
+        // (a missing entrypoint, a bad option) is left `Created`. It is removed when it is this
+        // arm's; a name conflict with someone else's container leaves theirs alone.
+        let note = remove_if_owned(c).await;
         return Err(fail(
             format!(
-                "`docker run` for container {} failed ({}): {last}",
+                "`docker run` for container {} failed ({}): {last}{note}",
                 c.name, out.status
             ),
             tail,
@@ -253,7 +294,38 @@ pub(super) async fn launch(
         child: None,
         docker: Some(c.docker.clone()),
         exit: None,
+        owner_labels: owner_labels(c),
     })
+}
+
+/// The `bakeoff.*` labels of a spec: what marks a container as this arm's.
+fn owner_labels(c: &ContainerSpec) -> Vec<(String, String)> {
+    c.labels
+        .iter()
+        .filter(|(k, _)| k.starts_with("bakeoff."))
+        .cloned()
+        .collect()
+}
+
+/// After a failed `docker run`: removes the container of that name when it carries this arm's
+/// ownership labels. Returns a note for the failure message (empty when there was none).
+async fn remove_if_owned(c: &ContainerSpec) -> String {
+    let t = Duration::from_secs(20);
+    let labels = match cli(&labels_argv(&c.docker, &c.name), &[], t).await {
+        Ok(o) if o.ok => o.stdout,
+        _ => return String::new(),
+    };
+    match check_owner(&labels, &owner_labels(c)) {
+        Ok(()) => match cli(&rm_argv(&c.docker, &c.name), &[], Duration::from_secs(30)).await {
+            Ok(o) if o.ok => "; the container it created was removed (docker rm -f)".into(),
+            Ok(o) => format!("; `docker rm -f` failed: {}", o.stderr.trim()),
+            Err(e) => format!("; {e}"),
+        },
+        Err(why) => format!(
+            "; a container named {} that is not this arm's exists ({why}): left alone",
+            c.name
+        ),
+    }
 }
 
 fn names(running: &Running) -> (std::path::PathBuf, String) {
@@ -301,6 +373,28 @@ pub(super) async fn stop(running: &mut Running, grace: Duration) -> StopFacts {
     let t0 = mono_ns();
     let (docker, name) = names(running);
     let mut detail = Vec::new();
+    // Ownership first: a container of that name that is not this arm's (another campaign's, or
+    // an operator's) is never stopped or removed.
+    if !running.owner_labels.is_empty() {
+        let o = cli(&labels_argv(&docker, &name), &[], Duration::from_secs(20)).await;
+        // Not readable (no such container, no daemon): the steps below find out and say so.
+        if let Some(o) = o.ok().filter(|o| o.ok) {
+            if let Err(why) = check_owner(&o.stdout, &running.owner_labels) {
+                detail.push(format!(
+                    "container {name} is not this arm's ({why}): left alone, nothing stopped or removed"
+                ));
+                return super::process::finish_stop(
+                    running,
+                    StopHow::NotOwned,
+                    t0,
+                    false,
+                    Vec::new(),
+                    detail,
+                )
+                .await;
+            }
+        }
+    }
     let state = inspect(&docker, &name).await;
     let how = match &state {
         Err(e) => {
@@ -382,6 +476,7 @@ mod tests {
             ports: vec![(8000, 8000)],
             volumes: vec!["/models:/models:ro".into()],
             labels: vec![("bakeoff.campaign".into(), "quant-2026".into())],
+            run_args: vec!["--ipc=host".into(), "--shm-size=16g".into()],
             name: "bakeoff-quant-2026-arm-1".into(),
             log_path: PathBuf::from("/tmp/x.log"),
             docker: PathBuf::from("docker"),
@@ -411,6 +506,8 @@ mod tests {
                 "HF_TOKEN",
                 "-e",
                 "VLLM_LOGGING_LEVEL",
+                "--ipc=host",
+                "--shm-size=16g",
                 "vllm/vllm-openai:v0.11.0",
                 "--model",
                 "Qwen/Qwen3-8B"
@@ -454,5 +551,24 @@ mod tests {
         );
         assert!(parse_inspect("true 0 false").unwrap().running);
         assert_eq!(parse_inspect("garbage"), None);
+    }
+
+    #[test]
+    fn ownership_labels() {
+        let owner = vec![
+            ("bakeoff.campaign".to_string(), "c1".to_string()),
+            ("bakeoff.arm".to_string(), "a".to_string()),
+        ];
+        let ours = r#"{"bakeoff.arm":"a","bakeoff.campaign":"c1","team":"x"}"#;
+        assert_eq!(check_owner(ours, &owner), Ok(()));
+        let other = r#"{"bakeoff.arm":"a","bakeoff.campaign":"c2"}"#;
+        assert!(check_owner(other, &owner)
+            .unwrap_err()
+            .contains("bakeoff.campaign=c2, not c1"));
+        assert!(check_owner("null", &owner)
+            .unwrap_err()
+            .contains("no label bakeoff.campaign"));
+        assert!(check_owner("true 0 false", &owner).is_err());
+        assert_eq!(labels_argv(Path::new("docker"), "n")[3], LABELS_FORMAT);
     }
 }

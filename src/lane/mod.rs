@@ -147,8 +147,11 @@ pub struct ContainerSpec {
     pub ports: Vec<(u16, u16)>,
     /// `-v` values as docker takes them (`/host:/container[:ro]`).
     pub volumes: Vec<String>,
-    /// `--label k=v`, e.g. `("bakeoff.campaign", "…")`.
+    /// `--label k=v`, e.g. `("bakeoff.campaign", "…")`. The `bakeoff.*` ones are the ownership
+    /// labels: stop checks them before it stops or removes anything.
     pub labels: Vec<(String, String)>,
+    /// Extra `docker run` options, placed before the image (e.g. `--network=host`, `--ipc=host`).
+    pub run_args: Vec<String>,
     /// `--name`; also how bakeoff inspects, stops and removes it.
     pub name: String,
     /// The docker CLI's output and, at the end, `docker logs` are appended here.
@@ -445,6 +448,9 @@ pub enum StopHow {
     AlreadyExited,
     /// An endpoint bakeoff does not manage: nothing was stopped.
     NotManaged,
+    /// A container of that name exists but does not carry this arm's ownership labels: it was
+    /// left alone (nothing stopped or removed).
+    NotOwned,
 }
 
 /// The result of stopping an arm.
@@ -489,6 +495,9 @@ pub struct Running {
     docker: Option<PathBuf>,
     /// Set once the arm is known to have exited (reaped).
     exit: Option<ExitInfo>,
+    /// Container arms: the ownership labels (`bakeoff.*`) the container must carry before
+    /// bakeoff stops or removes it.
+    owner_labels: Vec<(String, String)>,
 }
 
 impl fmt::Debug for Running {
@@ -567,6 +576,7 @@ pub async fn launch(lane: &LaneSpec, spec: &LaunchSpec) -> Result<Running, Launc
             child: None,
             docker: None,
             exit: None,
+            owner_labels: Vec::new(),
         });
     }
     let mut ports = vec![lane.port];

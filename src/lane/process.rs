@@ -98,6 +98,7 @@ pub(super) fn launch(lane: &LaneSpec, s: Start<'_>) -> Result<Running, LaunchFai
         child: Some(child),
         docker: None,
         exit: None,
+        owner_labels: Vec::new(),
     })
 }
 

@@ -68,6 +68,7 @@ pub fn launch_spec(c: &Campaign, arm: &Arm, log_path: &Path) -> Result<LaunchSpe
                     })
                     .collect(),
                 labels,
+                run_args: ct.run_args.clone(),
                 name: ct.name.clone(),
                 log_path: log_path.to_path_buf(),
                 docker: PathBuf::from(&ct.docker),

@@ -41,7 +41,9 @@ elif cmd == "inspect":
     if exists("removed") or not exists("created"):
         print("Error: No such object: " + args[-1], file=sys.stderr)
         sys.exit(1)
-    if mode == "oom":
+    if "Labels" in " ".join(args):
+        print(json.dumps({{"bakeoff.campaign": "t"}}))
+    elif mode == "oom":
         print("false 137 true")
     elif exists("stopped"):
         print("false 0 false")
@@ -85,6 +87,7 @@ fn spec(dir: &Path, docker: PathBuf, port: u16) -> LaunchSpec {
         ports: vec![(port, 8000)],
         volumes: vec![],
         labels: vec![("bakeoff.campaign".into(), "t".into())],
+        run_args: vec!["--ipc=host".into()],
         name: "bakeoff-t-arm".into(),
         log_path: dir.join("arm.log"),
         docker,
