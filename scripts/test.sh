@@ -4,6 +4,9 @@
 # Debian's chromium for the report test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The Slurm lane's tests (tests/infra/slurm.rs) start a one-node cluster in target/infra/slurm when
+# it is not up; whatever happens, it is torn down at exit (every job cancelled, daemons stopped).
+trap 'scripts/infra/slurm.sh down target/infra/slurm >/dev/null 2>&1 || true' EXIT
 scripts/engine-setup.sh
 if ! command -v chromium >/dev/null 2>&1; then
   echo "installing Debian's chromium (used by tests/it/report/html.rs) ..." >&2

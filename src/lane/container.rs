@@ -253,6 +253,8 @@ pub(super) async fn launch(
         child: None,
         docker: Some(c.docker.clone()),
         exit: None,
+        slurm: None,
+        pending_timeout: None,
     })
 }
 
