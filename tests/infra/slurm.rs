@@ -65,8 +65,9 @@ fn job(id: &str) -> std::collections::BTreeMap<String, String> {
     bakeoff::lane::slurm::fields(&String::from_utf8_lossy(&o.stdout))
 }
 
-/// Cancels whatever a test left (its jobs contain `needle`), so a failed test leaves nothing.
-struct Leftovers(String);
+/// Cancels whatever a test left (its jobs contain `needle`) and stops what serves its lane port,
+/// so a failed test leaves nothing running either.
+struct Leftovers(String, u16);
 
 impl Drop for Leftovers {
     fn drop(&mut self) {
@@ -75,6 +76,7 @@ impl Drop for Leftovers {
                 let _ = Command::new("scancel").arg(id).status();
             }
         }
+        stop_lane(self.1);
     }
 }
 
@@ -172,7 +174,7 @@ fn a_slurm_candidate_runs_end_to_end_and_verifies() {
     let _g = cluster();
     let t = Camp::new();
     let name = format!("bo-e2e-{}", t.port);
-    let _left = Leftovers(name.clone());
+    let _left = Leftovers(name.clone(), t.port);
     t.profile("inc", FAST);
     t.profile("sl", FAST);
     let extra = "env = { BAKEOFF_TEST_LEVEL = \"info\", BAKEOFF_TEST_TOKEN = { from_env = \"WF_SLURM_SECRET\" } }\ncpus = 1";
@@ -274,7 +276,7 @@ fn a_slurm_job_that_exits_at_start_is_compatibility_within_2_s_with_slurms_reaso
     let _g = cluster();
     let t = Camp::new();
     let name = format!("bo-dies-{}", t.port);
-    let _left = Leftovers(name.clone());
+    let _left = Leftovers(name.clone(), t.port);
     t.profile("inc", FAST);
     let stamp = t.path("exit-stamp");
     // The job writes the wall clock just before it exits (code 3, a last log line).
@@ -348,7 +350,7 @@ fn a_pending_slurm_job_past_its_timeout_is_cancelled_with_the_reason() {
     let _g = cluster();
     let t = Camp::new();
     let name = format!("bo-pend-{}", t.port);
-    let _left = Leftovers(name.clone());
+    let _left = Leftovers(name.clone(), t.port);
     t.profile("inc", FAST);
     t.profile("big", FAST);
     // 64 CPUs on a 2-CPU node: Slurm accepts the job and keeps it pending.
@@ -440,7 +442,7 @@ fn sigint_during_a_slurm_arm_leaves_the_incumbent_serving_and_no_job() {
     let _g = cluster();
     let t = Camp::new();
     let name = format!("bo-int-{}", t.port);
-    let _left = Leftovers(name.clone());
+    let _left = Leftovers(name.clone(), t.port);
     t.profile("inc", FAST);
     t.profile("sl", SLOW);
     let file = campaign(
@@ -490,7 +492,7 @@ fn a_slurm_incumbent_is_stopped_and_restored_as_a_slurm_job() {
     let _g = cluster();
     let t = Camp::new();
     let name = format!("bo-inc-{}", t.port);
-    let _left = Leftovers(name.clone());
+    let _left = Leftovers(name.clone(), t.port);
     t.profile("inc", FAST);
     t.profile("cand", FAST);
     let file = campaign(
@@ -622,4 +624,38 @@ fn slurm_recipe_errors_name_the_line_field_and_fix() {
         e.contains("arms[1].slurm.time_limit: `1h` is not a Slurm time limit"),
         "{e}"
     );
+    // The dry run shows every job option: partition, GPUs as --gres, account, the secret by name.
+    let file = campaign(
+        &t,
+        &[
+            reference_arm("inc", "incumbent"),
+            slurm_arm(
+                &t,
+                "sl",
+                "candidate",
+                "ok-name",
+                "partition = \"gpu\"\ngpus = 2\ngpu_type = \"h100\"\naccount = \"inf\"\nconstraint = \"nvlink\"\nenv = { HF_TOKEN = { from_env = \"WF_HF\" } }",
+            ),
+        ],
+        "",
+    );
+    let o = Command::new(BIN)
+        .args(["run", "--dry-run"])
+        .arg(&file)
+        .env("WF_HF", "hf_value_never_shown")
+        .output()
+        .unwrap();
+    let dry = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(o.status.success(), "{}", crate::support::text(&o));
+    for want in [
+        "--partition=gpu",
+        "--gres=gpu:h100:2",
+        "--account=inf",
+        "--constraint=nvlink",
+        "HF_TOKEN=<from $WF_HF, masked>",
+        "Slurm job ok-name, partition gpu, constraint nvlink, gres gpu:h100:2",
+    ] {
+        assert!(dry.contains(want), "{want:?} not in:\n{dry}");
+    }
+    assert!(!dry.contains("hf_value_never_shown"), "{dry}");
 }
