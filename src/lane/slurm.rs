@@ -464,6 +464,23 @@ async fn wait_ended(job: &mut SlurmJob, limit: Duration) -> bool {
     }
 }
 
+/// Whether Slurm lists the job as ended or no longer knows it (a blocking `scontrol show job`,
+/// for the crash check between requests). `false` when scontrol cannot answer: no crash is
+/// claimed without the scheduler saying so.
+pub fn job_ended(job: &SlurmJob) -> bool {
+    let Ok(o) = std::process::Command::new(job.tool("scontrol"))
+        .args(["show", "job", "-o", &job.job_id])
+        .stdin(std::process::Stdio::null())
+        .output()
+    else {
+        return false;
+    };
+    if !o.status.success() {
+        return String::from_utf8_lossy(&o.stderr).contains("Invalid job id");
+    }
+    parse_job(&String::from_utf8_lossy(&o.stdout)).is_some_and(|i| i.ended())
+}
+
 /// Resolves when the job has ended (polls `scontrol show job` every 100 ms), recording its state.
 pub(super) async fn wait_exit(running: &mut Running) -> ExitInfo {
     if let Some(e) = &running.exit {

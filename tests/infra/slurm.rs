@@ -418,6 +418,51 @@ fn a_pending_slurm_job_past_its_timeout_is_cancelled_with_the_reason() {
     stop_lane(t.port);
 }
 
+#[test]
+fn a_slurm_job_that_dies_mid_run_is_a_crash() {
+    let _g = cluster();
+    let t = Camp::new();
+    let name = format!("bo-crash-{}", t.port);
+    let _left = Leftovers(name.clone(), t.port);
+    t.profile("inc", FAST);
+    t.profile("cr", &format!("{FAST}\ncrash_after_requests = 4"));
+    let file = campaign(
+        &t,
+        &[
+            reference_arm("inc", "incumbent"),
+            slurm_arm(&t, "cr", "candidate", &name, ""),
+        ],
+        "",
+    );
+    let mut inc = Some(t.start_incumbent("inc"));
+    let b = t.bundle();
+    let o = Command::new(BIN)
+        .arg("run")
+        .arg(&file)
+        .arg("--no-progress")
+        .output()
+        .unwrap();
+    let r = json(&b.join("campaign-result.json"));
+    let cr = arm(&r, "cr");
+    assert_eq!(cr["status"], "failed", "{cr:#}\n{}", text(&o));
+    assert_eq!(cr["failure"]["class"], "crash", "{cr:#}");
+    // The job's end is Slurm's: FAILED with the engine's exit code 70.
+    let stop = json(&b.join("cr-stop.json"));
+    let sj = &stop["stop"]["slurm_job"];
+    assert_eq!(sj["state"], "FAILED", "{stop:#}");
+    assert_eq!(sj["exit_code"], "70:0", "{stop:#}");
+    assert!(squeue(&name).is_empty());
+    assert_eq!(
+        r["restoration"]["status"], "passed",
+        "{:#}",
+        r["restoration"]
+    );
+    verify(&b);
+    if let Some(mut c) = inc.take() {
+        let _ = c.wait();
+    }
+}
+
 fn sigint(child: &std::process::Child) {
     // SAFETY: signals the bakeoff process this test started.
     unsafe {
