@@ -579,8 +579,9 @@ pub(super) async fn stop(running: &mut Running, grace: Duration) -> StopFacts {
     facts
 }
 
-/// Live Slurm jobs named `name` (`squeue -h --name N --states=RUNNING,PENDING,CONFIGURING -o
-/// "%i %T %N"`): (job id, state, node). `sbatch` is the recipe's argv\[0\] (its directory holds
+/// Live Slurm jobs of this user named `name` (`squeue -h --me --name N
+/// --states=RUNNING,PENDING,CONFIGURING -o "%i %T %N"`): another user's job of the same name is
+/// never taken for the incumbent: (job id, state, node). `sbatch` is the recipe's argv\[0\] (its directory holds
 /// squeue). Blocking: a quick call, used before and between steps.
 pub fn jobs_named(sbatch: &str, name: &str) -> Result<Vec<(String, String, String)>, String> {
     let job = SlurmJob {
@@ -590,6 +591,7 @@ pub fn jobs_named(sbatch: &str, name: &str) -> Result<Vec<(String, String, Strin
     let o = std::process::Command::new(job.tool("squeue"))
         .args([
             "-h",
+            "--me",
             "--name",
             name,
             "--states=RUNNING,PENDING,CONFIGURING",
