@@ -5,6 +5,14 @@
 # container-lane tests (scripts/infra/docker.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# tests/infra starts a real Docker engine with a local registry (target/infra/docker) and a
+# one-node Slurm cluster (target/infra/slurm) when they are not up; whatever happens, both are torn
+# down at exit (containers and jobs gone, daemons stopped, no interface or firewall rule left).
+teardown() {
+  scripts/infra/slurm.sh down target/infra/slurm >/dev/null 2>&1 || true
+  scripts/infra/docker.sh down target/infra/docker || true
+}
+trap teardown EXIT
 scripts/engine-setup.sh
 if ! command -v chromium >/dev/null 2>&1; then
   echo "installing Debian's chromium (used by tests/it/report/html.rs) ..." >&2
@@ -16,8 +24,5 @@ if ! command -v chromium >/dev/null 2>&1; then
     exit 1
   fi
 fi
-# The container-lane tests (tests/infra/docker.rs) start a real Docker engine and registry under
-# target/infra/docker; whatever happens, they are stopped and removed at exit.
 scripts/infra/docker.sh install
-trap 'scripts/infra/docker.sh down target/infra/docker' EXIT
 cargo test --all-targets "$@"

@@ -35,6 +35,9 @@ pub enum StopMethod {
     Commands { commands: Vec<CommandLine> },
     /// An endpoint: bakeoff does not stop it.
     NotManaged,
+    /// A Slurm job (found by its job id, named `job_name`): `scancel --signal=TERM --full JOBID`,
+    /// up to `grace_s` for it to end, then `scancel JOBID`.
+    Slurm { job_name: String, grace_s: u64 },
 }
 
 /// How an arm is started and stopped.
@@ -165,6 +168,46 @@ pub fn shell_quote(s: &str) -> String {
     }
 }
 
+/// The `sbatch` command line of a Slurm recipe: `sbatch --parsable --job-name=N --chdir=CWD
+/// --export=ALL [--partition=…] [--nodelist=…] [--constraint=…] [--gres=gpu:[TYPE:]N]
+/// [--cpus-per-task=N] [--mem=…] [--time=…] [--account=…] [sbatch_args…] --wrap=exec ARGV…`
+/// (each argument shell-quoted by bakeoff). The env travels in sbatch's environment, which Slurm
+/// exports to the job; the lane adds `--output=LOG --open-mode=append` when it submits.
+pub fn slurm_submit(s: &super::spec::SlurmRecipe) -> CommandLine {
+    let mut argv = vec![
+        "sbatch".to_string(),
+        "--parsable".into(),
+        format!("--job-name={}", s.job_name),
+        format!("--chdir={}", s.cwd.display()),
+        "--export=ALL".into(),
+    ];
+    let opt = |argv: &mut Vec<String>, name: &str, v: &Option<String>| {
+        if let Some(v) = v {
+            argv.push(format!("--{name}={v}"));
+        }
+    };
+    opt(&mut argv, "partition", &s.partition);
+    opt(&mut argv, "nodelist", &s.nodelist);
+    opt(&mut argv, "constraint", &s.constraint);
+    if s.gpus > 0 {
+        argv.push(match &s.gpu_type {
+            Some(t) => format!("--gres=gpu:{t}:{}", s.gpus),
+            None => format!("--gres=gpu:{}", s.gpus),
+        });
+    }
+    opt(&mut argv, "cpus-per-task", &s.cpus.map(|c| c.to_string()));
+    opt(&mut argv, "mem", &s.memory);
+    opt(&mut argv, "time", &s.time_limit);
+    opt(&mut argv, "account", &s.account);
+    argv.extend(s.sbatch_args.iter().cloned());
+    let quoted: Vec<String> = s.argv.iter().map(|a| shell_quote(a)).collect();
+    argv.push(format!("--wrap=exec {}", quoted.join(" ")));
+    let mut cmd = CommandLine::new(argv);
+    cmd.env = s.env.clone();
+    cmd.cwd = Some(s.cwd.clone());
+    cmd
+}
+
 impl Campaign {
     /// The commands that start and stop `arm` in this campaign's lane; `None` for an endpoint
     /// arm (bakeoff neither starts nor stops it).
@@ -264,6 +307,13 @@ impl Campaign {
                 })
             }
             RecipeRef::Endpoint(_) => None,
+            RecipeRef::Slurm(s) => Some(LaunchCommand {
+                start: slurm_submit(s),
+                stop: StopMethod::Slurm {
+                    job_name: s.job_name.clone(),
+                    grace_s: lane.stop_grace_s,
+                },
+            }),
             RecipeRef::Reference(r) => {
                 let mut argv = vec![SELF_PROGRAM.to_string()];
                 argv.extend(crate::engine::command_args(

@@ -453,6 +453,12 @@ const RECIPE_FIELDS: &[(&str, &str)] = &[
     ("url", "endpoint"),
     ("profile", "reference"),
     ("seed", "reference"),
+    ("partition", "slurm"),
+    ("nodelist", "slurm"),
+    ("constraint", "slurm"),
+    ("sbatch_args", "slurm"),
+    ("job_name", "slurm"),
+    ("time_limit", "slurm"),
 ];
 
 /// Turns a `toml::de::Error` (syntax, type, missing or unknown field) into one diagnostic.

@@ -323,6 +323,15 @@ fn render_arm_header(o: &mut String, c: &Campaign, arm: &Arm, mask: &Mask) {
                     }
                 }
                 StopMethod::NotManaged => {}
+                StopMethod::Slurm { job_name, grace_s } => {
+                    if let RecipeRef::Slurm(sr) = arm.recipe() {
+                        let _ = writeln!(o, "       job   {}", slurm_job_line(sr));
+                    }
+                    let _ = writeln!(
+                        o,
+                        "       stop  scancel --signal=TERM --full JOBID (job {job_name}), scancel JOBID after {grace_s} s"
+                    );
+                }
             }
         }
         (None, RecipeRef::Endpoint(e)) => {
@@ -334,6 +343,37 @@ fn render_arm_header(o: &mut String, c: &Campaign, arm: &Arm, mask: &Mask) {
         }
         (None, _) => {}
     }
+}
+
+/// The Slurm job spec in words: name, where it may run, what it asks for, how long it may wait.
+fn slurm_job_line(s: &crate::campaign::SlurmRecipe) -> String {
+    let mut parts = vec![format!("Slurm job {}", s.job_name)];
+    let mut add = |k: &str, v: Option<String>| {
+        if let Some(v) = v {
+            parts.push(format!("{k} {v}"));
+        }
+    };
+    add("partition", s.partition.clone());
+    add("nodes", s.nodelist.clone());
+    add("constraint", s.constraint.clone());
+    add(
+        "gres",
+        (s.gpus > 0).then(|| match &s.gpu_type {
+            Some(t) => format!("gpu:{t}:{}", s.gpus),
+            None => format!("gpu:{}", s.gpus),
+        }),
+    );
+    add("cpus", s.cpus.map(|c| c.to_string()));
+    add("mem", s.memory.clone());
+    add("time limit", s.time_limit.clone());
+    add("account", s.account.clone());
+    add(
+        "pending timeout",
+        s.pending_timeout_s.map(|t| format!("{t} s")),
+    );
+    let mut line = parts.join(", ");
+    line.push_str("; endpoint on the job's node, lane port");
+    line
 }
 
 fn describe(c: &Campaign, step: &PlanStep) -> String {

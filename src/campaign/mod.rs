@@ -30,6 +30,6 @@ pub use spec::{
     canonical_json, hex_sha256, ApiKind, Arm, Campaign, ContainerRecipe, EndpointRecipe, EnvValue,
     GateName, Gates, Identity, Lane, Policy, PreflightGate, ProcessRecipe, Promotion, QualityGate,
     QualityRisk, RankingMetric, RecipeKind, RecipeRef, ReferenceRecipe, RetrievalGate, Role,
-    Sampling, Source, Speculative, ToolVariant, ToolsGate, Volume, Workload,
+    Sampling, SlurmRecipe, Source, Speculative, ToolVariant, ToolsGate, Volume, Workload,
 };
 pub use validate::{is_env_name, is_id, looks_secret, token_label};

@@ -295,6 +295,8 @@ pub(super) async fn launch(
         docker: Some(c.docker.clone()),
         exit: None,
         owner_labels: owner_labels(c),
+        slurm: None,
+        pending_timeout: None,
     })
 }
 

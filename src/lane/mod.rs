@@ -24,6 +24,7 @@ pub mod port;
 pub mod process;
 pub mod procnet;
 mod ready;
+pub mod slurm;
 
 pub use logs::Masker;
 pub use port::{port_free, wait_port_free};
@@ -169,6 +170,21 @@ pub struct ReferenceSpec {
     pub bin: Option<PathBuf>,
 }
 
+/// A Slurm arm: `sbatch …` (see [`slurm`]), the endpoint on the job's node at the lane port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlurmSpec {
+    /// The plan's sbatch argv (what the identity covers); the lane adds `--output=LOG`.
+    pub sbatch_argv: Vec<String>,
+    /// Set in sbatch's environment (exported to the job); never on its command line.
+    pub env: Vec<(String, EnvVal)>,
+    pub cwd: Option<PathBuf>,
+    /// The job's stdout and stderr are appended here.
+    pub log_path: PathBuf,
+    pub job_name: String,
+    /// Longest wait for the job to leave PENDING (`None`: the lane's ready timeout).
+    pub pending_timeout: Option<Duration>,
+}
+
 /// How an arm is started and stopped.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LaunchSpec {
@@ -179,6 +195,7 @@ pub enum LaunchSpec {
         url: String,
     },
     Reference(ReferenceSpec),
+    Slurm(SlurmSpec),
 }
 
 impl LaunchSpec {
@@ -188,6 +205,7 @@ impl LaunchSpec {
             LaunchSpec::Container(_) => "container",
             LaunchSpec::Endpoint { .. } => "endpoint",
             LaunchSpec::Reference(_) => "reference",
+            LaunchSpec::Slurm(_) => "slurm",
         }
     }
 
@@ -196,6 +214,7 @@ impl LaunchSpec {
         match self {
             LaunchSpec::Process(p) => &p.env,
             LaunchSpec::Container(c) => &c.env,
+            LaunchSpec::Slurm(s) => &s.env,
             _ => &[],
         }
     }
@@ -212,6 +231,7 @@ impl LaunchSpec {
             LaunchSpec::Container(c) => container::run_argv(c, &lane.host),
             LaunchSpec::Endpoint { .. } => Vec::new(),
             LaunchSpec::Reference(r) => reference_argv(r, lane),
+            LaunchSpec::Slurm(s) => s.sbatch_argv.clone(),
         }
     }
 
@@ -263,6 +283,18 @@ impl LaunchSpec {
             LaunchSpec::Reference(r) => {
                 o.insert("profile".into(), r.profile.display().to_string().into());
                 o.insert("log_path".into(), r.log_path.display().to_string().into());
+            }
+            LaunchSpec::Slurm(s) => {
+                o.insert("job_name".into(), s.job_name.clone().into());
+                o.insert(
+                    "cwd".into(),
+                    s.cwd.as_ref().map(|c| c.display().to_string()).into(),
+                );
+                o.insert("log_path".into(), s.log_path.display().to_string().into());
+                o.insert(
+                    "pending_timeout_s".into(),
+                    s.pending_timeout.map(|d| d.as_secs_f64()).into(),
+                );
             }
         }
         v
@@ -465,6 +497,9 @@ pub struct StopFacts {
     pub group_gone: bool,
     /// Live processes of the group still there at the end (should be empty).
     pub remaining_pids: Vec<u32>,
+    /// Slurm arms: the job's id, node, final state and exit code.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm_job: Option<slurm::SlurmJob>,
     /// The lane port accepted a bind again within 2 s; `None` for endpoints.
     pub port_free: Option<bool>,
     /// What was done, step by step.
@@ -498,6 +533,10 @@ pub struct Running {
     /// Container arms: the ownership labels (`bakeoff.*`) the container must carry before
     /// bakeoff stops or removes it.
     owner_labels: Vec<(String, String)>,
+    /// Slurm arms: the job (id, node, state, exit code) as last seen.
+    pub slurm: Option<slurm::SlurmJob>,
+    /// Slurm arms: the longest wait for the job to start.
+    pending_timeout: Option<Duration>,
 }
 
 impl fmt::Debug for Running {
@@ -509,6 +548,7 @@ impl fmt::Debug for Running {
             .field("target", &self.target.to_string())
             .field("identity", &self.identity)
             .field("exit", &self.exit)
+            .field("slurm", &self.slurm)
             .finish()
     }
 }
@@ -577,6 +617,8 @@ pub async fn launch(lane: &LaneSpec, spec: &LaunchSpec) -> Result<Running, Launc
             docker: None,
             exit: None,
             owner_labels: Vec::new(),
+            slurm: None,
+            pending_timeout: None,
         });
     }
     let mut ports = vec![lane.port];
@@ -625,6 +667,7 @@ pub async fn launch(lane: &LaneSpec, spec: &LaunchSpec) -> Result<Running, Launc
             },
         ),
         LaunchSpec::Container(c) => container::launch(lane, c, identity, masker, started_ns).await,
+        LaunchSpec::Slurm(s) => slurm::launch(lane, s, identity, masker, started_ns).await,
         LaunchSpec::Endpoint { .. } => unreachable!("handled above"),
     }
 }
@@ -658,8 +701,10 @@ async fn stop_inner(running: &mut Running, grace: Duration) -> StopFacts {
             remaining_pids: Vec::new(),
             port_free: None,
             detail: "endpoint arm: not managed by bakeoff, nothing stopped".into(),
+            slurm_job: None,
         },
         "container" => container::stop(running, grace).await,
+        "slurm" => slurm::stop(running, grace).await,
         _ => process::stop(running, grace).await,
     }
 }

@@ -99,6 +99,8 @@ pub(super) fn launch(lane: &LaneSpec, s: Start<'_>) -> Result<Running, LaunchFai
         docker: None,
         exit: None,
         owner_labels: Vec::new(),
+        slurm: None,
+        pending_timeout: None,
     })
 }
 
@@ -225,6 +227,7 @@ pub(super) async fn stop(running: &mut Running, grace: Duration) -> StopFacts {
             remaining_pids: Vec::new(),
             port_free: Some(port::port_free(&running.target.host, running.target.port)),
             detail: "the process had already exited and was reaped".into(),
+            slurm_job: None,
         };
     };
     let how = if let Some(e) = try_exit(running) {
@@ -297,5 +300,6 @@ pub(crate) async fn finish_stop(
         remaining_pids: remaining,
         port_free: Some(free),
         detail: running.masker.mask(&detail.join("; ")),
+        slurm_job: None,
     }
 }

@@ -28,6 +28,7 @@ async fn watch_exit(running: &mut Running) -> ExitInfo {
     match running.kind {
         "endpoint" => std::future::pending().await,
         "container" => container::wait_exit(running).await,
+        "slurm" => super::slurm::wait_exit(running).await,
         _ => process::wait_exit(running).await,
     }
 }
@@ -36,6 +37,14 @@ pub(super) async fn wait_ready(
     running: &mut Running,
     lane: &LaneSpec,
 ) -> Result<ReadyFacts, LaunchFailure> {
+    if running.kind == "slurm" {
+        // The endpoint is on the job's node: first wait for the job to run there.
+        match super::slurm::wait_running(running, lane).await {
+            super::slurm::Start::Running => {}
+            super::slurm::Start::Exited(e) => return Err(exited(running, lane, e).await),
+            super::slurm::Start::Failed(f) => return Err(*f),
+        }
+    }
     let target = running.target.clone();
     let health = lane.health_path.clone();
     let deadline_ns = running
@@ -113,12 +122,16 @@ async fn exited(running: &mut Running, lane: &LaneSpec, exit: ExitInfo) -> Launc
         (None, Some(l)) => format!("its last log line: «{}»", l.trim()),
         (None, None) => "it wrote nothing to its log".to_string(),
     };
-    let message = format!(
+    let mut message = format!(
         "the {} arm exited {:.2} s after launch, before it was ready on {} ({exit}); {why}",
         running.kind,
         elapsed_ms / 1e3,
         endpoint(lane, &running.target),
     );
+    if let Some(job) = &running.slurm {
+        // The scheduler's own account: state, reason, exit code, node.
+        message.push_str(&format!("; Slurm: {}", job.describe()));
+    }
     LaunchFailure {
         class: LaunchFailure::CLASS,
         cause,
@@ -139,6 +152,8 @@ async fn timed_out(running: &mut Running, lane: &LaneSpec, last: &str) -> Launch
         let c = super::stop_inner(running, lane.stop_grace.min(TIMEOUT_KILL_GRACE)).await;
         let what = if running.kind == "container" {
             "the container was stopped and removed".to_string()
+        } else if let Some(job) = &running.slurm {
+            format!("the job was cancelled: {}", job.describe())
         } else if c.group_gone {
             "its whole process group was killed".to_string()
         } else {

@@ -27,10 +27,15 @@ pub struct Live {
 }
 
 impl Live {
-    /// Did the arm's process die? (process and reference arms)
+    /// Did the arm's process die? (process and reference arms; a Slurm arm: its job ended)
     pub fn crashed(&self) -> bool {
         match (self.running.kind, self.running.pid) {
             ("process" | "reference", Some(pid)) => lane::process::group_members(pid).is_empty(),
+            ("slurm", _) => self
+                .running
+                .slurm
+                .as_ref()
+                .is_some_and(lane::slurm::job_ended),
             _ => false,
         }
     }

@@ -74,6 +74,14 @@ pub fn launch_spec(c: &Campaign, arm: &Arm, log_path: &Path) -> Result<LaunchSpe
                 docker: PathBuf::from(&ct.docker),
             }))
         }
+        (RecipeRef::Slurm(sr), Some(lc)) => Ok(LaunchSpec::Slurm(lane::SlurmSpec {
+            sbatch_argv: lc.start.argv.clone(),
+            env: resolve_env(&lc.start.env)?,
+            cwd: lc.start.cwd.clone(),
+            log_path: log_path.to_path_buf(),
+            job_name: sr.job_name.clone(),
+            pending_timeout: sr.pending_timeout_s.map(Duration::from_secs),
+        })),
         (_, Some(lc)) => {
             let mut argv = lc.start.argv.clone();
             if lc.start.self_exe {
@@ -106,8 +114,23 @@ fn self_exe() -> Result<PathBuf, String> {
     Ok(exe)
 }
 
-/// Does the process listening as `l` run the incumbent's recipe?
+/// The live Slurm jobs of a Slurm arm (found by its job name): (job id, state, node); empty for
+/// other arms or when squeue cannot be run.
+pub fn slurm_jobs(c: &Campaign, arm: &Arm) -> Vec<(String, String, String)> {
+    match (arm.recipe(), c.launch_command(arm)) {
+        (RecipeRef::Slurm(s), Some(lc)) => {
+            lane::slurm::jobs_named(&lc.start.argv[0], &s.job_name).unwrap_or_default()
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// Does the process listening as `l` run the incumbent's recipe? (A Slurm arm: does a job of
+/// its name run?)
 pub fn runs_recipe(c: &Campaign, arm: &Arm, l: &procnet::Listener) -> bool {
+    if let RecipeRef::Slurm(_) = arm.recipe() {
+        return slurm_jobs(c, arm).iter().any(|j| j.1 == "RUNNING");
+    }
     match c.launch_command(arm) {
         Some(lc) => procnet::matches(
             l,

@@ -7,3 +7,4 @@
 mod support;
 
 mod docker;
+mod slurm;

@@ -1,7 +1,9 @@
 //! `[[arms]]`: an arm's identity, role and speculative decoding; its recipe tables are in
 //! recipes.rs.
 
-use super::recipes::{ContainerRecipe, EndpointRecipe, ProcessRecipe, ReferenceRecipe};
+use super::recipes::{
+    ContainerRecipe, EndpointRecipe, ProcessRecipe, ReferenceRecipe, SlurmRecipe,
+};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -28,7 +30,7 @@ impl Role {
 }
 
 /// `[[arms]]`: one serving configuration. Exactly one of the recipe tables (`process`,
-/// `container`, `endpoint`, `reference`) is present; [`Arm::recipe`] says which.
+/// `container`, `endpoint`, `reference`, `slurm`) is present; [`Arm::recipe`] says which.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Arm {
@@ -76,6 +78,8 @@ pub struct Arm {
     pub endpoint: Option<EndpointRecipe>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reference: Option<ReferenceRecipe>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm: Option<SlurmRecipe>,
 }
 
 /// The recipe of an arm, borrowed.
@@ -85,6 +89,7 @@ pub enum RecipeRef<'a> {
     Container(&'a ContainerRecipe),
     Endpoint(&'a EndpointRecipe),
     Reference(&'a ReferenceRecipe),
+    Slurm(&'a SlurmRecipe),
 }
 
 /// What kind of recipe an arm has.
@@ -95,6 +100,7 @@ pub enum RecipeKind {
     Container,
     Endpoint,
     Reference,
+    Slurm,
 }
 
 impl RecipeKind {
@@ -104,6 +110,7 @@ impl RecipeKind {
             RecipeKind::Container => "container",
             RecipeKind::Endpoint => "endpoint",
             RecipeKind::Reference => "reference",
+            RecipeKind::Slurm => "slurm",
         }
     }
 
@@ -125,6 +132,8 @@ impl Arm {
             RecipeRef::Endpoint(e)
         } else if let Some(r) = &self.reference {
             RecipeRef::Reference(r)
+        } else if let Some(s) = &self.slurm {
+            RecipeRef::Slurm(s)
         } else {
             panic!(
                 "arm {:?} has no recipe (not loaded by campaign::load)",
@@ -139,6 +148,7 @@ impl Arm {
             RecipeRef::Container(_) => RecipeKind::Container,
             RecipeRef::Endpoint(_) => RecipeKind::Endpoint,
             RecipeRef::Reference(_) => RecipeKind::Reference,
+            RecipeRef::Slurm(_) => RecipeKind::Slurm,
         }
     }
 
@@ -156,6 +166,9 @@ impl Arm {
         }
         if self.reference.is_some() {
             v.push("reference");
+        }
+        if self.slurm.is_some() {
+            v.push("slurm");
         }
         v
     }

@@ -90,6 +90,7 @@ impl Campaign {
             let env = match arm.recipe() {
                 RecipeRef::Process(p) => Some(&p.env),
                 RecipeRef::Container(c) => Some(&c.env),
+                RecipeRef::Slurm(s) => Some(&s.env),
                 _ => None,
             };
             for v in env.into_iter().flat_map(|e| e.values()) {

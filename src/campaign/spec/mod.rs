@@ -19,7 +19,7 @@ pub use gates::{Gates, PreflightGate, QualityGate, RetrievalGate, ToolsGate};
 pub use hashing::{canonical_json, hex_sha256};
 pub use identity::{Identity, Lane};
 pub use recipes::{
-    ContainerRecipe, EndpointRecipe, EnvValue, ProcessRecipe, ReferenceRecipe, Volume,
+    ContainerRecipe, EndpointRecipe, EnvValue, ProcessRecipe, ReferenceRecipe, SlurmRecipe, Volume,
 };
 pub use workload::{ApiKind, Sampling, Workload};
 // The domain values and the policy are defined once in evidence/ (the verdict reads them from

@@ -167,3 +167,58 @@ pub struct ReferenceRecipe {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
 }
+
+/// `[arms.slurm]`: the command submitted as a Slurm batch job (`sbatch`), stopped the Slurm way
+/// (`scancel --signal=TERM`, then `scancel` after the lane's grace). The engine serves on the job's
+/// node, on the lane port.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SlurmRecipe {
+    /// Program and arguments the job runs (`exec`'d by the batch script, each argument quoted by
+    /// bakeoff); never a shell string. Must listen on the lane port of the job's node.
+    pub argv: Vec<String>,
+    /// Added to the job's environment. The values travel in sbatch's environment (Slurm exports it
+    /// to the job), never on a command line or in the job script; `from_env` values are secrets.
+    #[serde(default)]
+    pub env: BTreeMap<String, EnvValue>,
+    /// The job's working directory (`--chdir`); default the campaign file's directory.
+    #[serde(default)]
+    pub cwd: PathBuf,
+    /// `--partition`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition: Option<String>,
+    /// `--nodelist` (e.g. "gpu-node-07").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodelist: Option<String>,
+    /// `--constraint` (node features, e.g. "h100").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub constraint: Option<String>,
+    /// GPUs per node, as `--gres=gpu:N` (`--gres=gpu:TYPE:N` with `gpu_type`); 0 = none.
+    #[serde(default)]
+    pub gpus: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_type: Option<String>,
+    /// `--cpus-per-task`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<u32>,
+    /// `--mem` (e.g. "64G").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<String>,
+    /// `--time` (minutes, or `[D-]HH:MM:SS`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_limit: Option<String>,
+    /// `--account`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub account: Option<String>,
+    /// Extra sbatch options (e.g. `--qos=high`); the ones bakeoff sets itself are refused.
+    #[serde(default)]
+    pub sbatch_args: Vec<String>,
+    /// `--job-name`; default `bakeoff-<campaign id>-<arm id>` (filled by load). It is how bakeoff
+    /// finds a Slurm incumbent.
+    #[serde(default)]
+    pub job_name: String,
+    /// Longest wait for the job to leave PENDING; past it the job is cancelled and the arm fails
+    /// with the scheduler's reason. Default: the lane's ready timeout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_timeout_s: Option<u64>,
+}

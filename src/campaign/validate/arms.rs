@@ -70,7 +70,7 @@ pub(super) fn arm(c: &mut Campaign, i: usize, dir: &Path, r: &mut Reporter) {
             r.error(
                 &at,
                 format!("arm `{}` has no recipe", a.id),
-                "add exactly one of [arms.process], [arms.container], [arms.endpoint], [arms.reference]",
+                "add exactly one of [arms.process], [arms.container], [arms.endpoint], [arms.reference], [arms.slurm]",
             );
             return;
         }
@@ -212,6 +212,10 @@ pub(super) fn arm(c: &mut Campaign, i: usize, dir: &Path, r: &mut Reporter) {
                 "use letters, digits, `_`, `.` and `-`, starting with a letter or digit",
             );
         }
+    }
+    if let Some(sr) = &mut c.arms[i].slurm {
+        let ids = (campaign_id.as_str(), arm_id.as_str());
+        super::slurm::slurm(sr, &at.key("slurm"), dir, ids, r);
     }
     let a = &mut c.arms[i];
     if let Some(e) = &mut a.endpoint {
@@ -428,7 +432,7 @@ pub(super) fn across_arms(c: &mut Campaign, r: &mut Reporter) {
                 r.error(
                     &at(idx).key("endpoint"),
                     format!("the incumbent `{}` is an already-running endpoint on the lane port, which bakeoff cannot stop to free the lane", inc.id),
-                    "give the incumbent a process or container recipe, or move it off the lane port",
+                    "give the incumbent a process, container or slurm recipe, or move it off the lane port",
                 );
             }
         }

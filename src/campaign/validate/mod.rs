@@ -9,6 +9,7 @@ mod gates;
 mod identity;
 mod policy;
 mod recipes;
+mod slurm;
 mod workload;
 
 use super::diag::{CampaignError, Reporter, SpanIndex};

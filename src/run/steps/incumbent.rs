@@ -13,6 +13,9 @@ use std::time::Duration;
 pub async fn stop(cx: &mut Cx, again: bool) -> Done {
     let inc = cx.incumbent();
     let (host, port) = (cx.c().lane.host.clone(), cx.c().lane.port);
+    if inc.slurm.is_some() {
+        return stop_slurm(cx, again).await;
+    }
     let listeners = procnet::find_listeners(port);
     let Some(l) = listeners.first().cloned() else {
         let free = lane::port_free(&host, port);
@@ -57,6 +60,68 @@ pub async fn stop(cx: &mut Cx, again: bool) -> Done {
         } else {
             ""
         },
+        if free { "free" } else { "still taken" }
+    ));
+    done(again, ev, true, cx)
+}
+
+/// A Slurm incumbent: its running jobs (found by job name) are cancelled the Slurm way
+/// (`scancel --signal=TERM --full`, then `scancel` after the grace).
+async fn stop_slurm(cx: &mut Cx, again: bool) -> Done {
+    let inc = cx.incumbent();
+    let (host, port) = (cx.c().lane.host.clone(), cx.c().lane.port);
+    let lc = cx.c().launch_command(&inc);
+    let sbatch = lc
+        .as_ref()
+        .map(|l| l.start.argv[0].clone())
+        .unwrap_or_default();
+    let job_name = inc
+        .slurm
+        .as_ref()
+        .map(|s| s.job_name.clone())
+        .unwrap_or_default();
+    let jobs = lane::slurm::jobs_named(&sbatch, &job_name);
+    let mut ev = json!({
+        "incumbent": inc.id,
+        "slurm_job_name": job_name,
+        "at": crate::clock::wall_rfc3339(),
+    });
+    let jobs = match jobs {
+        Ok(j) => j,
+        Err(e) => {
+            ev["detail"] = json!(format!(
+                "could not list the incumbent's Slurm jobs ({e}); nothing stopped"
+            ));
+            return done(again, ev, false, cx);
+        }
+    };
+    ev["jobs"] = json!(jobs
+        .iter()
+        .map(|(id, st, node)| json!({"job_id": id, "state": st, "node": node}))
+        .collect::<Vec<_>>());
+    if jobs.is_empty() {
+        ev["detail"] = json!(format!(
+            "no Slurm job named {job_name} was running or pending: the incumbent was not running, nothing to stop"
+        ));
+        return done(again, ev, false, cx);
+    }
+    let mut stops = Vec::new();
+    let mut words = Vec::new();
+    for (id, _, _) in &jobs {
+        let (job, detail, gone) = lane::slurm::stop_job(&sbatch, id, cx.lane.stop_grace).await;
+        words.push(format!(
+            "job {id}: {}",
+            if gone { "ended" } else { "still listed" }
+        ));
+        stops.push(json!({"job": job, "detail": detail, "ended": gone}));
+    }
+    let free = lane::wait_port_free(&host, port, Duration::from_secs(10)).await;
+    cx.rec.checkpoint().incumbent_shutdowns += 1;
+    ev["stop"] = json!(stops);
+    ev["port_free"] = json!(free);
+    ev["detail"] = json!(format!(
+        "cancelled the incumbent's Slurm job(s) with scancel --signal=TERM --full (scancel after the grace): {}; port {}",
+        words.join(", "),
         if free { "free" } else { "still taken" }
     ));
     done(again, ev, true, cx)

@@ -143,6 +143,7 @@ fn launch_evidence(cx: &Cx, arm: &Arm, l: &Live) -> Value {
         "pid": l.running.pid,
         "pgid": l.running.pid,
         "container": l.running.container,
+        "slurm_job": l.running.slurm,
         "started_at": l.running.started_wall,
         "identity": l.running.identity,
         "plan_argv_env_hash": cx.c().argv_env_hash(arm),

@@ -109,7 +109,7 @@ pub fn restart_command(cx: &Cx, log: &std::path::Path) -> Option<String> {
         })
         .collect();
     let argv: Vec<String> = argv.iter().map(|a| shell_quote(a)).collect();
-    let cmd = if inc.container.is_some() {
+    let cmd = if inc.container.is_some() || inc.slurm.is_some() {
         [env, argv].concat().join(" ")
     } else {
         let mut parts = env;
@@ -162,6 +162,14 @@ fn launch_done(cx: &mut Cx, ev: Value, passed: bool) -> Done {
 pub async fn launch(cx: &mut Cx) -> Done {
     let inc = cx.incumbent();
     let port = cx.c().lane.port;
+    let jobs = crate::run::setup::slurm_jobs(cx.c(), &inc);
+    if inc.slurm.is_some() && !jobs.is_empty() {
+        // A Slurm incumbent that still runs (or waits) under its job name: not submitted again.
+        let ev = json!({"incumbent": inc.id, "already_serving": true,
+            "slurm_jobs": jobs.iter().map(|(id, st, node)| json!({"job_id": id, "state": st, "node": node})).collect::<Vec<_>>(),
+            "detail": "the incumbent's Slurm job was still running (it had not been stopped); not submitted again"});
+        return launch_done(cx, ev, true);
+    }
     if let Some(l) = procnet::find_listeners(port).first() {
         let m = runs_recipe(cx.c(), &inc, l);
         let ev = json!({"incumbent": inc.id, "already_serving": m, "process": l,
@@ -207,6 +215,7 @@ pub async fn launch(cx: &mut Cx) -> Done {
         cx.rec.journal_set(i, State::LaunchFailed);
     }
     let ev = json!({
+        "slurm_job": r.slurm,
         "incumbent": inc.id, "spec": spec.describe(&lane), "pid": pid, "detached": true,
         "log_outside_bundle": log.display().to_string(),
         "started_at": r.started_wall,
@@ -250,6 +259,22 @@ pub async fn identity(cx: &mut Cx, s: &PlanStep) -> Done {
         .or_else(|| procnet::find_listeners(c.lane.port).first().map(|l| l.pid));
     let (argv_actual, proc_desc) = match (pid, &lc, inc.endpoint.as_ref()) {
         (_, None, Some(_)) => (c.argv_env_hash(&inc), Value::Null),
+        (_, Some(_), _) if inc.slurm.is_some() => {
+            // A Slurm incumbent is its job: a running job of the recipe's name, submitted from
+            // the recipe's sbatch command line.
+            let jobs = crate::run::setup::slurm_jobs(c, &inc);
+            let running = jobs.iter().any(|j| j.1 == "RUNNING");
+            let jobs: Vec<Value> = jobs
+                .iter()
+                .map(|(id, st, node)| json!({"job_id": id, "state": st, "node": node}))
+                .collect();
+            let hash = if running {
+                c.argv_env_hash(&inc)
+            } else {
+                String::new()
+            };
+            (hash, json!({"slurm_jobs": jobs}))
+        }
         (Some(pid), Some(lc), _) => {
             let l = procnet::describe(pid);
             let matches = procnet::matches(
