@@ -324,6 +324,7 @@ pub(super) async fn launch(
         kind: "slurm",
         pid: None,
         container: None,
+        owner_labels: Vec::new(),
         started_ns,
         started_wall: crate::clock::wall_rfc3339(),
         log_path: Some(spec.log_path.clone()),
