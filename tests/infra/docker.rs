@@ -15,17 +15,17 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-const SECRET: &str = "ctr-secret-value-5b9e1d";
+pub(crate) const SECRET: &str = "ctr-secret-value-5b9e1d";
 const FAST: &str = "ttft_ms = 10\ndecode_tok_s = 400\ncontext_tokens = 4096";
 
 /// The running infrastructure: the daemon's socket, a `docker` wrapper that talks to it, and the
 /// digest-pinned image of the reference engine.
-struct Infra {
-    docker_host: String,
+pub(crate) struct Infra {
+    pub(crate) docker_host: String,
     /// A two-line script running the real docker CLI with `DOCKER_HOST` set, for the tests that
     /// call the lane in this process (the test binary's own environment stays untouched).
     cli: PathBuf,
-    image: String,
+    pub(crate) image: String,
 }
 
 fn script() -> PathBuf {
@@ -36,7 +36,7 @@ fn state_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("target/infra/docker")
 }
 
-fn infra() -> &'static Infra {
+pub(crate) fn infra() -> &'static Infra {
     static INFRA: OnceLock<Infra> = OnceLock::new();
     INFRA.get_or_init(|| {
         let t = Instant::now();
@@ -105,7 +105,7 @@ fn docker(args: &[&str]) -> std::process::Output {
 }
 
 /// Names of the containers (running or not) carrying `bakeoff.campaign=ID`.
-fn campaign_containers(id: &str) -> Vec<String> {
+pub(crate) fn campaign_containers(id: &str) -> Vec<String> {
     let o = docker(&[
         "ps",
         "-a",
@@ -127,7 +127,7 @@ fn remove(name: &str) {
 
 /// The container arm: the reference engine in the image, the campaign directory mounted at
 /// /profiles, on the host network (run_args).
-fn container_arm(id: &str, profile: &str, port: u16, extra: &str) -> String {
+pub(crate) fn container_arm(id: &str, profile: &str, port: u16, extra: &str) -> String {
     format!(
         r#"
 [[arms]]

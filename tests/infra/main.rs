@@ -7,4 +7,5 @@
 mod support;
 
 mod docker;
+mod mixed;
 mod slurm;

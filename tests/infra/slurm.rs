@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
-const FAST: &str = "ttft_ms = 10\ndecode_tok_s = 400\ncontext_tokens = 4096";
+pub(crate) const FAST: &str = "ttft_ms = 10\ndecode_tok_s = 400\ncontext_tokens = 4096";
 /// A slow decode: the arm's timing steps take seconds, time to act during the arm.
 const SLOW: &str = "ttft_ms = 10\ndecode_tok_s = 20\ncontext_tokens = 4096";
 
@@ -22,7 +22,7 @@ fn state_dir() -> PathBuf {
 /// Brings the cluster up once per test process (the script is idempotent) and serializes the
 /// tests: the node has 2 CPUs, and each test checks that nothing of its campaign is left in
 /// squeue.
-fn cluster() -> MutexGuard<'static, ()> {
+pub(crate) fn cluster() -> MutexGuard<'static, ()> {
     static UP: OnceLock<()> = OnceLock::new();
     static ONE: Mutex<()> = Mutex::new(());
     let g = ONE.lock().unwrap_or_else(|e| e.into_inner());
@@ -43,7 +43,7 @@ fn cluster() -> MutexGuard<'static, ()> {
 }
 
 /// Jobs Slurm lists (any state it still shows in squeue) whose name contains `needle`.
-fn squeue(needle: &str) -> Vec<String> {
+pub(crate) fn squeue(needle: &str) -> Vec<String> {
     let o = Command::new("squeue")
         .args(["-h", "-o", "%i %j %T"])
         .output()
@@ -67,7 +67,7 @@ fn job(id: &str) -> std::collections::BTreeMap<String, String> {
 
 /// Cancels whatever a test left (its jobs contain `needle`) and stops what serves its lane port,
 /// so a failed test leaves nothing running either.
-struct Leftovers(String, u16);
+pub(crate) struct Leftovers(pub(crate) String, pub(crate) u16);
 
 impl Drop for Leftovers {
     fn drop(&mut self) {
@@ -81,7 +81,7 @@ impl Drop for Leftovers {
 }
 
 /// A campaign: the incumbent first, then the other arms; `arms` are whole `[[arms]]` tables.
-fn campaign(t: &Camp, arms: &[String], lane_extra: &str) -> PathBuf {
+pub(crate) fn campaign(t: &Camp, arms: &[String], lane_extra: &str) -> PathBuf {
     let mut s = format!(
         r#"[campaign]
 id = "slurm-test"
@@ -126,7 +126,7 @@ fn reference_arm(id: &str, role: &str) -> String {
 
 /// A Slurm arm running `bakeoff engine --profile ID.toml` on the lane port; `extra` goes into
 /// `[arms.slurm]`.
-fn slurm_arm(t: &Camp, id: &str, role: &str, job_name: &str, extra: &str) -> String {
+pub(crate) fn slurm_arm(t: &Camp, id: &str, role: &str, job_name: &str, extra: &str) -> String {
     format!(
         r#"
 [[arms]]
@@ -146,7 +146,7 @@ time_limit = "10:00"
     )
 }
 
-fn arm<'a>(r: &'a serde_json::Value, id: &str) -> &'a serde_json::Value {
+pub(crate) fn arm<'a>(r: &'a serde_json::Value, id: &str) -> &'a serde_json::Value {
     r["arms"]
         .as_array()
         .unwrap()
@@ -157,7 +157,7 @@ fn arm<'a>(r: &'a serde_json::Value, id: &str) -> &'a serde_json::Value {
 
 /// Kills the reference incumbent serving the test's lane port (started by the test, or restored
 /// by bakeoff as a detached process).
-fn stop_lane(port: u16) {
+pub(crate) fn stop_lane(port: u16) {
     for l in bakeoff::lane::procnet::find_listeners(port) {
         // SAFETY: signals the process serving this test's own lane port (a reference engine).
         unsafe {
