@@ -238,11 +238,19 @@ pub fn reason(
                 .filter_map(|x| measure(r.arm(x)?, prios[j])?.stat)
                 .collect();
             let how = match (stats.is_empty(), t > 0.0) {
-                (false, true) => format!(
-                    "{} or within the declared {}% tolerance",
-                    overlap_text(&stats),
-                    num(t * 100.0)
-                ),
+                (false, true) => {
+                    // "ranges overlap: n=3, no 95 % interval possible" → "ranges overlap or
+                    // within the declared 5.0% tolerance; n=3, no 95 % interval possible"
+                    let o = overlap_text(&stats);
+                    let (what, note) = match o.split_once(": ") {
+                        Some((w, n)) => (w.to_string(), format!("; {n}")),
+                        None => (o, String::new()),
+                    };
+                    format!(
+                        "{what} or within the declared {}% tolerance{note}",
+                        num(t * 100.0)
+                    )
+                }
                 (false, false) => overlap_text(&stats),
                 (true, true) => format!("within the declared {}% tolerance", num(t * 100.0)),
                 (true, false) => "equal".into(),
@@ -644,14 +652,21 @@ fn intervals_limitation(ran: &[&ArmResult]) -> Vec<String> {
         }
     }
     let mut out = Vec::new();
+    let measured = ran.iter().filter(|a| a.warm.is_some()).count();
+    let every = ranges.len() == 1 && boot.is_empty();
     for (n, (c, names)) in ranges {
+        let who = if every && names.len() == measured && measured > 1 {
+            "Every measured arm".to_string()
+        } else {
+            // Labels may hold commas ("reference MTP, 3 drafts").
+            names.join("; ")
+        };
         out.push(format!(
-            "{} {} warm medians over {n} request{}: no 95 % interval of a median is possible below {} requests, so {} intervals are the ranges [min, max] (covering the median {} %), and ties were judged on those ranges.",
-            names.join(", "),
-            if names.len() == 1 { "has" } else { "have" },
+            "{who} {} warm medians over {n} request{}: no 95 % interval of a median is possible below {} requests, so {} intervals are the ranges [min, max] (covering the median {} %), and ties were judged on those ranges.",
+            if names.len() == 1 || who == "Every measured arm" { "has" } else { "have" },
             if n == 1 { "" } else { "s" },
             crate::metrics::stats::MIN_N_FOR_95,
-            if names.len() == 1 { "its" } else { "their" },
+            if names.len() == 1 && who != "Every measured arm" { "its" } else { "their" },
             pct(c)
         ));
     }

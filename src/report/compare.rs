@@ -283,7 +283,7 @@ pub fn render(c: &Comparison) -> String {
     }
     let _ = writeln!(
         o,
-        "{:<28}{:<14}{:>26}{:>26}{:>10}  verdict",
+        "{:<28}{:<14}{:>32}{:>32}{:>10}  verdict",
         "arm", "metric", "A p50 [interval]", "B p50 [interval]", "change"
     );
     for r in &c.rows {
@@ -325,7 +325,7 @@ pub fn render(c: &Comparison) -> String {
             };
             let _ = writeln!(
                 o,
-                "{:<28}{:<14}{:>26}{:>26}{:>10}  {verdict}",
+                "{:<28}{:<14}{:>32}{:>32}{:>10}  {verdict}",
                 r.arm,
                 d.field(),
                 f(x),
@@ -336,6 +336,11 @@ pub fn render(c: &Comparison) -> String {
     }
     if c.rows.is_empty() {
         let _ = writeln!(o, "no shared arms (arms are matched by id)");
+    } else {
+        let _ = writeln!(
+            o,
+            "intervals of the median: N% an order-statistic CI with its exact coverage; rN% the range [min, max] of fewer than 6 requests (no 95 % interval is possible), with its coverage; bs a bootstrap from an older bundle (coverage not recorded)"
+        );
     }
     if !c.only_a.is_empty() {
         let _ = writeln!(o, "only in A: {}", c.only_a.join(", "));
