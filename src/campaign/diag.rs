@@ -404,6 +404,8 @@ pub struct Reporter<'a> {
     pub file: &'a Path,
     pub index: &'a SpanIndex,
     pub diagnostics: Vec<Diagnostic>,
+    /// Things that load but deserve a word (the campaign still runs).
+    pub warnings: Vec<Diagnostic>,
 }
 
 impl<'a> Reporter<'a> {
@@ -412,7 +414,20 @@ impl<'a> Reporter<'a> {
             file,
             index,
             diagnostics: Vec::new(),
+            warnings: Vec::new(),
         }
+    }
+
+    /// Records a warning at `path`: the campaign is valid, but something limits what its
+    /// evidence can show.
+    pub fn warn(&mut self, path: &FieldPath, problem: impl Into<String>, fix: impl Into<String>) {
+        self.warnings.push(Diagnostic {
+            file: self.file.to_path_buf(),
+            line: self.index.line(path),
+            field: path.to_string(),
+            problem: problem.into(),
+            fix: fix.into(),
+        });
     }
 
     /// Records a problem at `path`.

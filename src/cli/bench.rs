@@ -60,7 +60,7 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 0.0)]
     pub temperature: f64,
     /// Reproduce a run: the sampling seed sent with every request (default 0), the Poisson
-    /// arrivals, the bootstrap and the prompts' nonce numbers. Without it the nonce numbers start
+    /// arrivals and the prompts' nonce numbers. Without it the nonce numbers start
     /// at a random place, so a second run never meets the first run's prompts in a prefix cache.
     #[arg(long)]
     pub seed: Option<u64>,

@@ -24,8 +24,8 @@ pub struct CompareArgs {
     #[arg(long)]
     pub json: bool,
     /// Exit 1 when any shared metric (warm TTFT, decode, E2E medians) of B is worse than A's by
-    /// more than PCT percent and outside both 95 % CIs (a change inside the CIs is printed, not
-    /// counted).
+    /// more than PCT percent and the medians' intervals do not overlap (order-statistic CIs, or
+    /// ranges below 6 requests; a change inside them is printed, not counted).
     #[arg(long, value_name = "PCT")]
     pub fail_on_regression: Option<f64>,
 }
@@ -86,7 +86,7 @@ pub fn run(a: CompareArgs) -> anyhow::Result<()> {
                     r.b_p50,
                     r.worse_pct,
                     if r.inside_cis {
-                        " but inside the 95 % CIs"
+                        " but inside the medians' intervals"
                     } else {
                         ""
                     }

@@ -51,7 +51,12 @@ fn refuse(msg: impl Into<String>) -> anyhow::Error {
 
 fn load(path: &Path) -> Result<Campaign> {
     match campaign::load(path) {
-        Ok(c) => Ok(c),
+        Ok(c) => {
+            for w in &c.warnings {
+                say!("warning: {w}");
+            }
+            Ok(c)
+        }
         Err(e) => {
             for d in &e.diagnostics {
                 say!("{d}");

@@ -3,7 +3,7 @@
 //! (`decide/`) and the documents' headline, labels and comparison (`report/`) all read these, so
 //! a metric's facts live in one place.
 
-use crate::evidence::result::{ArmResult, Stat, TimingRecord};
+use crate::evidence::result::{ArmResult, CiMethod, Stat, TimingRecord};
 use crate::evidence::RankingMetric;
 
 /// Which way a metric improves.
@@ -40,7 +40,7 @@ pub const TTFT: Descriptor = Descriptor {
     words: "warm median TTFT",
     short: "TTFT",
     key: "ttft",
-    measured: "median time to first token of the warm requests at concurrency 1, with the 95% CI of the median",
+    measured: "median time to first token of the warm requests at concurrency 1, with the interval of the median its sample supports",
 };
 
 pub const DECODE: Descriptor = Descriptor {
@@ -52,7 +52,7 @@ pub const DECODE: Descriptor = Descriptor {
     short: "decode",
     key: "decode",
     measured:
-        "median decode speed of the warm requests at concurrency 1, with the 95% CI of the median",
+        "median decode speed of the warm requests at concurrency 1, with the interval of the median its sample supports",
 };
 
 pub const USABLE_CONTEXT: Descriptor = Descriptor {
@@ -85,7 +85,7 @@ pub const E2E: Descriptor = Descriptor {
     words: "warm median end-to-end latency",
     short: "E2E",
     key: "e2e",
-    measured: "median end-to-end latency of the warm requests at concurrency 1, with the 95% CI of the median",
+    measured: "median end-to-end latency of the warm requests at concurrency 1, with the interval of the median its sample supports",
 };
 
 /// The descriptor of `m`.
@@ -126,9 +126,15 @@ impl Descriptor {
         format!("{}_p50_{}", self.key, self.unit_key)
     }
 
-    /// The headline key of its median's 95% CI: `ttft_p50_ci95_ms`.
+    /// The headline key of its median's interval: `ttft_p50_ci95_ms` (named for the 95 % it aims
+    /// at; its coverage and method are under [`Descriptor::ci_key`]).
     pub fn ci95_key(&self) -> String {
         format!("{}_p50_ci95_{}", self.key, self.unit_key)
+    }
+
+    /// The headline key of its interval's coverage and method: `ttft_p50_ci`.
+    pub fn ci_key(&self) -> String {
+        format!("{}_p50_ci", self.key)
     }
 
     /// A table header of its median: `TTFT p50 ms`.
@@ -152,23 +158,139 @@ impl Descriptor {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Measure {
     pub value: f64,
+    /// The interval of the median (see `Stat::ci95`: 95 % only when its coverage says so).
     pub ci95: Option<[f64; 2]>,
+    /// The median's statistic, for the metrics measured per request: what the interval is.
+    pub stat: Option<Stat>,
+}
+
+impl Measure {
+    /// A median with its interval.
+    pub fn of(s: Stat) -> Measure {
+        Measure {
+            value: s.p50,
+            ci95: Some(s.ci95),
+            stat: Some(s),
+        }
+    }
+
+    /// A figure without an interval (usable context, aggregate throughput).
+    pub fn plain(value: f64) -> Measure {
+        Measure {
+            value,
+            ci95: None,
+            stat: None,
+        }
+    }
+}
+
+/// A coverage as a percentage, without trailing zeros: 0.96875 → "96.88", 0.9375 → "93.75",
+/// 0.5 → "50".
+pub fn pct(c: f64) -> String {
+    let s = format!("{:.2}", c * 100.0);
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// What kind of interval a median carries, as the documents name it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum IntervalKind {
+    /// An order-statistic CI with its exact coverage (>= 95 %).
+    Ci(f64),
+    /// The range of fewer than 6 samples, with its coverage (< 95 %).
+    Range(f64),
+    /// A percentile bootstrap from an older bundle: coverage not recorded.
+    Bootstrap,
+}
+
+/// The kind of `s`'s interval.
+pub fn interval_kind(s: &Stat) -> IntervalKind {
+    match (s.ci_method, s.ci_coverage) {
+        (Some(CiMethod::Bootstrap), _) | (None, _) | (_, None) => IntervalKind::Bootstrap,
+        (Some(_), Some(c)) if c >= crate::metrics::stats::TARGET_COVERAGE => IntervalKind::Ci(c),
+        (Some(_), Some(c)) => IntervalKind::Range(c),
+    }
+}
+
+/// The interval of `s` in words, with its unit: "96.88 % CI 49.9–51.9 ms (order statistics of
+/// 6)", "range 49.9–51.9 ms (too few requests for a 95 % interval, which needs 6; the range of
+/// 5 covers the median 93.75 %)", "bootstrap CI 49.9–51.9 ms (an older bundle; coverage not
+/// recorded)".
+pub fn interval_text(s: &Stat, unit: &str, num: impl Fn(f64) -> String) -> String {
+    let (lo, hi) = (num(s.ci95[0]), num(s.ci95[1]));
+    match interval_kind(s) {
+        IntervalKind::Ci(c) => format!(
+            "{} % CI {lo}–{hi} {unit} (order statistics of {})",
+            pct(c),
+            s.n
+        ),
+        IntervalKind::Range(c) => format!(
+            "range {lo}–{hi} {unit} (too few requests for a 95 % interval, which needs {}; the range of {} covers the median {} %)",
+            crate::metrics::stats::MIN_N_FOR_95,
+            s.n,
+            pct(c)
+        ),
+        IntervalKind::Bootstrap => {
+            format!("bootstrap CI {lo}–{hi} {unit} (an older bundle; coverage not recorded)")
+        }
+    }
+}
+
+/// Why a set of medians tie by their intervals, in words: "96.88 % order-statistic CIs
+/// overlap", "ranges overlap: n=2, no 95 % interval possible", "bootstrap CIs overlap
+/// (coverage not recorded)".
+pub fn overlap_text(stats: &[Stat]) -> String {
+    let kinds: Vec<IntervalKind> = stats.iter().map(interval_kind).collect();
+    let mut range_n: Vec<u64> = stats
+        .iter()
+        .zip(&kinds)
+        .filter(|(_, k)| matches!(k, IntervalKind::Range(_)))
+        .map(|(s, _)| s.n)
+        .collect();
+    range_n.sort();
+    range_n.dedup();
+    if !range_n.is_empty() {
+        let ns = range_n
+            .iter()
+            .map(|n| n.to_string())
+            .collect::<Vec<_>>()
+            .join(" and ");
+        let what = if kinds.iter().all(|k| matches!(k, IntervalKind::Range(_))) {
+            "ranges overlap"
+        } else {
+            "intervals overlap"
+        };
+        return format!("{what}: n={ns}, no 95 % interval possible");
+    }
+    if kinds.contains(&IntervalKind::Bootstrap) {
+        return "bootstrap CIs overlap (coverage not recorded)".into();
+    }
+    let cov: Vec<f64> = kinds
+        .iter()
+        .filter_map(|k| match k {
+            IntervalKind::Ci(c) => Some(*c),
+            _ => None,
+        })
+        .collect();
+    let lo = cov.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = cov.iter().copied().fold(0.0, f64::max);
+    if lo == hi {
+        format!("{} % order-statistic CIs overlap", pct(lo))
+    } else {
+        format!("order-statistic CIs ({}–{} %) overlap", pct(lo), pct(hi))
+    }
 }
 
 /// The arm's value on `m`, from its evidence; None when it was not measured.
 pub fn measure(arm: &ArmResult, m: RankingMetric) -> Option<Measure> {
     match m {
         RankingMetric::Ttft | RankingMetric::DecodeTokensPerSecond | RankingMetric::E2e => {
-            descriptor(m).stat(arm.warm.as_ref()?).map(|s| Measure {
-                value: s.p50,
-                ci95: Some(s.ci95),
-            })
+            descriptor(m).stat(arm.warm.as_ref()?).map(Measure::of)
         }
-        RankingMetric::UsableContextAndKv => (arm.served_context > 0).then(|| Measure {
-            value: arm
-                .served_context
-                .min(arm.reported_context.unwrap_or(u64::MAX)) as f64,
-            ci95: None,
+        RankingMetric::UsableContextAndKv => (arm.served_context > 0).then(|| {
+            Measure::plain(
+                arm.served_context
+                    .min(arm.reported_context.unwrap_or(u64::MAX)) as f64,
+            )
         }),
         RankingMetric::Concurrency => {
             let (_, t) = arm
@@ -176,10 +298,7 @@ pub fn measure(arm: &ArmResult, m: RankingMetric) -> Option<Measure> {
                 .iter()
                 .filter_map(|(k, t)| Some((k.parse::<u64>().ok()?, t)))
                 .max_by_key(|(k, _)| *k)?;
-            t.aggregate_output_tok_s.map(|v| Measure {
-                value: v,
-                ci95: None,
-            })
+            t.aggregate_output_tok_s.map(Measure::plain)
         }
     }
 }

@@ -104,6 +104,7 @@ pub fn decide(result: &CampaignResult, policy: &Policy) -> Verdict {
     let arms_v = text::arm_decisions(
         result,
         &prios,
+        &tol,
         &ranking,
         winner_pick.as_ref().and_then(|p| p.decided_by),
         &elig,

@@ -1,7 +1,10 @@
 //! Lexicographic ranking by the campaign's priorities, with ties.
 //!
-//! Two arms tie on a metric when their 95% confidence intervals of the median overlap, or when
-//! their relative difference is within the tolerance the campaign declares for that metric; a
+//! Two arms tie on a metric when the intervals of their medians overlap, or when their relative
+//! difference is within the tolerance the campaign declares for that metric. The intervals are
+//! what the sample supports (`metrics::stats`): an order-statistic CI of 95 % or more from 6
+//! requests on, the range `[min, max]` below (a wider, more cautious test than a 95 % CI would
+//! be; the reason says which was used); a
 //! tie passes the decision to the next priority. Ties are not transitive, so the ranking never
 //! sorts with them: it picks the best arm of a set by successive filtering (keep the arms that
 //! tie with the best on priority 1, then on priority 2, ...), and ranks by repeated picking.
@@ -12,7 +15,8 @@ use crate::evidence::result::ArmResult;
 use crate::evidence::RankingMetric;
 use std::collections::BTreeMap;
 
-/// Whether two measures tie: overlapping 95% CIs, or a relative difference within `tol`.
+/// Whether two measures tie: overlapping intervals of the median (order-statistic CIs or ranges),
+/// or a relative difference within `tol`.
 pub fn ties(a: Measure, b: Measure, tol: f64) -> bool {
     if let (Some(x), Some(y)) = (a.ci95, b.ci95) {
         if x[0] <= y[1] && y[0] <= x[1] {

@@ -2,7 +2,7 @@
 //! limitations.
 
 use super::eligibility::{ArmExt, Eligibility};
-use super::metric::{descriptor, measure, DECODE, TTFT};
+use super::metric::{descriptor, interval_text, measure, overlap_text, DECODE, TTFT};
 use super::policy::{restored, PolicyOutcome};
 use super::rank::{self, Pick};
 use super::ArmVerdict;
@@ -47,13 +47,12 @@ fn unit(m: RankingMetric) -> &'static str {
 fn value_text(arm: &ArmResult, m: RankingMetric) -> String {
     let over = over_requests(arm, m);
     match measure(arm, m) {
-        Some(v) => match v.ci95 {
-            Some(ci) => format!(
-                "{} {u}, 95% CI {}–{} {u}{over}",
+        Some(v) => match v.stat {
+            Some(s) => format!(
+                "{} {}, {}{over}",
                 num(v.value),
-                num(ci[0]),
-                num(ci[1]),
-                u = unit(m)
+                unit(m),
+                interval_text(&s, unit(m), num)
             ),
             None => format!("{} {}{over}", num(v.value), unit(m)),
         },
@@ -229,13 +228,32 @@ pub fn reason(
                 })
                 .unwrap_or_default();
             let t = tol.get(&prios[j]).copied().unwrap_or(0.0);
-            let how = if t > 0.0 {
-                format!(
-                    "95% CIs overlap or within the declared {}% tolerance",
-                    num(t * 100.0)
-                )
-            } else {
-                "95% CIs overlap".into()
+            // The intervals the tie rule compared, named for what they are (a range below the
+            // sample size a 95 % interval needs).
+            let stats: Vec<_> = p
+                .tied_with
+                .get(&j)
+                .into_iter()
+                .flatten()
+                .filter_map(|x| measure(r.arm(x)?, prios[j])?.stat)
+                .collect();
+            let how = match (stats.is_empty(), t > 0.0) {
+                (false, true) => {
+                    // "ranges overlap: n=3, no 95 % interval possible" → "ranges overlap or
+                    // within the declared 5.0% tolerance; n=3, no 95 % interval possible"
+                    let o = overlap_text(&stats);
+                    let (what, note) = match o.split_once(": ") {
+                        Some((w, n)) => (w.to_string(), format!("; {n}")),
+                        None => (o, String::new()),
+                    };
+                    format!(
+                        "{what} or within the declared {}% tolerance{note}",
+                        num(t * 100.0)
+                    )
+                }
+                (false, false) => overlap_text(&stats),
+                (true, true) => format!("within the declared {}% tolerance", num(t * 100.0)),
+                (true, false) => "equal".into(),
             };
             format!(
                 "{} on the {} priority, {} ({how})",
@@ -261,19 +279,37 @@ fn max_served(r: &CampaignResult) -> u64 {
         .unwrap_or(0)
 }
 
-/// The best measured arm (eligible or not) on a metric.
-fn best_measured(r: &CampaignResult, m: RankingMetric) -> Option<String> {
-    r.arms
+/// The best measured arm (eligible or not) on a metric, when its lead is real by the ranking's
+/// own tie rule: it ties with no other measured arm (intervals overlap, or within the declared
+/// tolerance). None when the best ties with another: no arm is "the X winner" then.
+fn best_measured(
+    r: &CampaignResult,
+    m: RankingMetric,
+    tol: &BTreeMap<RankingMetric, f64>,
+) -> Option<String> {
+    let vals: Vec<(String, rank::Measure)> = r
+        .arms
         .iter()
-        .filter_map(|a| Some((a.id.clone(), measure(a, m)?.value)))
-        .reduce(|x, y| if rank::better(m, y.1, x.1) { y } else { x })
-        .map(|(id, _)| id)
+        .filter_map(|a| Some((a.id.clone(), measure(a, m)?)))
+        .collect();
+    let (id, best) = vals.iter().cloned().reduce(|x, y| {
+        if rank::better(m, y.1.value, x.1.value) {
+            y
+        } else {
+            x
+        }
+    })?;
+    let t = tol.get(&m).copied().unwrap_or(0.0);
+    vals.iter()
+        .all(|(x, v)| *x == id || !rank::ties(best, *v, t))
+        .then_some(id)
 }
 
 /// Per-arm decision text and label (rules in README "Verdict rules").
 pub fn arm_decisions(
     r: &CampaignResult,
     prios: &[RankingMetric],
+    tol: &BTreeMap<RankingMetric, f64>,
     ranking: &[String],
     decided_by: Option<usize>,
     elig: &Eligibility,
@@ -282,30 +318,42 @@ pub fn arm_decisions(
     let winner = ranking.first();
     let n = ranking.len();
     let full = max_served(r);
-    let ttft_best = best_measured(r, RankingMetric::Ttft);
-    let decode_best = best_measured(r, RankingMetric::DecodeTokensPerSecond);
+    let ttft_best = best_measured(r, RankingMetric::Ttft, tol);
+    let decode_best = best_measured(r, RankingMetric::DecodeTokensPerSecond, tol);
+    let controls: BTreeMap<String, Vec<String>> =
+        r.arms.iter().fold(BTreeMap::new(), |mut m, a| {
+            if let Some(s) = &a.speculative {
+                m.entry(s.control.clone()).or_default().push(a.id.clone());
+            }
+            m
+        });
+    // A control is named as one whatever else it is.
+    let is_control = |a: &ArmResult| a.role == "control" || controls.contains_key(&a.id);
     // Best bounded-context arm: the best-ranked eligible arm below the full context.
     let bounded_best = ranking
         .iter()
-        .find(|id| r.arm(id).is_some_and(|a| a.served_context < full))
+        .find(|id| {
+            r.arm(id)
+                .is_some_and(|a| a.served_context < full && !is_control(a))
+        })
         .cloned();
     // Best balanced full-context fallback: eligible, full context, not the winner nor the
     // incumbent, with the best product of TTFT and decode relative to the best measured.
+    let best_value = |m: RankingMetric| {
+        r.arms
+            .iter()
+            .filter_map(|a| measure(a, m).map(|x| x.value))
+            .reduce(|x, y| if rank::better(m, y, x) { y } else { x })
+    };
     let (bt, bd) = (
-        ttft_best
-            .as_ref()
-            .and_then(|i| measure(r.arm(i)?, RankingMetric::Ttft))
-            .map(|m| m.value),
-        decode_best
-            .as_ref()
-            .and_then(|i| measure(r.arm(i)?, RankingMetric::DecodeTokensPerSecond))
-            .map(|m| m.value),
+        best_value(RankingMetric::Ttft),
+        best_value(RankingMetric::DecodeTokensPerSecond),
     );
     let fallback = ranking
         .iter()
         .filter(|id| Some(*id) != winner)
         .filter_map(|id| r.arm(id))
-        .filter(|a| a.served_context == full && a.role != "incumbent")
+        .filter(|a| a.served_context == full && a.role != "incumbent" && !is_control(a))
         .filter_map(|a| {
             let t = measure(a, RankingMetric::Ttft)?.value;
             let d = measure(a, RankingMetric::DecodeTokensPerSecond)?.value;
@@ -314,14 +362,12 @@ pub fn arm_decisions(
         .reduce(|x, y| if y.1 > x.1 { y } else { x })
         .map(|(id, _)| id);
     let place = |id: &str| ranking.iter().position(|x| x == id).map(|p| p + 1);
-    let controls: BTreeMap<String, Vec<String>> =
-        r.arms.iter().fold(BTreeMap::new(), |mut m, a| {
-            if let Some(s) = &a.speculative {
-                m.entry(s.control.clone()).or_default().push(a.id.clone());
-            }
-            m
-        });
-    let first = prios.first().copied().unwrap_or(RankingMetric::Ttft);
+    // What the winner won on: the deciding metric, or why none decided.
+    let lead = match decided_by {
+        Some(i) => format!("{} winner", short(prios[i])),
+        None if n == 1 => "the only eligible arm".to_string(),
+        None => "tied on every priority, listed first".to_string(),
+    };
     r.arms
         .iter()
         .map(|a| {
@@ -331,26 +377,16 @@ pub fn arm_decisions(
                 .unwrap_or_default();
             let failure = elig.failures.iter().find(|f| f.arm == a.id);
             let (text, lab) = if Some(&a.id) == winner {
-                let m = decided_by.map(|i| prios[i]).unwrap_or(first);
                 if a.role == "incumbent" {
-                    (
-                        format!("{} winner; the incumbent stays current", short(m)),
-                        "current",
-                    )
+                    (format!("{lead}; the incumbent stays current"), "current")
                 } else if pol.authorized {
                     (
-                        format!(
-                            "{} winner and preferred measured challenger; promotion authorized",
-                            short(m)
-                        ),
+                        format!("{lead} and preferred measured challenger; promotion authorized"),
                         "challenger",
                     )
                 } else {
                     (
-                        format!(
-                            "{} winner and preferred measured challenger; no promotion",
-                            short(m)
-                        ),
+                        format!("{lead} and preferred measured challenger; no promotion"),
                         "challenger",
                     )
                 }
@@ -394,6 +430,15 @@ pub fn arm_decisions(
                 } else {
                     ("incumbent; restoration not proven".to_string(), "rollback")
                 }
+            } else if is_control(a) {
+                let of = controls
+                    .get(&a.id)
+                    .map(|specs| {
+                        let names: Vec<String> = specs.iter().map(|x| label(r, x)).collect();
+                        format!("matched no-speculation control of {}", names.join(", "))
+                    })
+                    .unwrap_or_else(|| "control arm".to_string());
+                (format!("{of}; {ranked}"), "no-promotion")
             } else if decode_best.as_deref() == Some(&a.id) {
                 (format!("{} winner; {ranked}", DECODE.short), "no-promotion")
             } else if bounded_best.as_deref() == Some(&a.id) {
@@ -414,18 +459,6 @@ pub fn arm_decisions(
             } else if fallback.as_deref() == Some(&a.id) {
                 (
                     format!("best full-context balanced fallback; {ranked}"),
-                    "no-promotion",
-                )
-            } else if let Some(specs) = controls.get(&a.id) {
-                (
-                    format!(
-                        "matched no-speculation control of {}; {ranked}",
-                        specs
-                            .iter()
-                            .map(|x| label(r, x))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
                     "no-promotion",
                 )
             } else if a.served_context < full {
@@ -588,7 +621,60 @@ pub fn limitations(r: &CampaignResult, policy: &Policy, elig: &Eligibility) -> V
             ran.len()
         ));
     }
+    out.extend(intervals_limitation(&ran));
     out.extend(elig.notes.iter().cloned());
     out.extend(r.notes.iter().cloned());
+    out
+}
+
+/// A limitation when warm medians rest on too few requests for a 95 % interval (the tie rule
+/// then compares ranges), or carry bootstrap intervals of unknown coverage (older bundles).
+fn intervals_limitation(ran: &[&ArmResult]) -> Vec<String> {
+    use super::metric::{interval_kind, pct, IntervalKind, WARM_STATS};
+    let mut ranges: BTreeMap<u64, (f64, Vec<String>)> = BTreeMap::new();
+    let mut boot: Vec<String> = Vec::new();
+    for a in ran {
+        let Some(w) = a.warm.as_ref() else { continue };
+        for d in WARM_STATS {
+            let Some(s) = d.stat(w) else { continue };
+            match interval_kind(&s) {
+                IntervalKind::Range(c) => {
+                    let e = ranges.entry(s.n).or_insert((c, Vec::new()));
+                    if !e.1.contains(&a.label_or_id()) {
+                        e.1.push(a.label_or_id());
+                    }
+                }
+                IntervalKind::Bootstrap if !boot.contains(&a.label_or_id()) => {
+                    boot.push(a.label_or_id())
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut out = Vec::new();
+    let measured = ran.iter().filter(|a| a.warm.is_some()).count();
+    let every = ranges.len() == 1 && boot.is_empty();
+    for (n, (c, names)) in ranges {
+        let who = if every && names.len() == measured && measured > 1 {
+            "Every measured arm".to_string()
+        } else {
+            // Labels may hold commas ("reference MTP, 3 drafts").
+            names.join("; ")
+        };
+        out.push(format!(
+            "{who} {} warm medians over {n} request{}: no 95 % interval of a median is possible below {} requests, so {} intervals are the ranges [min, max] (covering the median {} %), and ties were judged on those ranges.",
+            if names.len() == 1 || who == "Every measured arm" { "has" } else { "have" },
+            if n == 1 { "" } else { "s" },
+            crate::metrics::stats::MIN_N_FOR_95,
+            if names.len() == 1 && who != "Every measured arm" { "its" } else { "their" },
+            pct(c)
+        ));
+    }
+    if !boot.is_empty() {
+        out.push(format!(
+            "{}: the intervals of the medians are percentile bootstraps recorded by an older bakeoff; their coverage was not recorded.",
+            boot.join(", ")
+        ));
+    }
     out
 }

@@ -7,7 +7,7 @@
 //! long-context timing file; each gate record's status and passed/total against the gate result
 //! its file holds. The step files are read as plain JSON (this layer knows no measurement code).
 
-use super::result::{ArmResult, CampaignResult, GateRecord, Stat, TimingRecord};
+use super::result::{ArmResult, CampaignResult, CiMethod, GateRecord, Stat, TimingRecord};
 use super::GateStatus;
 use serde_json::Value;
 use std::path::Path;
@@ -46,12 +46,21 @@ fn stat(stats: &Value, name: &str) -> Option<Stat> {
     if d.is_null() {
         return None;
     }
-    let ci = d.get("median_ci95")?.as_array()?;
+    // `median_ci` with its method and coverage; `median_ci95` (a bootstrap) in older bundles.
+    let ci = d
+        .get("median_ci")
+        .or_else(|| d.get("median_ci95"))?
+        .as_array()?;
     Some(Stat {
         p50: d.get("p50")?.as_f64()?,
         ci95: [ci.first()?.as_f64()?, ci.get(1)?.as_f64()?],
         p95: d.get("p95")?.as_f64()?,
         n: d.get("n")?.as_u64()?,
+        ci_method: d
+            .get("median_ci_method")
+            .and_then(Value::as_str)
+            .and_then(CiMethod::parse),
+        ci_coverage: d.get("median_ci_coverage").and_then(Value::as_f64),
     })
 }
 
@@ -89,6 +98,14 @@ fn same_stat(a: &Option<Stat>, b: &Option<Stat>) -> bool {
                 && same_f(a.ci95[0], b.ci95[0])
                 && same_f(a.ci95[1], b.ci95[1])
                 && a.n == b.n
+                // Results written before the interval's method and coverage were recorded
+                // carry neither; when the summary states them they must be the step file's.
+                && (a.ci_method.is_none() || a.ci_method == b.ci_method)
+                && match (a.ci_coverage, b.ci_coverage) {
+                    (None, _) => true,
+                    (Some(x), Some(y)) => same_f(x, y),
+                    (Some(_), None) => false,
+                }
         }
         _ => false,
     }
@@ -390,5 +407,40 @@ mod tests {
         // A missing step file is a mismatch too.
         std::fs::remove_file(d.path().join("a-timing-64-c1-warm.json")).unwrap();
         assert_eq!(check(d.path(), &mut r, false)[0].field, "(file)");
+    }
+
+    #[test]
+    fn an_interval_relabelled_in_the_summary_is_a_mismatch() {
+        let d = tempfile::tempdir().unwrap();
+        let stats = json!({"ok": 5, "failed": 0, "metrics": {
+            "ttft_ms": {"n": 5, "p50": 50.0, "p95": 60.0, "median_ci": [49.0, 51.0],
+                        "median_ci_method": "range", "median_ci_coverage": 0.9375}}});
+        let f = "a-timing-64-c1-warm.json";
+        std::fs::write(d.path().join(f), json!({ "stats": stats }).to_string()).unwrap();
+        let mut rec = timing_from_stats(&stats);
+        rec.evidence = f.into();
+        let t = rec.ttft_ms.unwrap();
+        assert_eq!(
+            (t.ci95, t.ci_method, t.ci_coverage),
+            ([49.0, 51.0], Some(CiMethod::Range), Some(0.9375))
+        );
+        let mut r = CampaignResult::new("c");
+        r.arms.push(ArmResult {
+            id: "a".into(),
+            warm: Some(rec),
+            ..Default::default()
+        });
+        assert!(check(d.path(), &mut r.clone(), false).is_empty());
+        // A results file from before the method was recorded still checks.
+        let mut old = r.clone();
+        let t = old.arms[0].warm.as_mut().unwrap().ttft_ms.as_mut().unwrap();
+        (t.ci_method, t.ci_coverage) = (None, None);
+        assert!(check(d.path(), &mut old, false).is_empty());
+        // A range relabelled as a 95 % order-statistic CI is caught.
+        let t = r.arms[0].warm.as_mut().unwrap().ttft_ms.as_mut().unwrap();
+        (t.ci_method, t.ci_coverage) = (Some(CiMethod::OrderStatistic), Some(0.96875));
+        let m = check(d.path(), &mut r, false);
+        assert_eq!(m.len(), 1, "{m:?}");
+        assert_eq!(m[0].field, "ttft_ms");
     }
 }

@@ -189,13 +189,48 @@ pub struct TimingRecord {
     pub prompt_tokens_reported: Option<u64>,
 }
 
-/// p50 with its 95% CI (and p95, for the reports).
+/// p50 with the interval of the median (and p95, for the reports).
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
 pub struct Stat {
     pub p50: f64,
+    /// The interval of the median (named for the 95 % it aims at): a confidence interval of
+    /// 95 % or more only when `ci_coverage` says so; below 6 samples the range `[min, max]`.
     pub ci95: [f64; 2],
     pub p95: f64,
     pub n: u64,
+    /// How `ci95` was formed. None in results written before it was recorded (their intervals
+    /// were percentile bootstraps).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ci_method: Option<CiMethod>,
+    /// The interval's exact coverage of the median (0.96875 for 6 samples, 0.9375 for the range
+    /// of 5). None in results written before it was recorded: unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ci_coverage: Option<f64>,
+}
+
+/// The smallest sample whose order-statistic interval of the median reaches 95 % coverage: below
+/// it the interval is the range `[min, max]`, which covers the median `1 − 2·½ⁿ` (93.75 % at 5).
+/// `metrics::stats` computes the intervals; validation warns from this.
+pub const MIN_N_FOR_95: usize = 6;
+
+/// How the interval of a median was formed (`metrics::stats`).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum CiMethod {
+    /// Order statistics with exact coverage of 95 % or more (6 samples or more).
+    OrderStatistic,
+    /// The range `[min, max]` of fewer than 6 samples: no 95 % interval is possible.
+    Range,
+    /// A percentile bootstrap (`bootstrap-1000`), as older step files record it.
+    #[serde(rename = "bootstrap-1000")]
+    Bootstrap,
+}
+
+impl CiMethod {
+    /// The method a step file names (`median_ci_method`); None for one this build doesn't know.
+    pub fn parse(s: &str) -> Option<CiMethod> {
+        serde_json::from_value(serde_json::Value::String(s.to_string())).ok()
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -291,6 +326,8 @@ mod tests {
                     ci95: [49.9, 50.1],
                     p95: 51.0,
                     n: 5,
+                    ci_method: Some(CiMethod::Range),
+                    ci_coverage: Some(0.9375),
                 }),
                 ..Default::default()
             }),

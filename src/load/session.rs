@@ -28,7 +28,7 @@ pub struct Session {
     /// dropped (neither samples nor failures). `None`: the load runs to its end.
     pub cancel: Option<watch::Receiver<bool>>,
     pub telemetry: Telemetry,
-    /// Seeds the bootstrap of the statistics' confidence intervals.
+    /// Passed to the statistics (their intervals of the median are exact and use no randomness).
     pub seed: u64,
 }
 

@@ -1,14 +1,88 @@
-//! Statistics over successful samples: nearest-rank percentiles and a bootstrap CI of the median.
+//! Statistics over successful samples: nearest-rank percentiles and a distribution-free interval
+//! of the median whose coverage is exact.
+//!
+//! The interval is a pair of order statistics `(x_(l), x_(u))`, `u = n + 1 − l`, symmetric about
+//! the median. For any continuous distribution it covers the population median with probability
+//! exactly `1 − 2·BinomCDF(l − 1; n, ½)`, so its coverage is stated, never assumed. `l` is the
+//! largest rank that keeps that coverage at or above 95 %; such a rank exists from 6 samples on.
+//! Below 6 no pair of order statistics reaches 95 %: the interval is then the range
+//! `[min, max]`, with its own coverage `1 − 2·½ⁿ` (93.75 % at 5, 50 % at 2), and it is called a
+//! range, not a 95 % CI. No bootstrap is used: with the few samples a bake-off takes per arm a
+//! percentile bootstrap of the median claims 95 % while covering less (with 2 samples it spans
+//! the two values, a 50 % interval).
 
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
+
+/// The coverage the interval of the median aims at.
+pub const TARGET_COVERAGE: f64 = 0.95;
+
+/// The smallest sample size whose order-statistic interval of the median reaches 95 % coverage
+/// (the tests below check it against the exact binomial; `evidence::result::MIN_N_FOR_95`, which
+/// validation reads, is the same number, checked in `tests/it/decide.rs`).
+pub const MIN_N_FOR_95: usize = 6;
+
+/// How a median interval was formed.
+pub const METHOD_ORDER_STATISTIC: &str = "order-statistic";
+/// The range `[min, max]`: too few samples for a 95 % order-statistic interval.
+pub const METHOD_RANGE: &str = "range";
 
 /// Nearest rank: sort, rank = ceil(p·n/100), 1-based. `sorted` must be ascending and non-empty.
 pub fn nearest_rank(sorted: &[f64], p: f64) -> f64 {
     let n = sorted.len();
     let rank = ((p / 100.0) * n as f64).ceil() as usize;
     sorted[rank.clamp(1, n) - 1]
+}
+
+/// The ranks of a median interval and what they cover.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MedianRanks {
+    /// 1-based ranks `(l, u)` of the interval's ends, `u = n + 1 − l`.
+    pub lo: usize,
+    pub hi: usize,
+    /// Exact coverage of the population median: `1 − 2·BinomCDF(l − 1; n, ½)`.
+    pub coverage: f64,
+    /// [`METHOD_ORDER_STATISTIC`] when `coverage >= 95 %`, [`METHOD_RANGE`] below.
+    pub method: &'static str,
+}
+
+/// The symmetric order-statistic interval of the median of `n >= 1` samples: the narrowest
+/// whose exact coverage is at least 95 %, or the range `[1, n]` when none is (n < 6).
+pub fn median_ranks(n: usize) -> MedianRanks {
+    assert!(n >= 1, "a median interval needs a sample");
+    // BinomCDF(k; n, ½) accumulated in log space, so large n neither underflows nor overflows.
+    let ln2 = std::f64::consts::LN_2;
+    let mut ln_pmf = -(n as f64) * ln2;
+    let mut cdf = 0.0;
+    // The largest k with BinomCDF(k) <= (1 − 95 %)/2, if any; l = k + 1.
+    let mut best: Option<(usize, f64)> = None;
+    let tail = (1.0 - TARGET_COVERAGE) / 2.0;
+    for k in 0..n.div_ceil(2) {
+        cdf += ln_pmf.exp();
+        if cdf > tail {
+            break;
+        }
+        best = Some((k, cdf));
+        ln_pmf += ((n - k) as f64).ln() - ((k + 1) as f64).ln();
+    }
+    match best {
+        Some((k, cdf)) => MedianRanks {
+            lo: k + 1,
+            hi: n - k,
+            coverage: 1.0 - 2.0 * cdf,
+            method: METHOD_ORDER_STATISTIC,
+        },
+        None => MedianRanks {
+            lo: 1,
+            hi: n,
+            // BinomCDF(0; n, ½) = ½ⁿ; one sample covers nothing.
+            coverage: if n == 1 {
+                0.0
+            } else {
+                1.0 - 2.0 * 0.5f64.powi(n as i32)
+            },
+            method: METHOD_RANGE,
+        },
+    }
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -21,28 +95,30 @@ pub struct Distribution {
     pub mean: f64,
     pub min: f64,
     pub max: f64,
-    /// 95% confidence interval of the median.
-    pub median_ci95: [f64; 2],
-    /// How the interval was computed: `bootstrap-1000` (percentile bootstrap, 1,000 seeded
-    /// resamples) up to 20,000 samples, `order-statistic` (distribution-free binomial ranks)
-    /// above, where resampling would cost minutes and the two agree.
+    /// The interval of the median: order statistics `median_ci_ranks` of the sorted sample. A
+    /// 95 % (or better) confidence interval only when `median_ci_coverage >= 0.95`; below 6
+    /// samples it is the range `[min, max]`.
+    pub median_ci: [f64; 2],
+    /// `order-statistic` (coverage >= 95 %) or `range` (fewer than 6 samples).
     pub median_ci_method: &'static str,
+    /// The exact probability that the interval covers the population median (0.96875 for n = 6,
+    /// 0.9375 for the range of 5).
+    pub median_ci_coverage: f64,
+    /// The 1-based ranks of the interval's ends in the sorted sample.
+    pub median_ci_ranks: [usize; 2],
 }
 
-/// Bootstrap resamples for the median CI.
-const BOOTSTRAP: usize = 1000;
-/// Above this many samples the median CI uses order statistics instead of the bootstrap.
-const BOOTSTRAP_MAX_N: usize = 20_000;
-
 impl Distribution {
-    /// None when there are no samples. NaN values are dropped.
-    pub fn from_samples(samples: &[f64], seed: u64) -> Option<Distribution> {
+    /// None when there are no samples. NaN values are dropped. The seed is not used (the
+    /// interval of the median is exact, nothing is resampled); callers keep passing it.
+    pub fn from_samples(samples: &[f64], _seed: u64) -> Option<Distribution> {
         let mut v: Vec<f64> = samples.iter().copied().filter(|x| !x.is_nan()).collect();
         if v.is_empty() {
             return None;
         }
         v.sort_by(f64::total_cmp);
         let n = v.len();
+        let r = median_ranks(n);
         Some(Distribution {
             n,
             p50: nearest_rank(&v, 50.0),
@@ -52,50 +128,12 @@ impl Distribution {
             mean: v.iter().sum::<f64>() / n as f64,
             min: v[0],
             max: v[n - 1],
-            median_ci95: if n <= BOOTSTRAP_MAX_N {
-                median_ci(&v, seed)
-            } else {
-                median_ci_order_statistic(&v)
-            },
-            median_ci_method: if n <= BOOTSTRAP_MAX_N {
-                "bootstrap-1000"
-            } else {
-                "order-statistic"
-            },
+            median_ci: [v[r.lo - 1], v[r.hi - 1]],
+            median_ci_method: r.method,
+            median_ci_coverage: r.coverage,
+            median_ci_ranks: [r.lo, r.hi],
         })
     }
-}
-
-/// Percentile bootstrap of the nearest-rank median. Resampling indices into the sorted sample
-/// and taking the median of sorted indices avoids re-sorting values.
-fn median_ci(sorted: &[f64], seed: u64) -> [f64; 2] {
-    let n = sorted.len();
-    if n == 1 {
-        return [sorted[0], sorted[0]];
-    }
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mut idx = vec![0usize; n];
-    let mut medians = Vec::with_capacity(BOOTSTRAP);
-    let k = ((0.5 * n as f64).ceil() as usize).clamp(1, n) - 1;
-    for _ in 0..BOOTSTRAP {
-        for i in idx.iter_mut() {
-            *i = rng.gen_range(0..n);
-        }
-        let (_, m, _) = idx.select_nth_unstable(k);
-        medians.push(sorted[*m]);
-    }
-    medians.sort_by(f64::total_cmp);
-    [nearest_rank(&medians, 2.5), nearest_rank(&medians, 97.5)]
-}
-
-/// Distribution-free CI of the median: ranks n/2 ∓ 1.96·√n/2 (normal approximation to the
-/// binomial), 1-based, clamped.
-fn median_ci_order_statistic(sorted: &[f64]) -> [f64; 2] {
-    let n = sorted.len() as f64;
-    let half = 1.96 * n.sqrt() / 2.0;
-    let lo = ((n / 2.0 - half).floor() as usize).clamp(1, sorted.len());
-    let hi = ((n / 2.0 + half).ceil() as usize + 1).clamp(1, sorted.len());
-    [sorted[lo - 1], sorted[hi - 1]]
 }
 
 #[cfg(test)]
@@ -116,6 +154,67 @@ mod tests {
         assert_eq!(nearest_rank(&[1.0, 2.0, 3.0, 4.0], 50.0), 2.0);
     }
 
+    /// C(n, k) exactly.
+    fn choose(n: u128, k: u128) -> u128 {
+        (0..k).fold(1u128, |acc, i| acc * (n - i) / (i + 1))
+    }
+
+    /// Exact coverage of the order statistics (l, n + 1 − l): 1 − 2·Σ_{i<l} C(n, i) / 2ⁿ, in
+    /// integers.
+    fn exact_coverage(n: usize, l: usize) -> f64 {
+        let below: u128 = (0..l as u128).map(|i| choose(n as u128, i)).sum();
+        let total = 1u128 << n;
+        (total - 2 * below) as f64 / total as f64
+    }
+
+    #[test]
+    fn median_intervals_state_their_exact_coverage_for_n_2_to_30() {
+        for n in 2..=30usize {
+            let r = median_ranks(n);
+            assert_eq!(r.hi, n + 1 - r.lo, "n={n}: symmetric ranks");
+            let exact = exact_coverage(n, r.lo);
+            assert!(
+                (r.coverage - exact).abs() < 1e-12,
+                "n={n}: stated {} exact {exact}",
+                r.coverage
+            );
+            // Rank l is the narrowest that reaches 95 %: l + 1 would not.
+            if r.method == METHOD_ORDER_STATISTIC {
+                assert!(n >= MIN_N_FOR_95, "n={n} labelled order-statistic (95 %)");
+                assert!(exact >= 0.95, "n={n}: {exact}");
+                assert!(
+                    r.lo + 1 > n.div_ceil(2) || exact_coverage(n, r.lo + 1) < 0.95,
+                    "n={n}: rank {} is not the narrowest",
+                    r.lo
+                );
+            } else {
+                // The range: below the n a 95 % interval needs, and never labelled 95 %.
+                assert_eq!(r.method, METHOD_RANGE);
+                assert!(n < MIN_N_FOR_95, "n={n}");
+                assert_eq!((r.lo, r.hi), (1, n));
+                assert!(exact < 0.95, "n={n}: {exact}");
+            }
+            // Every sample size below MIN_N_FOR_95 has no 95 % interval at all.
+            assert_eq!(exact_coverage(n, 1) >= 0.95, n >= MIN_N_FOR_95, "n={n}");
+        }
+        assert_eq!(median_ranks(5).coverage, 0.9375);
+        assert_eq!(median_ranks(6).coverage, 0.96875);
+        assert_eq!((median_ranks(10).lo, median_ranks(10).hi), (2, 9));
+        assert!((median_ranks(10).coverage - 1002.0 / 1024.0).abs() < 1e-12);
+        assert_eq!(median_ranks(2).coverage, 0.5);
+        assert_eq!(median_ranks(1).coverage, 0.0);
+    }
+
+    #[test]
+    fn large_samples_agree_with_the_normal_approximation() {
+        // n = 1000: ranks n/2 ∓ 1.96·√n/2 ≈ 469 and 532.
+        let r = median_ranks(1000);
+        assert!((468..=470).contains(&r.lo), "{r:?}");
+        assert!(r.coverage >= 0.95 && r.coverage < 0.96, "{r:?}");
+        let r = median_ranks(100_000);
+        assert!(r.coverage >= 0.95 && r.coverage < 0.951, "{r:?}");
+    }
+
     #[test]
     fn distribution_and_ci() {
         let samples: Vec<f64> = (0..1000).map(|i| 100.0 + (i % 21) as f64 - 10.0).collect();
@@ -123,22 +222,23 @@ mod tests {
         assert_eq!(d.n, 1000);
         assert_eq!(d.p50, 100.0);
         assert_eq!((d.min, d.max), (90.0, 110.0));
-        assert!(d.median_ci95[0] <= d.p50 && d.p50 <= d.median_ci95[1]);
-        assert!(d.median_ci95[1] - d.median_ci95[0] <= 2.0);
-        // Deterministic given the seed.
-        assert_eq!(d, Distribution::from_samples(&samples, 7).unwrap());
+        assert!(d.median_ci[0] <= d.p50 && d.p50 <= d.median_ci[1]);
+        assert!(d.median_ci[1] - d.median_ci[0] <= 2.0);
+        assert_eq!(d.median_ci_method, METHOD_ORDER_STATISTIC);
+        assert!(d.median_ci_coverage >= 0.95);
         assert!(Distribution::from_samples(&[], 1).is_none());
-        assert_eq!(d.median_ci_method, "bootstrap-1000");
-        // Large samples: order statistics, close to the bootstrap's answer.
-        let big: Vec<f64> = (0..50_000).map(|i| (i % 1001) as f64).collect();
-        let b = Distribution::from_samples(&big, 7).unwrap();
-        assert_eq!(b.median_ci_method, "order-statistic");
-        assert!(b.median_ci95[0] <= b.p50 && b.p50 <= b.median_ci95[1]);
-        assert!(
-            b.median_ci95[1] - b.median_ci95[0] <= 12.0,
-            "{:?}",
-            b.median_ci95
-        );
         assert!(Distribution::from_samples(&[f64::NAN], 1).is_none());
+        // Two samples: the range, 50 % coverage.
+        let two = Distribution::from_samples(&[1363.2, 1355.0], 1).unwrap();
+        assert_eq!(two.median_ci, [1355.0, 1363.2]);
+        assert_eq!(
+            (two.median_ci_method, two.median_ci_coverage),
+            (METHOD_RANGE, 0.5)
+        );
+        // Ten samples: ranks 2 and 9.
+        let ten: Vec<f64> = (1..=10).map(|x| x as f64).collect();
+        let d = Distribution::from_samples(&ten, 1).unwrap();
+        assert_eq!(d.median_ci, [2.0, 9.0]);
+        assert_eq!(d.median_ci_ranks, [2, 9]);
     }
 }

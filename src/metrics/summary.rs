@@ -283,7 +283,15 @@ impl RunStats {
         let mut s = String::new();
         s.push_str(&format!(
             "{:<22}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}   {}\n",
-            "metric", "p50", "p90", "p95", "p99", "mean", "min", "max", "median 95% CI"
+            "metric",
+            "p50",
+            "p90",
+            "p95",
+            "p99",
+            "mean",
+            "min",
+            "max",
+            "median interval (coverage)"
         ));
         const ORDER: &[&str] = &[
             "ttft_ms",
@@ -303,7 +311,7 @@ impl RunStats {
         for name in ORDER {
             if let Some(d) = self.metrics.get(*name) {
                 s.push_str(&format!(
-                    "{:<22}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}   [{}, {}]\n",
+                    "{:<22}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}   [{}, {}] ({:.1}% {})\n",
                     name,
                     num(d.p50),
                     num(d.p90),
@@ -312,8 +320,10 @@ impl RunStats {
                     num(d.mean),
                     num(d.min),
                     num(d.max),
-                    num(d.median_ci95[0]),
-                    num(d.median_ci95[1])
+                    num(d.median_ci[0]),
+                    num(d.median_ci[1]),
+                    d.median_ci_coverage * 100.0,
+                    d.median_ci_method
                 ));
             }
         }

@@ -5,7 +5,7 @@
 //! comparison renders as a table or JSON, and [`regressions`] lists every metric of B worse than
 //! A's beyond a threshold (`--fail-on-regression PCT`).
 
-use crate::decide::metric::{descriptor, WARM_STATS};
+use crate::decide::metric::{descriptor, interval_kind, IntervalKind, WARM_STATS};
 use crate::decide::rank::{ties, Measure};
 use crate::evidence::result::{ArmResult, CampaignResult, Stat};
 use crate::evidence::RankingMetric;
@@ -207,13 +207,14 @@ pub struct Regression {
     pub b_p50: f64,
     /// How much worse B is, in percent of A (positive: slower TTFT/E2E, lower decode).
     pub worse_pct: f64,
-    /// The two 95 % CIs overlap: beyond the threshold, but not shown to be a real difference
+    /// The two intervals of the median overlap (order-statistic CIs, or ranges below 6
+    /// requests): beyond the threshold, but not shown to be a real difference
     /// (not counted by `--fail-on-regression`).
     pub inside_cis: bool,
 }
 
 /// Every shared metric whose median is worse in B than in A by more than `pct` percent of A's,
-/// each marked whether the two CIs overlap (then the difference is not established).
+/// each marked whether the two intervals overlap (then the difference is not established).
 pub fn regressions(c: &Comparison, pct: f64) -> Vec<Regression> {
     let mut out = Vec::new();
     for r in &c.rows {
@@ -282,15 +283,23 @@ pub fn render(c: &Comparison) -> String {
     }
     let _ = writeln!(
         o,
-        "{:<28}{:<14}{:>26}{:>26}{:>10}  verdict",
-        "arm", "metric", "A p50 [95% CI]", "B p50 [95% CI]", "change"
+        "{:<28}{:<14}{:>32}{:>32}{:>10}  verdict",
+        "arm", "metric", "A p50 [interval]", "B p50 [interval]", "change"
     );
     for r in &c.rows {
         for (m, x, y) in &r.metrics {
             let d = descriptor(*m);
             let f = |s: &Option<Stat>| {
-                s.map(|s| format!("{:.1} [{:.1}, {:.1}]", s.p50, s.ci95[0], s.ci95[1]))
-                    .unwrap_or_else(|| "—".into())
+                s.map(|s| {
+                    format!(
+                        "{:.1} [{:.1}, {:.1}]{}",
+                        s.p50,
+                        s.ci95[0],
+                        s.ci95[1],
+                        interval_tag(&s)
+                    )
+                })
+                .unwrap_or_else(|| "—".into())
             };
             let (change, verdict) = match (x, y) {
                 (Some(x), Some(y)) => {
@@ -304,7 +313,7 @@ pub fn render(c: &Comparison) -> String {
                     (
                         format!("{pct:+.1}%"),
                         if tie {
-                            "tie (CIs overlap)"
+                            "tie (intervals overlap)"
                         } else if better {
                             "B better"
                         } else {
@@ -316,7 +325,7 @@ pub fn render(c: &Comparison) -> String {
             };
             let _ = writeln!(
                 o,
-                "{:<28}{:<14}{:>26}{:>26}{:>10}  {verdict}",
+                "{:<28}{:<14}{:>32}{:>32}{:>10}  {verdict}",
                 r.arm,
                 d.field(),
                 f(x),
@@ -327,6 +336,11 @@ pub fn render(c: &Comparison) -> String {
     }
     if c.rows.is_empty() {
         let _ = writeln!(o, "no shared arms (arms are matched by id)");
+    } else {
+        let _ = writeln!(
+            o,
+            "intervals of the median: N% an order-statistic CI with its exact coverage; rN% the range [min, max] of fewer than 6 requests (no 95 % interval is possible), with its coverage; bs a bootstrap from an older bundle (coverage not recorded)"
+        );
     }
     if !c.only_a.is_empty() {
         let _ = writeln!(o, "only in A: {}", c.only_a.join(", "));
@@ -337,17 +351,19 @@ pub fn render(c: &Comparison) -> String {
     o
 }
 
-/// Whether two medians lie inside each other's 95 % CIs (no tolerance).
+/// A short mark of what an interval is: `97%` (an order-statistic CI with its coverage), `r94%`
+/// (the range of fewer than 6 requests, with its coverage), `bs` (a bootstrap from an older
+/// bundle, coverage not recorded).
+fn interval_tag(s: &Stat) -> String {
+    match interval_kind(s) {
+        IntervalKind::Ci(c) => format!(" {:.0}%", c * 100.0),
+        IntervalKind::Range(c) => format!(" r{:.0}%", c * 100.0),
+        IntervalKind::Bootstrap => " bs".into(),
+    }
+}
+
+/// Whether the intervals of two medians overlap (no tolerance): order-statistic CIs, or ranges
+/// below 6 requests.
 fn cis_overlap(x: &Stat, y: &Stat) -> bool {
-    ties(
-        Measure {
-            value: x.p50,
-            ci95: Some(x.ci95),
-        },
-        Measure {
-            value: y.p50,
-            ci95: Some(y.ci95),
-        },
-        0.0,
-    )
+    ties(Measure::of(*x), Measure::of(*y), 0.0)
 }

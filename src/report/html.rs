@@ -1,11 +1,13 @@
 //! `report.html`: one self-contained file (inline CSS and SVG, no network access): the verdict,
-//! the headline table and four plots — TTFT against decode per arm with 95% CIs, latency CDFs
+//! the headline table and four plots — TTFT against decode per arm with the medians' intervals, latency CDFs
 //! per arm, aggregate throughput against concurrency, GPU memory over the run where measured.
 //!
 //! A small inline script sets `document.title` to `ok` once the page has rendered its charts
 //! with no script error, so a headless browser can check it (`tests/it/report/html.rs`).
 
+use super::markdown::{interval_cell, intervals_sentence};
 use super::series::Series;
+use super::summary::{headline_levels, level_key, ranked_level};
 use super::svg::{color, esc, nice, Chart};
 use crate::decide::metric::{CONCURRENCY, DECODE, E2E, TTFT};
 use crate::decide::Verdict;
@@ -83,8 +85,8 @@ fn scatter(r: &CampaignResult) -> Option<String> {
         legend.push((label(r, &a.id), k));
     }
     Some(c.finish(
-        &format!("warm median {}, {} (95% CI)", TTFT.short, TTFT.unit),
-        &format!("warm median {}, {} (95% CI)", DECODE.short, DECODE.unit),
+        &format!("warm median {}, {} (interval)", TTFT.short, TTFT.unit),
+        &format!("warm median {}, {} (interval)", DECODE.short, DECODE.unit),
         &legend,
         "TTFT against decode per arm",
     ))
@@ -286,29 +288,45 @@ pub fn render(v: &Verdict, r: &CampaignResult, s: &Series, summary: &Value) -> S
             .collect::<Vec<_>>()
             .join(" > "))
     );
+    let levels = headline_levels(r);
+    let ranked = ranked_level(v, r);
+    let level_heads: String = levels
+        .iter()
+        .map(|c| {
+            let tag = if Some(*c) == ranked { " (ranked)" } else { "" };
+            format!("<th>C{c} {}{tag}</th>", CONCURRENCY.unit)
+        })
+        .collect();
     let _ = write!(
         o,
-        "<h2>Headline results</h2><table><tr><th>candidate</th><th>context</th><th>{}</th><th>95% CI</th><th>{}</th><th>95% CI</th><th>C2 {}</th><th>decision</th></tr>",
+        "<h2>Headline results</h2><p>{}</p><table><tr><th>candidate</th><th>context</th><th>{}</th><th>interval</th><th>{}</th><th>interval</th>{level_heads}<th>decision</th></tr>",
+        esc(&intervals_sentence(summary)),
         TTFT.p50_header(),
         DECODE.p50_header(),
-        CONCURRENCY.unit
     );
     for h in summary["headline_results"].as_array().into_iter().flatten() {
-        let ci = |k: &str| {
-            h[k].as_array()
-                .map(|a| format!("{}–{}", v2s(&a[0]), v2s(&a[1])))
-                .unwrap_or_default()
+        let ci = |m: &crate::decide::metric::Descriptor| {
+            let c = interval_cell(h, &m.ci95_key(), &m.ci_key());
+            esc(c.trim().trim_start_matches('(').trim_end_matches(')'))
         };
+        let level_cells: String = levels
+            .iter()
+            .map(|c| {
+                format!(
+                    "<td class=n>{}</td>",
+                    h.get(level_key(*c)).map(v2s).unwrap_or_else(|| "—".into())
+                )
+            })
+            .collect();
         let _ = write!(
             o,
-            "<tr><td>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td>{level_cells}<td>{}</td></tr>",
             esc(&v2s(&h["candidate"])),
             v2s(&h["context_tokens"]),
             v2s(&h[TTFT.p50_key()]),
-            ci(&TTFT.ci95_key()),
+            ci(&TTFT),
             v2s(&h[DECODE.p50_key()]),
-            ci(&DECODE.ci95_key()),
-            h.get("c2_aggregate_tok_s").map(v2s).unwrap_or_else(|| "—".into()),
+            ci(&DECODE),
             esc(&v2s(&h["decision"]))
         );
     }
@@ -327,7 +345,7 @@ pub fn render(v: &Verdict, r: &CampaignResult, s: &Series, summary: &Value) -> S
             let _ = write!(o, "<figure><p>{}</p></figure>", esc(missing));
         }
     };
-    fig(&mut o, scatter(r), "Warm median TTFT against warm median decode speed per arm; bars are the 95% confidence intervals of the medians.", "No arm has warm TTFT and decode measurements.");
+    fig(&mut o, scatter(r), "Warm median TTFT against warm median decode speed per arm; bars are the intervals of the medians (order-statistic CIs from 6 requests, ranges [min, max] below; the table gives each one's coverage).", "No arm has warm TTFT and decode measurements.");
     let (c, exact) = match cdfs(r, s) {
         Some((svg, e)) => (Some(svg), e),
         None => (None, true),

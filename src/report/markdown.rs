@@ -1,7 +1,8 @@
 //! `publication-summary.md`: identity, workload, gates, headline results (with CIs), failures,
 //! limitations, decision, and how to re-check.
 
-use crate::decide::metric::{CONCURRENCY, DECODE, TTFT};
+use super::summary::{headline_levels, level_key, ranked_level};
+use crate::decide::metric::{pct, CONCURRENCY, DECODE, TTFT};
 use crate::decide::Verdict;
 use crate::evidence::result::CampaignResult;
 use serde_json::Value;
@@ -17,6 +18,49 @@ fn s(v: &Value) -> String {
 
 fn cell(x: &str) -> String {
     x.replace('|', "\\|").replace('\n', " ")
+}
+
+/// A headline interval in short: " (49.9–51.9, 96.88 % CI)", " (49.9–51.9, range 93.75 %)".
+pub fn interval_cell(h: &Value, ci95_key: &str, ci_key: &str) -> String {
+    let Some(a) = h[ci95_key].as_array() else {
+        return String::new();
+    };
+    let i = &h[ci_key];
+    let what = match (i["method"].as_str(), i["coverage"].as_f64()) {
+        (Some("order-statistic"), Some(c)) => format!("{} % CI", pct(c)),
+        (Some("range"), Some(c)) => format!("range {} %", pct(c)),
+        _ => "bootstrap".into(),
+    };
+    format!(" ({}–{}, {what})", s(&a[0]), s(&a[1]))
+}
+
+/// The sentence above the headline table: what the intervals are.
+pub fn intervals_sentence(summary: &Value) -> String {
+    let mut range_n: Vec<u64> = Vec::new();
+    let mut boot = false;
+    for h in summary["headline_results"].as_array().into_iter().flatten() {
+        for k in [TTFT.ci_key(), DECODE.ci_key()] {
+            match h[&k]["method"].as_str() {
+                Some("range") => range_n.extend(h[&k]["n"].as_u64()),
+                Some("order-statistic") => {}
+                _ => boot = true,
+            }
+        }
+    }
+    range_n.sort();
+    range_n.dedup();
+    let mut parts = vec!["Warm medians at concurrency 1, each with the interval of the median and its exact coverage: an order-statistic CI (95 % or more) from 6 requests on.".to_string()];
+    if !range_n.is_empty() {
+        let ns: Vec<String> = range_n.iter().map(|n| n.to_string()).collect();
+        parts.push(format!(
+            "Medians of {} requests have no 95 % interval (none is possible below 6): their cells show the range [min, max] with its coverage, and ties were decided on those ranges.",
+            ns.join(", ")
+        ));
+    }
+    if boot {
+        parts.push("\"bootstrap\" marks an interval an older bakeoff computed by percentile bootstrap; its coverage was not recorded.".into());
+    }
+    parts.join(" ")
 }
 
 pub fn render(v: &Verdict, r: &CampaignResult, summary: &Value) -> String {
@@ -91,26 +135,46 @@ pub fn render(v: &Verdict, r: &CampaignResult, summary: &Value) -> String {
             cell(g.get("evidence").map(s).as_deref().unwrap_or(""))
         );
     }
-    let _ = writeln!(o, "\n## Headline results\n\nWarm medians at concurrency 1 with their 95% confidence intervals.\n");
-    let _ = writeln!(o, "| candidate | context | {} (95% CI) | {} (95% CI) | C2 aggregate {} | decision |\n|---|---:|---:|---:|---:|---|", TTFT.p50_header(), DECODE.p50_header(), CONCURRENCY.unit);
+    let _ = writeln!(
+        o,
+        "\n## Headline results\n\n{}\n",
+        intervals_sentence(summary)
+    );
+    let levels = headline_levels(r);
+    let ranked = ranked_level(v, r);
+    let level_heads: String = levels
+        .iter()
+        .map(|c| {
+            let tag = if Some(*c) == ranked { " (ranked)" } else { "" };
+            format!(" C{c} aggregate {}{tag} |", CONCURRENCY.unit)
+        })
+        .collect();
+    let _ = writeln!(
+        o,
+        "| candidate | context | {} (interval) | {} (interval) |{level_heads} decision |\n|---|---:|---:|---:|{}---|",
+        TTFT.p50_header(),
+        DECODE.p50_header(),
+        "---:|".repeat(levels.len())
+    );
     for h in summary["headline_results"].as_array().into_iter().flatten() {
-        let ci = |k: &str| {
-            h[k].as_array()
-                .map(|a| format!(" ({}–{})", s(&a[0]), s(&a[1])))
-                .unwrap_or_default()
-        };
+        let level_cells: String = levels
+            .iter()
+            .map(|c| {
+                format!(
+                    " {} |",
+                    h.get(level_key(*c)).map(s).unwrap_or_else(|| "—".into())
+                )
+            })
+            .collect();
         let _ = writeln!(
             o,
-            "| {} | {} | {}{} | {}{} | {} | {} |",
+            "| {} | {} | {}{} | {}{} |{level_cells} {} |",
             cell(&s(&h["candidate"])),
             s(&h["context_tokens"]),
             s(&h[TTFT.p50_key()]),
-            ci(&TTFT.ci95_key()),
+            interval_cell(h, &TTFT.ci95_key(), &TTFT.ci_key()),
             s(&h[DECODE.p50_key()]),
-            ci(&DECODE.ci95_key()),
-            h.get("c2_aggregate_tok_s")
-                .map(s)
-                .unwrap_or_else(|| "—".into()),
+            interval_cell(h, &DECODE.ci95_key(), &DECODE.ci_key()),
             cell(&s(&h["decision"]))
         );
     }

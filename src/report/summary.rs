@@ -4,10 +4,11 @@
 
 use super::{HTML_FILE, PUBLICATION_FILE};
 use crate::decide::eligibility::ArmExt;
-use crate::decide::metric::{DECODE, TTFT};
+use crate::decide::metric::{interval_kind, IntervalKind, DECODE, TTFT};
 use crate::decide::Verdict;
 use crate::evidence::manifest::Manifest;
-use crate::evidence::result::{ArmStatus, CampaignResult};
+use crate::evidence::result::{ArmResult, ArmStatus, CampaignResult, Stat};
+use crate::evidence::RankingMetric;
 use crate::evidence::{GateName, GateStatus};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
@@ -157,6 +158,68 @@ fn gate_kind(name: GateName) -> &'static str {
     }
 }
 
+/// The concurrency levels the headline shows, ascending: every level the campaign declared
+/// (those that ran on some arm, C1 the warm run, when the result records none).
+pub fn headline_levels(r: &CampaignResult) -> Vec<u64> {
+    let mut l: Vec<u64> = r.workload.concurrency.clone();
+    if l.is_empty() {
+        for a in &r.arms {
+            l.extend(a.concurrency.keys().filter_map(|k| k.parse::<u64>().ok()));
+        }
+    }
+    l.sort();
+    l.dedup();
+    l
+}
+
+/// The level the ranking's `concurrency` priority reads (the highest level), when the campaign
+/// ranks on it.
+pub fn ranked_level(v: &Verdict, r: &CampaignResult) -> Option<u64> {
+    v.priorities
+        .contains(&RankingMetric::Concurrency)
+        .then(|| headline_levels(r).last().copied())
+        .flatten()
+}
+
+/// A level's headline key: `c2_aggregate_tok_s`.
+pub fn level_key(c: u64) -> String {
+    format!("c{c}_aggregate_tok_s")
+}
+
+/// An arm's aggregate output throughput at level `c` (C1: the warm run).
+fn aggregate_at(a: &ArmResult, c: u64) -> Option<f64> {
+    a.concurrency
+        .get(&c.to_string())
+        .and_then(|t| t.aggregate_output_tok_s)
+        .or_else(|| {
+            (c == 1)
+                .then(|| a.warm.as_ref()?.aggregate_output_tok_s)
+                .flatten()
+        })
+}
+
+/// What a median's interval is, for the documents: `{"method": "order-statistic", "coverage":
+/// 0.96875, "n": 6, "label": "96.88 % CI"}`; method `range` below 6 requests (label "range, no
+/// 95 % interval"); an older bundle's bootstrap has no coverage.
+pub fn interval_json(s: &Stat) -> Value {
+    let (method, label) = match interval_kind(s) {
+        IntervalKind::Ci(c) => (
+            "order-statistic",
+            format!("{} % CI", crate::decide::metric::pct(c)),
+        ),
+        IntervalKind::Range(c) => (
+            "range",
+            format!(
+                "range, {} % coverage; no 95 % interval below {} requests",
+                crate::decide::metric::pct(c),
+                crate::metrics::stats::MIN_N_FOR_95
+            ),
+        ),
+        IntervalKind::Bootstrap => ("bootstrap", "bootstrap CI, coverage not recorded".into()),
+    };
+    json!({"method": method, "coverage": s.ci_coverage, "n": s.n, "label": label})
+}
+
 fn headline(v: &Verdict, r: &CampaignResult) -> Vec<Value> {
     // Winner first, then measured arms that were rejected, then the rest in ranking order,
     // the incumbent last.
@@ -202,13 +265,12 @@ fn headline(v: &Verdict, r: &CampaignResult) -> Vec<Value> {
             for (m, s) in [(&TTFT, t), (&DECODE, d)] {
                 o[m.p50_key()] = json!(round1(s.p50));
                 o[m.ci95_key()] = json!([round1(s.ci95[0]), round1(s.ci95[1])]);
+                o[m.ci_key()] = interval_json(&s);
             }
-            if let Some(c2) = a
-                .concurrency
-                .get("2")
-                .and_then(|c| c.aggregate_output_tok_s)
-            {
-                o["c2_aggregate_tok_s"] = json!(round1(c2));
+            for c in headline_levels(r) {
+                if let Some(x) = aggregate_at(a, c) {
+                    o[level_key(c)] = json!(round1(x));
+                }
             }
             if let Some(l) = a.long_context.as_ref().and_then(|l| l.decode_tok_s) {
                 o["long_context_decode_tok_s"] = json!(round1(l));
@@ -324,7 +386,9 @@ pub fn build(v: &Verdict, r: &CampaignResult, m: &Manifest) -> Value {
             "path": r.measurement_path,
             "warm_cold_state": if cold { "cold labeled runs followed by warm repetitions" } else { "warm repetitions only" },
             "candidate_arms": r.arms.iter().filter(|a| a.role != "incumbent").count(),
-            "statistics": ["median", "95% CI of the median (bootstrap)", "p95", "aggregate throughput"],
+            "statistics": ["median", "interval of the median: order statistics with exact coverage (95 % or more from 6 requests; the range [min, max] below, which no 95 % interval can replace)", "p95", "aggregate throughput"],
+            "concurrency_levels": headline_levels(r),
+            "ranked_concurrency_level": ranked_level(v, r),
         },
         "gates": gates(v, r, m),
         "headline_results": headline(v, r),

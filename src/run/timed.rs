@@ -2,7 +2,7 @@
 //! `/metrics` snapshot before and after and GPU samples where the lane has GPUs.
 
 use crate::client::{StreamOpts, Target, Trace};
-use crate::evidence::result::{Stat, TimingRecord};
+use crate::evidence::result::{CiMethod, Stat, TimingRecord};
 use crate::load::session::{self, Session, Telemetry};
 use crate::load::source::{PromptText, RequestSource};
 use crate::load::{Mode, Plan};
@@ -125,9 +125,11 @@ fn request_line(t: &Trace, start: u64) -> Value {
 fn stat(s: &RunStats, name: &str) -> Option<Stat> {
     s.metrics.get(name).map(|d| Stat {
         p50: d.p50,
-        ci95: d.median_ci95,
+        ci95: d.median_ci,
         p95: d.p95,
         n: d.n as u64,
+        ci_method: CiMethod::parse(d.median_ci_method),
+        ci_coverage: Some(d.median_ci_coverage),
     })
 }
 

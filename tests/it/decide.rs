@@ -137,7 +137,8 @@ fn a_difference_inside_the_cis_passes_to_the_second_priority() {
     let v = decide(&r, &seed_policy());
     assert_eq!(v.winner.as_deref(), Some("cdiamond-mtp8"), "{v:#?}");
     assert_eq!(v.decided_by, Some(1));
-    assert!(v.reason.contains("tied with Gittensor RTX5090 NVFP4 target-only on the first priority, warm median TTFT (95% CIs overlap)"), "{}", v.reason);
+    // 5 requests per arm: the tie rule compared ranges, and the reason says so.
+    assert!(v.reason.contains("tied with Gittensor RTX5090 NVFP4 target-only on the first priority, warm median TTFT (ranges overlap: n=5, no 95 % interval possible)"), "{}", v.reason);
     assert!(
         v.reason
             .contains("so the second priority, warm median decode speed (96.0 tok/s"),
@@ -240,4 +241,130 @@ fn no_eligible_arm_means_no_winner() {
     assert_eq!(v.winner, None);
     assert!(v.reason.starts_with("No arm is eligible"), "{}", v.reason);
     assert_eq!(v.decision_labels, vec!["rejected", "no-promotion"]);
+}
+
+/// Gittensor and cdiamond 1 ms apart on TTFT with intervals ±3 ms, over `n` warm requests each.
+fn close_pair(n: u64) -> bakeoff::evidence::result::CampaignResult {
+    let mut r = seed();
+    r.arms
+        .retain(|a| a.id == "incumbent" || a.id == "gittensor" || a.id == "cdiamond-mtp8");
+    for a in &mut r.arms {
+        let w = a.warm.as_mut().unwrap();
+        w.requests_ok = n;
+        w.ttft_ms = w.ttft_ms.map(|d| stat_n(d.p50, d.p50 * 0.002, n));
+        w.decode_tok_s = w.decode_tok_s.map(|d| stat_n(d.p50, d.p50 * 0.002, n));
+        w.e2e_ms = w.e2e_ms.map(|d| stat_n(d.p50, d.p50 * 0.002, n));
+    }
+    for (id, ttft) in [("gittensor", 50.0), ("cdiamond-mtp8", 51.0)] {
+        let a = r.arms.iter_mut().find(|a| a.id == id).unwrap();
+        a.warm.as_mut().unwrap().ttft_ms = Some(stat_n(ttft, 3.0, n));
+    }
+    r
+}
+
+#[test]
+fn intervals_are_named_for_what_they_are_and_the_tie_rule_says_which_it_used() {
+    // The evidence contract's threshold (validation warns from it) is the statistics' own.
+    assert_eq!(
+        bakeoff::evidence::result::MIN_N_FOR_95,
+        bakeoff::metrics::stats::MIN_N_FOR_95
+    );
+    // 10 requests: order-statistic CIs (ranks 2 and 9, 97.85 % coverage).
+    let v = decide(&close_pair(10), &seed_policy());
+    assert_eq!(v.winner.as_deref(), Some("cdiamond-mtp8"), "{v:#?}");
+    assert!(
+        v.reason
+            .contains("warm median TTFT (97.85 % order-statistic CIs overlap)"),
+        "{}",
+        v.reason
+    );
+    assert!(
+        v.reason
+            .contains("96.0 tok/s, 97.85 % CI 95.8–96.2 tok/s (order statistics of 10)"),
+        "{}",
+        v.reason
+    );
+    let l = v.limitations.join("\n");
+    assert!(!l.contains("no 95 % interval"), "{l}");
+
+    // 2 requests: no 95 % interval exists; the ranges are compared and named as ranges.
+    let v = decide(&close_pair(2), &seed_policy());
+    assert_eq!(v.winner.as_deref(), Some("cdiamond-mtp8"), "{v:#?}");
+    assert!(
+        v.reason
+            .contains("warm median TTFT (ranges overlap: n=2, no 95 % interval possible)"),
+        "{}",
+        v.reason
+    );
+    assert!(
+        v.reason.contains("range 95.8–96.2 tok/s (too few requests for a 95 % interval, which needs 6; the range of 2 covers the median 50 %)"),
+        "{}",
+        v.reason
+    );
+    for text in [v.reason.clone(), v.limitations.join("\n")] {
+        assert!(
+            !text.contains("95 % CI") && !text.contains("95% CI"),
+            "{text}"
+        );
+    }
+    let l = v.limitations.join("\n");
+    assert!(
+        l.contains("warm medians over 2 requests: no 95 % interval of a median is possible below 6 requests")
+            && l.contains("covering the median 50 %"),
+        "{l}"
+    );
+}
+
+#[test]
+fn no_winner_label_for_a_difference_the_tie_rule_calls_a_tie() {
+    let mut r = seed();
+    // cdiamond decodes 0.01 % faster than CometKim (228.0 tok/s, failed tools), inside both
+    // ranges: neither is "the decode winner".
+    let c = r.arms.iter_mut().find(|a| a.id == "cdiamond-mtp8").unwrap();
+    c.warm.as_mut().unwrap().decode_tok_s = Some(stat(228.02, 0.5));
+    let v = decide(&r, &seed_policy());
+    let text = |id: &str| v.arms.iter().find(|a| a.id == id).unwrap().decision.clone();
+    assert!(
+        text("cometkim-mtp3").starts_with("rejected: tool-schema"),
+        "{}",
+        text("cometkim-mtp3")
+    );
+    assert!(
+        !text("cdiamond-mtp8").contains("winner"),
+        "{}",
+        text("cdiamond-mtp8")
+    );
+    // A real lead keeps the label: the seed's CometKim decodes far faster than the rest.
+    let v = decide(&seed(), &seed_policy());
+    assert!(v
+        .arms
+        .iter()
+        .any(|a| a.id == "cometkim-mtp3" && a.decision.starts_with("decode winner but rejected")));
+}
+
+#[test]
+fn a_matched_control_is_always_named_as_a_control() {
+    let mut r = seed();
+    // QUASAR's control becomes the best full-context balance after the winner: still a control.
+    let q = r.arms.iter_mut().find(|a| a.id == "quasar-nospec").unwrap();
+    let w = q.warm.as_mut().unwrap();
+    w.ttft_ms = Some(stat(120.0, 0.2));
+    w.decode_tok_s = Some(stat(150.0, 0.3));
+    let v = decide(&r, &seed_policy());
+    let text = |id: &str| v.arms.iter().find(|a| a.id == id).unwrap().decision.clone();
+    assert!(
+        text("quasar-nospec").starts_with("matched no-speculation control of QUASAR MTP2; ranked"),
+        "{}",
+        text("quasar-nospec")
+    );
+    for a in &v.arms {
+        if a.role == "control" {
+            assert!(a.decision.contains("control"), "{}: {}", a.id, a.decision);
+        }
+    }
+    assert!(
+        text("cdiamond-mtp8").starts_with("best full-context balanced fallback"),
+        "{}",
+        text("cdiamond-mtp8")
+    );
 }

@@ -32,6 +32,10 @@ pub struct Campaign {
     /// Where the file came from (set by [`load`](crate::campaign::load), never read from the file).
     #[serde(skip_deserializing, default)]
     pub source: Source,
+    /// Validation warnings, one line each (`file:line: field: problem; fix`): the campaign
+    /// loads, but these limit what its evidence can show (set by `load`, never read or written).
+    #[serde(skip)]
+    pub warnings: Vec<String>,
 }
 
 /// The campaign file itself.

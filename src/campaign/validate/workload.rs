@@ -166,3 +166,45 @@ pub(super) fn long_context(c: &mut Campaign, r: &mut Reporter) {
         }
     }
 }
+
+/// Warns when the warm repetitions are too few for a 95 % interval of a median while the
+/// ranking's tie rule compares such intervals (TTFT, decode, E2E): the tie rule then compares the
+/// ranges `[min, max]`, and the verdict says so.
+pub(super) fn interval_support(c: &Campaign, r: &mut Reporter) {
+    use crate::evidence::result::MIN_N_FOR_95;
+    use crate::evidence::RankingMetric;
+    let n = c.workload.warm_repetitions as usize;
+    if n == 0 || n >= MIN_N_FOR_95 {
+        return;
+    }
+    let medians: Vec<&str> = c
+        .workload
+        .ranking_priority
+        .iter()
+        .filter(|m| {
+            matches!(
+                m,
+                RankingMetric::Ttft | RankingMetric::DecodeTokensPerSecond | RankingMetric::E2e
+            )
+        })
+        .map(|m| m.as_str())
+        .collect();
+    if medians.is_empty() {
+        return;
+    }
+    // The range [min, max] of n samples misses the median only when all fall on one side.
+    let cover = if n == 1 {
+        0.0
+    } else {
+        (1.0 - 2.0 * 0.5f64.powi(n as i32)) * 100.0
+    };
+    r.warn(
+        &p("workload.warm_repetitions"),
+        format!(
+            "{n} warm repetition{} cannot support a 95 % interval of a median (it needs {MIN_N_FOR_95}; the range of {n} covers the median {cover:.2} %), so the tie rule on {} will compare ranges [min, max] and the verdict will say so",
+            if n == 1 { "" } else { "s" },
+            medians.join(", ")
+        ),
+        format!("set warm_repetitions = {MIN_N_FOR_95} or more for a 95 % order-statistic interval"),
+    );
+}

@@ -795,3 +795,35 @@ fn max_failed_fraction_is_a_fraction() {
         0.0
     );
 }
+
+#[test]
+fn too_few_warm_repetitions_for_a_95_percent_interval_is_a_warning_naming_the_line() {
+    // BASE: 2 warm repetitions, ranked on TTFT then decode: it loads, with one warning.
+    let w = write(BASE);
+    let c = campaign::load(&w.path).expect("a warning is not an error");
+    assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
+    let line = line_of(&w.text, "warm_repetitions", 0);
+    let want = format!("{}:{line}: workload.warm_repetitions: ", w.path.display());
+    assert!(c.warnings[0].starts_with(&want), "{}", c.warnings[0]);
+    assert!(
+        c.warnings[0].contains("2 warm repetitions cannot support a 95 % interval of a median (it needs 6; the range of 2 covers the median 50.00 %), so the tie rule on ttft, decode_tokens_per_second will compare ranges")
+            && c.warnings[0].contains("set warm_repetitions = 6 or more"),
+        "{}",
+        c.warnings[0]
+    );
+    // 6 repetitions support a 96.88 % interval: no warning.
+    let c =
+        campaign::load(&write(&BASE.replace("warm_repetitions = 2", "warm_repetitions = 6")).path)
+            .unwrap();
+    assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+    // No ranking metric compares medians (usable context, concurrency): nothing to warn about.
+    let c = campaign::load(
+        &write(&BASE.replace(
+            r#"ranking_priority = ["ttft", "decode_tokens_per_second"]"#,
+            r#"ranking_priority = ["usable_context_and_kv", "concurrency"]"#,
+        ))
+        .path,
+    )
+    .unwrap();
+    assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+}

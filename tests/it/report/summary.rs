@@ -109,7 +109,8 @@ fn render_all_writes_a_valid_summary_and_keeps_the_bundle_verifiable() {
         "## Limitations",
         "## Decision",
         "bakeoff verify",
-        "50.9 (50.8–51.0)",
+        "50.9 (50.8–51.0, range 93.75 %)",
+        "Medians of 5 requests have no 95 % interval",
     ] {
         assert!(
             md.contains(part),
@@ -249,4 +250,55 @@ fn the_policy_recorded_in_the_result_wins_over_the_campaign_copy() {
     fixture::write_bundle(d.path(), &r);
     let v = bakeoff::report::render_all(d.path()).unwrap();
     assert!(!v.promotion_authorized);
+}
+
+#[test]
+fn the_headline_shows_each_declared_concurrency_level_and_names_the_ranked_one() {
+    let d = tempfile::tempdir().unwrap();
+    let mut r = fixture::seed();
+    // Levels [1, 4], ranked on concurrency first: no C2 column of dashes, C4 named as ranked.
+    r.workload.concurrency = vec![1, 4];
+    r.workload.ranking_priority = vec![
+        bakeoff::campaign::RankingMetric::Concurrency,
+        bakeoff::campaign::RankingMetric::Ttft,
+    ];
+    for a in &mut r.arms {
+        if let Some(mut t) = a.concurrency.remove("2") {
+            t.concurrency = 4;
+            t.evidence = t.evidence.replace("-c2-", "-c4-");
+            a.concurrency.insert("4".into(), t);
+        }
+    }
+    fixture::write_bundle(d.path(), &r);
+    bakeoff::report::render_all(d.path()).unwrap();
+    let s: Value =
+        serde_json::from_slice(&std::fs::read(d.path().join("decision-summary.json")).unwrap())
+            .unwrap();
+    assert!(schema_errors(&s).is_empty(), "{:?}", schema_errors(&s));
+    assert_eq!(s["measurement"]["concurrency_levels"], json!([1, 4]));
+    assert_eq!(s["measurement"]["ranked_concurrency_level"], json!(4));
+    for h in s["headline_results"].as_array().unwrap() {
+        assert!(h["c4_aggregate_tok_s"].as_f64().unwrap() > 0.0, "{h}");
+        assert!(h["c1_aggregate_tok_s"].as_f64().unwrap() > 0.0, "{h}");
+        assert!(h.get("c2_aggregate_tok_s").is_none(), "{h}");
+        // Each interval says what it is: 5 requests, a range with 93.75 % coverage.
+        assert_eq!(
+            h["ttft_p50_ci"],
+            json!({"method": "range", "coverage": 0.9375, "n": 5,
+                   "label": "range, 93.75 % coverage; no 95 % interval below 6 requests"}),
+            "{h}"
+        );
+    }
+    let md = std::fs::read_to_string(d.path().join("publication-summary.md")).unwrap();
+    assert!(
+        md.contains("| C1 aggregate tok/s | C4 aggregate tok/s (ranked) | decision |"),
+        "{md}"
+    );
+    assert!(!md.contains("C2 ") && !md.contains("95% CI"), "{md}");
+    let html = std::fs::read_to_string(d.path().join("report.html")).unwrap();
+    assert!(
+        html.contains("<th>C1 tok/s</th><th>C4 tok/s (ranked)</th>"),
+        "{html}"
+    );
+    assert!(!html.contains("95% CI"), "{html}");
 }
