@@ -35,6 +35,7 @@ mod report {
     mod summary;
 }
 mod selftest;
+mod tls;
 mod trust_bundle;
 mod telemetry {
     mod gpu;
