@@ -224,76 +224,64 @@ impl Tls {
         target: &Target,
         trust: &Trust,
     ) -> Result<Tls, RequestError> {
-        let config = config(trust).map_err(|m| RequestError::new(ErrorClass::Connect, m))?;
+        Tls::handshake_or(stream, target, trust)
+            .await
+            .map_err(|f| RequestError::new(ErrorClass::Connect, f.message))
+    }
+
+    async fn handshake_or(
+        stream: &mut TcpStream,
+        target: &Target,
+        trust: &Trust,
+    ) -> Result<Tls, HandshakeFailure> {
+        let who = target.authority();
+        let config = config(trust).map_err(HandshakeFailure::permanent)?;
         let host = target.host.trim_start_matches('[').trim_end_matches(']');
         let name = ServerName::try_from(host.to_string()).map_err(|e| {
-            RequestError::new(
-                ErrorClass::Connect,
-                format!(
-                    "https://{}: '{host}' is not a valid TLS server name ({e})",
-                    target.authority()
-                ),
-            )
+            HandshakeFailure::permanent(format!(
+                "https://{who}: '{host}' is not a valid TLS server name ({e})"
+            ))
         })?;
-        let conn = ClientConnection::new(config, name).map_err(|e| {
-            RequestError::new(ErrorClass::Connect, format!("TLS setup failed: {e}"))
-        })?;
+        let conn = ClientConnection::new(config, name)
+            .map_err(|e| HandshakeFailure::permanent(format!("TLS setup failed: {e}")))?;
         let mut tls = Tls {
             conn,
             cipher: Vec::with_capacity(CIPHER_CHUNK),
             out: Vec::new(),
             closed: false,
         };
-        let fail = |e: rustls::Error| {
-            RequestError::new(ErrorClass::Connect, handshake_error(&e, target, trust))
-        };
         while tls.conn.is_handshaking() {
             if tls.conn.wants_write() {
                 tls.flush(stream).await.map_err(|e| {
-                    RequestError::new(
-                        ErrorClass::Connect,
-                        format!(
-                            "TLS handshake with {}: send failed: {e}",
-                            target.authority()
-                        ),
-                    )
+                    HandshakeFailure::transient(format!(
+                        "TLS handshake with {who}: send failed: {e}"
+                    ))
                 })?;
                 continue;
             }
             let (n, _) = crate::netstamp::read(stream, &mut tls.cipher)
                 .await
                 .map_err(|e| {
-                    RequestError::new(
-                        ErrorClass::Connect,
-                        format!(
-                            "TLS handshake with {}: read failed: {e}",
-                            target.authority()
-                        ),
-                    )
+                    HandshakeFailure::transient(format!(
+                        "TLS handshake with {who}: read failed: {e}"
+                    ))
                 })?;
             if n == 0 {
-                return Err(RequestError::new(
-                    ErrorClass::Connect,
-                    format!(
-                        "TLS handshake with {}: the server closed the connection; is it serving https on this port (plain http needs an http:// URL)?",
-                        target.authority()
-                    ),
-                ));
+                return Err(HandshakeFailure::transient(format!(
+                    "TLS handshake with {who}: the server closed the connection; is it serving https on this port (plain http needs an http:// URL)?"
+                )));
             }
             tls.feed(&mut Vec::new()).map_err(|e| match e {
-                Feed::Tls(e) => fail(e),
+                Feed::Tls(e) => HandshakeFailure::permanent(handshake_error(&e, target, trust)),
                 Feed::Io(e) => {
-                    RequestError::new(ErrorClass::Connect, format!("TLS handshake: {e}"))
+                    HandshakeFailure::transient(format!("TLS handshake with {who}: {e}"))
                 }
             })?;
         }
         // The client's last handshake flight goes out now (it would go with the request anyway).
         if tls.conn.wants_write() {
             tls.flush(stream).await.map_err(|e| {
-                RequestError::new(
-                    ErrorClass::Connect,
-                    format!("TLS handshake: send failed: {e}"),
-                )
+                HandshakeFailure::transient(format!("TLS handshake with {who}: send failed: {e}"))
             })?;
         }
         Ok(tls)
@@ -398,6 +386,51 @@ impl Tls {
 enum Feed {
     Io(io::Error),
     Tls(rustls::Error),
+}
+
+/// Why a handshake failed, and whether trying again could help.
+struct HandshakeFailure {
+    /// The certificate or the TLS conversation itself: the same every time.
+    permanent: bool,
+    message: String,
+}
+
+impl HandshakeFailure {
+    fn permanent(message: String) -> HandshakeFailure {
+        HandshakeFailure {
+            permanent: true,
+            message,
+        }
+    }
+
+    fn transient(message: String) -> HandshakeFailure {
+        HandshakeFailure {
+            permanent: false,
+            message,
+        }
+    }
+}
+
+/// One connection and handshake to an https target, for a caller that polls it (readiness):
+/// `Err` only for a failure no retry can fix (the certificate does not verify, the server does
+/// not speak TLS), so it can fail at once instead of at its timeout. A server that cannot be
+/// reached (yet), and any `http://` target, is `Ok`.
+pub async fn check_handshake(target: &Target, timeout: std::time::Duration) -> Result<(), String> {
+    let Some(trust) = &target.tls else {
+        return Ok(());
+    };
+    let attempt = async {
+        let Ok(mut stream) = TcpStream::connect(target.authority()).await else {
+            return Ok(());
+        };
+        match Tls::handshake_or(&mut stream, target, trust).await {
+            Err(f) if f.permanent => Err(f.message),
+            _ => Ok(()),
+        }
+    };
+    tokio::time::timeout(timeout, attempt)
+        .await
+        .unwrap_or(Ok(()))
 }
 
 /// A handshake failure in words, with the fix.

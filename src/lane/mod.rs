@@ -560,6 +560,17 @@ pub async fn launch(lane: &LaneSpec, spec: &LaunchSpec) -> Result<Running, Launc
                     0.0,
                 )
             })?;
+        // An https endpoint whose certificate does not verify never becomes ready: say so now,
+        // not at the ready timeout.
+        crate::client::tls::check_handshake(&target, Duration::from_secs(10))
+            .await
+            .map_err(|e| {
+                LaunchFailure::new(
+                    Cause::SpawnFailed,
+                    format!("endpoint arm: {}", masker.mask(&e)),
+                    0.0,
+                )
+            })?;
         return Ok(Running {
             kind: spec.kind(),
             pid: None,
