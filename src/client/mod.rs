@@ -92,6 +92,16 @@ impl Target {
         format!("{}:{}", self.host, self.port)
     }
 
+    /// The Host header: the authority, without the port for https on 443 (as browsers and
+    /// gateways write it; plain http keeps its `host:port` form unchanged).
+    pub fn host_header(&self) -> String {
+        if self.tls.is_some() && self.port == 443 {
+            self.host.clone()
+        } else {
+            self.authority()
+        }
+    }
+
     pub fn path(&self, p: &str) -> String {
         format!("{}{}", self.prefix, p)
     }
@@ -123,7 +133,7 @@ pub fn post_request_bytes(
     r.extend_from_slice(b"POST ");
     r.extend_from_slice(target.path(path).as_bytes());
     r.extend_from_slice(b" HTTP/1.1\r\nHost: ");
-    r.extend_from_slice(target.authority().as_bytes());
+    r.extend_from_slice(target.host_header().as_bytes());
     r.extend_from_slice(b"\r\nUser-Agent: bakeoff/");
     r.extend_from_slice(crate::VERSION.as_bytes());
     r.extend_from_slice(b"\r\nContent-Type: application/json\r\n");
@@ -172,6 +182,12 @@ mod tests {
             ("gw.example", 443, "/openai")
         );
         assert_eq!(t.tls, Some(Trust::System));
+        assert_eq!(t.host_header(), "gw.example");
+        assert_eq!(
+            Target::parse("https://gw:8443").unwrap().host_header(),
+            "gw:8443"
+        );
+        assert_eq!(Target::parse("http://gw").unwrap().host_header(), "gw:80");
         assert_eq!(t.to_string(), "https://gw.example:443/openai");
         let t = t.with_trust(Trust::Insecure);
         assert_eq!(t.tls, Some(Trust::Insecure));

@@ -214,7 +214,7 @@ pub struct Tls {
     closed: bool,
 }
 
-const CIPHER_CHUNK: usize = 32 * 1024;
+const CIPHER_CHUNK: usize = 16 * 1024;
 
 impl Tls {
     /// Runs the handshake on a connected socket. An error says what was wrong (the certificate,

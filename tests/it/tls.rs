@@ -401,8 +401,9 @@ fn gate_over_https_passes_and_records_the_trust() {
 }
 
 /// A TLS server that answers one streamed response per connection: the head and a first event
-/// at once, a second event `gap` later, then `[DONE]` `done` after that.
-fn tls_sse_server(gap: Duration, done: Duration) -> u16 {
+/// at once, a second event `gap` later, then `[DONE]` `done` after that. `dribble`: the
+/// ciphertext goes out 3 bytes per TCP segment, so TLS records arrive split across many reads.
+fn tls_sse_server(gap: Duration, done: Duration, dribble: bool) -> u16 {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
     let cfg = server_config();
@@ -420,7 +421,23 @@ fn tls_sse_server(gap: Duration, done: Duration) -> u16 {
                 );
                 format!("{:x}\r\n{e}\r\n", e.len())
             };
-            let _ = t.write_all(
+            let send = |t: &mut rustls::StreamOwned<ServerConnection, TcpStream>, b: &[u8]| {
+                if !dribble {
+                    let _ = t.write_all(b);
+                    return;
+                }
+                let _ = t.conn.writer().write_all(b);
+                let mut out = Vec::new();
+                while t.conn.wants_write() {
+                    let _ = t.conn.write_tls(&mut out);
+                }
+                for piece in out.chunks(3) {
+                    let _ = t.sock.write_all(piece);
+                    std::thread::sleep(Duration::from_micros(300));
+                }
+            };
+            send(
+                &mut t,
                 format!(
                     "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n{}",
                     ev("a")
@@ -428,10 +445,13 @@ fn tls_sse_server(gap: Duration, done: Duration) -> u16 {
                 .as_bytes(),
             );
             std::thread::sleep(gap);
-            let _ = t.write_all(ev("b").as_bytes());
+            send(&mut t, ev("b").as_bytes());
             std::thread::sleep(done);
             let done = "data: [DONE]\n\n";
-            let _ = t.write_all(format!("{:x}\r\n{done}\r\n0\r\n\r\n", done.len()).as_bytes());
+            send(
+                &mut t,
+                format!("{:x}\r\n{done}\r\n0\r\n\r\n", done.len()).as_bytes(),
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
     });
@@ -443,7 +463,7 @@ fn tls_reads_carry_the_kernel_arrival_stamp_not_the_read_time() {
     let _g = reference::serial();
     // `[DONE]` comes after the client is free again, so the read that gets "b" gets only "b" (a
     // read of several segments carries the last one's stamp, as over plain http).
-    let port = tls_sse_server(Duration::from_millis(30), Duration::from_millis(250));
+    let port = tls_sse_server(Duration::from_millis(30), Duration::from_millis(250), false);
     let target = Target::parse(&format!("https://localhost:{port}"))
         .unwrap()
         .with_trust(Trust::CaFile(pki().ca.clone()));
@@ -609,4 +629,39 @@ fn campaign_endpoint_insecure_is_a_limitation_and_a_wrong_ca_fails_the_arm() {
         s.contains("not trusted") && s.contains("unknown issuer") && s.contains("ca_file"),
         "{s}"
     );
+}
+
+#[test]
+fn tls_records_split_across_many_reads_are_reassembled() {
+    let port = tls_sse_server(Duration::from_millis(5), Duration::from_millis(5), true);
+    let target = Target::parse(&format!("https://localhost:{port}"))
+        .unwrap()
+        .with_trust(Trust::CaFile(pki().ca.clone()));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let reads_before = bakeoff::netstamp::counts();
+    let t: Trace = rt.block_on(async {
+        let mut c = Conn::connect(&target, Duration::from_secs(5))
+            .await
+            .unwrap();
+        let req = post_request_bytes(&target, "/v1/chat/completions", b"{}", None, true);
+        let mut t = Trace::default();
+        let opts = StreamOpts {
+            timeout: Duration::from_secs(10),
+            stall: Duration::from_secs(5),
+            collect: true,
+        };
+        c.stream(&req, &opts, &mut t).await;
+        t
+    });
+    let reads_after = bakeoff::netstamp::counts();
+    assert!(t.error.is_none(), "{:?}", t.error);
+    assert_eq!(t.output.as_ref().map(|o| o.content.as_str()), Some("ab"));
+    let reads = (reads_after.0 + reads_after.1) - (reads_before.0 + reads_before.1);
+    assert!(reads > 20, "only {reads} reads: the records were not split");
+    // Each event is stamped no earlier than its record was complete, in order.
+    let offsets: Vec<u64> = t.events.iter().map(|e| e.t_ns).collect();
+    assert!(offsets.windows(2).all(|w| w[0] <= w[1]), "{offsets:?}");
 }
