@@ -452,10 +452,20 @@ fn handshake_error(e: &rustls::Error, target: &Target, trust: &Trust) -> String 
                     "it is not valid yet (check the clock)".to_string()
                 }
                 CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. } => {
+                    let names = match c {
+                        CertificateError::NotValidForNameContext { presented, .. } => {
+                            let names: Vec<String> = presented
+                                .iter()
+                                .map(|n| n.replace("DnsName(", "").replace("IpAddress(", "").replace(['(', ')', '"'], ""))
+                                .collect();
+                            format!(" (it names {})", names.join(", "))
+                        }
+                        _ => String::new(),
+                    };
                     return format!(
-                        "TLS handshake with {who} failed: the server's certificate is not valid for the name '{}' ({c:?}); connect by a name the certificate lists, or {fix}",
+                        "TLS handshake with {who} failed: the server's certificate is not valid for the name '{}'{names}; connect by a name the certificate lists, or skip verification with --insecure (campaign: insecure = true; recorded as a limitation)",
                         target.host
-                    )
+                    );
                 }
                 CertificateError::Revoked => "it has been revoked".to_string(),
                 other => format!("{other:?}"),

@@ -299,7 +299,8 @@ fn an_untrusted_certificate_fails_naming_the_problem_and_the_fix() {
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
-        err.contains("not valid for the name '127.0.0.1'") && err.contains("--insecure"),
+        err.contains("not valid for the name '127.0.0.1' (it names localhost)")
+            && err.contains("--insecure"),
         "{err}"
     );
     // https to a plain http server: said so, with the fix.
@@ -356,6 +357,30 @@ fn insecure_runs_and_is_recorded_as_a_limitation() {
     );
     let all = text(&o);
     assert!(all.contains("certificate verification off"), "{all}");
+}
+
+#[test]
+fn the_system_store_is_used_by_default_and_honours_ssl_cert_file() {
+    let e = Engine::start(PROFILE);
+    let port = tls_proxy(engine_port(&e));
+    // The system store, pointed at the test CA the way operators do it (SSL_CERT_FILE).
+    let o = Command::new(BIN)
+        .args([
+            "bench",
+            &format!("https://localhost:{port}"),
+            "--no-progress",
+            "--json",
+        ])
+        .arg(e.path("s.json"))
+        .args(SMALL)
+        .env("SSL_CERT_FILE", &pki().ca)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(e.path("s.json")).unwrap()).unwrap();
+    assert_eq!(v["ok"], 8);
+    assert_eq!(v["tls"]["verify"], "system");
 }
 
 #[test]
@@ -548,6 +573,15 @@ fn endpoint_campaign(
         "\n[[arms]]\nid = \"gw\"\nrole = \"candidate\"\nengine = \"reference\"\nmodel = \"m\"\nserved_model = \"gw\"\nserved_context = 4096\nlong_context_profile = \"full\"\n[arms.endpoint]\nurl = \"https://localhost:{port}/v1\"\n{tls}\n"
     );
     let file = c.write(&[("inc", "inc")], "", &tail);
+    // The plan says how the certificate is checked.
+    let dry = camp::run(&[file.to_str().unwrap(), "--dry-run"]);
+    assert!(dry.status.success(), "{}", text(&dry));
+    let plan = String::from_utf8_lossy(&dry.stdout);
+    assert!(
+        plan.contains(&format!("endpoint https://localhost:{port}/v1"))
+            && plan.contains("TLS certificate checked against"),
+        "{plan}"
+    );
     let o = camp::run(&[file.to_str().unwrap()]);
     let bundle = c.bundle();
     let r = camp::json(&bundle.join("campaign-result.json"));
