@@ -337,8 +337,13 @@ fn render_arm_header(o: &mut String, c: &Campaign, arm: &Arm, mask: &Mask) {
         (None, RecipeRef::Endpoint(e)) => {
             let _ = writeln!(
                 o,
-                "       endpoint {} (already running; measured, never started or stopped)",
-                e.url
+                "       endpoint {} (already running; measured, never started or stopped){}",
+                e.url,
+                if e.url.starts_with("https://") {
+                    format!("; TLS certificate checked against {}", e.trust().describe())
+                } else {
+                    String::new()
+                }
             );
         }
         (None, _) => {}

@@ -35,8 +35,15 @@ pub enum ArrivalArg {
 
 #[derive(Args, Debug, Clone)]
 pub struct BenchArgs {
-    /// Base URL of the engine, e.g. http://127.0.0.1:8000 (a trailing /v1 is accepted).
+    /// Base URL of the engine, e.g. http://127.0.0.1:8000 or https://gateway.example/openai (a
+    /// trailing /v1 is accepted).
     pub url: String,
+    /// https: trust only the CA certificate(s) in this PEM file (default: the system's CA store).
+    #[arg(long, value_name = "PATH")]
+    pub ca_file: Option<PathBuf>,
+    /// https: do not verify the server's certificate (recorded in the summary as a limitation).
+    #[arg(long, conflicts_with = "ca_file")]
+    pub insecure: bool,
     /// Model to request (default: the first model /v1/models lists).
     #[arg(long)]
     pub model: Option<String>,
@@ -128,6 +135,10 @@ pub struct BenchReport {
     pub arrival_clock: Value,
     /// What the reader of the numbers must know (also printed with the summary).
     pub warnings: Vec<String>,
+    /// https only: how the server's certificate was checked (`{"verify": "system" | "ca-file" |
+    /// "insecure"}`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls: Option<Value>,
     #[serde(flatten)]
     pub stats: RunStats,
 }
@@ -185,8 +196,34 @@ pub fn run(args: BenchArgs) -> Result<()> {
     Ok(())
 }
 
+/// The target with the TLS settings of `--ca-file` / `--insecure`, checked before any request
+/// (the CA file loads, the system store has certificates). Shared with `bakeoff gate`.
+pub fn tls_target(url: &str, ca_file: Option<&Path>, insecure: bool) -> Result<Target> {
+    let target = Target::parse(url).map_err(|e| anyhow::anyhow!(e))?;
+    let Some(_) = &target.tls else {
+        if ca_file.is_some() || insecure {
+            bail!(
+                "{} applies to https:// URLs only; {url} is plain http (drop the flag, or use the endpoint's https URL)",
+                if insecure { "--insecure" } else { "--ca-file" }
+            );
+        }
+        return Ok(target);
+    };
+    let target = target.with_trust(crate::client::Trust::from_settings(ca_file, insecure));
+    if let Some(trust) = &target.tls {
+        crate::client::tls::config(trust).map_err(|e| anyhow::anyhow!("--ca-file: {e}"))?;
+        if insecure {
+            eprintln!(
+                "warning: {}",
+                crate::client::tls::insecure_note(&target.to_string())
+            );
+        }
+    }
+    Ok(target)
+}
+
 fn validate(args: &BenchArgs) -> Result<(Target, Option<serde_json::Map<String, Value>>)> {
-    let target = Target::parse(&args.url).map_err(|e| anyhow::anyhow!(e))?;
+    let target = tls_target(&args.url, args.ca_file.as_deref(), args.insecure)?;
     if args.concurrency == 0 {
         bail!("--concurrency must be at least 1");
     }
@@ -397,6 +434,9 @@ pub async fn bench(args: BenchArgs, stop: watch::Receiver<bool>) -> Result<Bench
         }
     }
     warnings.extend(session::client_limit_warning(&stats, &out.reads));
+    if target.tls == Some(crate::client::Trust::Insecure) {
+        warnings.push(crate::client::tls::insecure_note(&target.to_string()));
+    }
     if stats.arrival_resolution.unresolved_chunk_gaps > 0 {
         eprintln!(
             "note: {} chunk gaps were between chunks one read returned together; chunk_gap_ms leaves them out (see arrival_resolution)",
@@ -416,6 +456,7 @@ pub async fn bench(args: BenchArgs, stop: watch::Receiver<bool>) -> Result<Bench
         interrupted: out.interrupted,
         arrival_clock: out.reads.evidence(),
         warnings,
+        tls: target.tls.as_ref().map(|t| t.record()),
         stats,
     })
 }

@@ -26,7 +26,8 @@ const ALL_CHECKS: &[&str] = &[
 
 #[derive(Args, Debug, Clone)]
 pub struct GateArgs {
-    /// Base URL of the engine, e.g. http://127.0.0.1:8000 (a trailing /v1 is accepted).
+    /// Base URL of the engine, e.g. http://127.0.0.1:8000 or https://gateway.example/openai (a
+    /// trailing /v1 is accepted).
     pub url: String,
     /// Everything else (boxed: the CLI's command enum stays small).
     #[command(flatten)]
@@ -110,6 +111,12 @@ pub struct GateOptions {
     /// Longest silence inside a stream, seconds.
     #[arg(long, default_value_t = 60.0)]
     pub stall_timeout: f64,
+    /// https: trust only the CA certificate(s) in this PEM file (default: the system's CA store).
+    #[arg(long, value_name = "PATH")]
+    pub ca_file: Option<PathBuf>,
+    /// https: do not verify the server's certificate (recorded in every artifact).
+    #[arg(long, conflicts_with = "ca_file")]
+    pub insecure: bool,
     /// Characters of each message's content kept in the artifacts.
     #[arg(long, default_value_t = gates::DEFAULT_EXCERPT_CHARS)]
     pub excerpt_chars: usize,
@@ -117,7 +124,7 @@ pub struct GateOptions {
 
 /// Everything that can be checked before any request: flags, suites.
 fn prepare(url: &str, args: &GateOptions) -> Result<(Target, Vec<Check>)> {
-    let target = Target::parse(url).map_err(|e| anyhow::anyhow!(e))?;
+    let target = crate::cli::bench::tls_target(url, args.ca_file.as_deref(), args.insecure)?;
     if args.timeout <= 0.0 || args.stall_timeout <= 0.0 {
         bail!("--timeout and --stall-timeout must be positive seconds");
     }

@@ -36,6 +36,8 @@ impl Default for StreamOpts {
 
 pub struct Conn {
     stream: TcpStream,
+    /// `https://`: the TLS state (the socket then carries ciphertext).
+    tls: Option<Box<super::tls::Tls>>,
     buf: Vec<u8>,
     /// Stall/timeout watchdog and the CLOCK_MONOTONIC time it is armed for (0 = not armed).
     watch: std::pin::Pin<Box<tokio::time::Sleep>>,
@@ -70,8 +72,29 @@ impl Conn {
         let _ = stream.set_nodelay(true);
         // Arrival = when the bytes reached the socket, even if this client reads them later.
         crate::netstamp::enable(&stream);
+        let mut stream = stream;
+        let tls = match &target.tls {
+            None => None,
+            Some(trust) => Some(Box::new(
+                match tokio::time::timeout(
+                    timeout,
+                    super::tls::Tls::handshake(&mut stream, target, trust),
+                )
+                .await
+                {
+                    Ok(r) => r?,
+                    Err(_) => {
+                        return Err(RequestError::new(
+                            ErrorClass::Connect,
+                            format!("the TLS handshake with {addr} took longer than {timeout:?}"),
+                        ))
+                    }
+                },
+            )),
+        };
         Ok(Conn {
             stream,
+            tls,
             buf: Vec::with_capacity(READ_CHUNK),
             watch: Box::pin(tokio::time::sleep(Duration::from_secs(3600))),
             watch_at: 0,
@@ -118,7 +141,12 @@ impl Conn {
             tokio::select! {
                 biased;
                 // Appends into spare capacity (no zero-filling); cancel-safe.
-                r = crate::netstamp::read(&self.stream, &mut self.buf) => {
+                r = async {
+                    match &mut self.tls {
+                        None => crate::netstamp::read(&self.stream, &mut self.buf).await,
+                        Some(tls) => tls.read(&self.stream, &mut self.buf).await,
+                    }
+                } => {
                     return match r {
                         Ok((n, t)) => {
                             // Stamps of one socket never go backwards (clock-offset jitter).
@@ -143,7 +171,7 @@ impl Conn {
         trace.send_ns = mono_ns();
         self.last_ns = trace.send_ns;
         let deadline = trace.send_ns + opts.timeout.as_nanos() as u64;
-        if let Err(e) = self.stream.write_all(request).await {
+        if let Err(e) = self.write_all(request).await {
             self.reusable = false;
             trace.error = Some(RequestError::new(
                 ErrorClass::Io,
@@ -159,6 +187,13 @@ impl Conn {
             if trace.error.is_none() {
                 trace.error = Some(e);
             }
+        }
+    }
+
+    async fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        match &mut self.tls {
+            None => self.stream.write_all(bytes).await,
+            Some(tls) => tls.write_all(&mut self.stream, bytes).await,
         }
     }
 
@@ -403,7 +438,7 @@ impl Conn {
     ) -> Result<(u16, Vec<u8>), RequestError> {
         self.last_ns = mono_ns();
         let deadline = self.last_ns + timeout.as_nanos() as u64;
-        if let Err(e) = self.stream.write_all(request).await {
+        if let Err(e) = self.write_all(request).await {
             self.reusable = false;
             return Err(RequestError::new(
                 ErrorClass::Io,

@@ -38,7 +38,7 @@ async fn bodyless(
     let mut req = format!(
         "{method} {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: bakeoff/{}\r\nAccept: application/json\r\n",
         target.path(path),
-        target.authority(),
+        target.host_header(),
         crate::VERSION
     );
     if let Some(k) = api_key {

@@ -44,7 +44,7 @@ pub struct Usage {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ErrorClass {
-    /// TCP connect failed (refused, unreachable, timed out).
+    /// TCP connect or TLS handshake failed (refused, unreachable, timed out, certificate).
     Connect,
     /// The whole request exceeded its time limit.
     Timeout,

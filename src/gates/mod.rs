@@ -192,6 +192,10 @@ pub struct GateResult {
     /// The verdict in words.
     pub reason: String,
     pub url: String,
+    /// https only: how the server's certificate was checked (`{"verify": "insecure"}` when it
+    /// was not: the gate then did not authenticate the server it judged).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls: Option<Value>,
     pub model: String,
     /// Wall-clock label of the start (UTC).
     pub started_at: String,
@@ -219,6 +223,7 @@ impl GateResult {
             total: 0,
             reason: String::new(),
             url: ctx.target.to_string(),
+            tls: ctx.target.tls.as_ref().map(|t| t.record()),
             model: ctx.model.clone(),
             started_at: crate::clock::wall_rfc3339(),
             duration_s: 0.0,

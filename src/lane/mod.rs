@@ -75,6 +75,7 @@ impl LaneSpec {
             host: self.host.clone(),
             port: self.port,
             prefix: String::new(),
+            tls: None,
         }
     }
 }
@@ -193,6 +194,8 @@ pub enum LaunchSpec {
     /// Not managed: launch and stop only check it; readiness polls this URL.
     Endpoint {
         url: String,
+        /// How an `https://` endpoint's certificate is checked (unused for `http://`).
+        tls: crate::client::Trust,
     },
     Reference(ReferenceSpec),
     Slurm(SlurmSpec),
@@ -239,7 +242,7 @@ impl LaunchSpec {
     /// the URL for an endpoint.
     pub fn identity(&self, lane: &LaneSpec) -> String {
         match self {
-            LaunchSpec::Endpoint { url } => argv_env_hash(std::slice::from_ref(url), &[]),
+            LaunchSpec::Endpoint { url, .. } => argv_env_hash(std::slice::from_ref(url), &[]),
             _ => argv_env_hash(&self.argv(lane), self.env()),
         }
     }
@@ -277,8 +280,11 @@ impl LaunchSpec {
                 o.insert("name".into(), c.name.clone().into());
                 o.insert("log_path".into(), c.log_path.display().to_string().into());
             }
-            LaunchSpec::Endpoint { url } => {
+            LaunchSpec::Endpoint { url, tls } => {
                 o.insert("url".into(), url.clone().into());
+                if url.starts_with("https://") {
+                    o.insert("tls".into(), tls.record());
+                }
             }
             LaunchSpec::Reference(r) => {
                 o.insert("profile".into(), r.profile.display().to_string().into());
@@ -594,14 +600,27 @@ pub async fn launch(lane: &LaneSpec, spec: &LaunchSpec) -> Result<Running, Launc
     let started_ns = crate::clock::mono_ns();
     let masker = spec.masker();
     let identity = spec.identity(lane);
-    if let LaunchSpec::Endpoint { url } = spec {
-        let target = Target::parse(url).map_err(|e| {
-            LaunchFailure::new(
-                Cause::SpawnFailed,
-                format!("endpoint arm: {}", masker.mask(&e)),
-                0.0,
-            )
-        })?;
+    if let LaunchSpec::Endpoint { url, tls } = spec {
+        let target = Target::parse(url)
+            .map(|t| t.with_trust(tls.clone()))
+            .map_err(|e| {
+                LaunchFailure::new(
+                    Cause::SpawnFailed,
+                    format!("endpoint arm: {}", masker.mask(&e)),
+                    0.0,
+                )
+            })?;
+        // An https endpoint whose certificate does not verify never becomes ready: say so now,
+        // not at the ready timeout.
+        crate::client::tls::check_handshake(&target, Duration::from_secs(10))
+            .await
+            .map_err(|e| {
+                LaunchFailure::new(
+                    Cause::SpawnFailed,
+                    format!("endpoint arm: {}", masker.mask(&e)),
+                    0.0,
+                )
+            })?;
         return Ok(Running {
             kind: spec.kind(),
             pid: None,

@@ -42,7 +42,10 @@ fn resolve_env(env: &BTreeMap<String, EnvValue>) -> Result<Vec<(String, EnvVal)>
 pub fn launch_spec(c: &Campaign, arm: &Arm, log_path: &Path) -> Result<LaunchSpec, String> {
     let lc = c.launch_command(arm);
     match (arm.recipe(), lc) {
-        (RecipeRef::Endpoint(e), _) => Ok(LaunchSpec::Endpoint { url: e.url.clone() }),
+        (RecipeRef::Endpoint(e), _) => Ok(LaunchSpec::Endpoint {
+            url: e.url.clone(),
+            tls: e.trust(),
+        }),
         (RecipeRef::Container(ct), Some(_)) => {
             let mut labels = vec![
                 ("bakeoff.campaign".to_string(), c.campaign.id.clone()),
@@ -304,6 +307,19 @@ pub fn new_result(c: &Campaign) -> CampaignResult {
     };
     // The policy the verdict follows, recorded so the verdict is a function of the bundle alone.
     r.policy = Some(c.policy.clone());
+    // An endpoint measured without certificate verification is a limitation of the verdict.
+    for a in &c.arms {
+        if let Some(e) = a.endpoint.as_ref().filter(|e| e.insecure) {
+            let n = format!(
+                "arm `{}`: {}",
+                a.id,
+                crate::client::tls::insecure_note(&e.url)
+            );
+            if !r.notes.contains(&n) {
+                r.notes.push(n);
+            }
+        }
+    }
     r.measurement_path = if c.arms.iter().any(|a| a.endpoint.is_some()) {
         "routed".into()
     } else {

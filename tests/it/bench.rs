@@ -354,6 +354,8 @@ fn bench_and_campaign_timing_run_one_load_path_and_agree() {
     let (concurrency, requests, max_tokens, prompt_tokens) = (2u32, 8u32, 40u64, 64u64);
     let args = BenchArgs {
         url: e.url.clone(),
+        ca_file: None,
+        insecure: false,
         model: None,
         endpoint: EndpointArg::Chat,
         prompt_tokens,

@@ -36,6 +36,7 @@ mod report {
     mod summary;
 }
 mod selftest;
+mod tls;
 mod trust_bundle;
 mod telemetry {
     mod gpu;

@@ -152,9 +152,29 @@ pub struct Volume {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EndpointRecipe {
-    /// `http://host:port`; default the lane's address (filled by load).
+    /// `http://host:port` or `https://host[:port][/prefix]`; default the lane's address (filled
+    /// by load).
     #[serde(default)]
     pub url: String,
+    /// `https://` only: trust only the CA certificate(s) of this PEM file instead of the system
+    /// store (relative to the campaign file's directory; absolute after load).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_file: Option<PathBuf>,
+    /// `https://` only: do not verify the server's certificate; recorded as a limitation.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub insecure: bool,
+}
+
+impl EndpointRecipe {
+    /// How the endpoint's certificate is checked (meaningful for `https://` URLs only).
+    pub fn trust(&self) -> crate::client::Trust {
+        crate::client::Trust::from_settings(self.ca_file.as_deref(), self.insecure)
+    }
+
+    /// The endpoint's request target: the URL with the certificate settings.
+    pub fn target(&self) -> Result<crate::client::Target, String> {
+        crate::client::Target::parse(&self.url).map(|t| t.with_trust(self.trust()))
+    }
 }
 
 /// `[arms.reference]`: `bakeoff engine --profile P` on the lane port.

@@ -225,9 +225,10 @@ pub(super) fn arm(c: &mut Campaign, i: usize, dir: &Path, r: &mut Reporter) {
             r.error(
                 &at.key("endpoint").key("url"),
                 problem,
-                "give the server root, e.g. \"http://10.0.0.5:8000\"",
+                "give the server root, e.g. \"http://10.0.0.5:8000\" or \"https://gateway.example/openai\"",
             );
         }
+        endpoint_tls(r, &at.key("endpoint"), e, dir);
     }
     if let Some(rf) = &mut a.reference {
         rf.profile = resolve(dir, &rf.profile);
@@ -435,6 +436,48 @@ pub(super) fn across_arms(c: &mut Campaign, r: &mut Reporter) {
                     "give the incumbent a process, container or slurm recipe, or move it off the lane port",
                 );
             }
+        }
+    }
+}
+
+/// `ca_file` / `insecure` of an endpoint recipe: https only, not both, and a CA file that loads.
+fn endpoint_tls(
+    r: &mut Reporter,
+    at: &crate::campaign::diag::FieldPath,
+    e: &mut crate::campaign::spec::EndpointRecipe,
+    dir: &Path,
+) {
+    if let Some(p) = &mut e.ca_file {
+        *p = resolve(dir, p);
+    }
+    let https = e.url.starts_with("https://");
+    if !https && (e.ca_file.is_some() || e.insecure) {
+        let field = if e.insecure { "insecure" } else { "ca_file" };
+        r.error(
+            &at.key(field),
+            format!(
+                "`{field}` applies to https:// URLs only; the endpoint is {}",
+                e.url
+            ),
+            "drop it, or give the endpoint's https:// URL",
+        );
+        return;
+    }
+    if e.ca_file.is_some() && e.insecure {
+        r.error(
+            &at.key("insecure"),
+            "`insecure = true` and `ca_file` contradict each other",
+            "keep ca_file to verify against that CA, or drop it to skip verification",
+        );
+        return;
+    }
+    if let Some(p) = &e.ca_file {
+        if let Err(problem) = crate::client::tls::file_roots(p) {
+            r.error(
+                &at.key("ca_file"),
+                problem,
+                "give a PEM file with the CA certificate(s) that signed the endpoint's certificate, relative to the campaign file's directory",
+            );
         }
     }
 }

@@ -36,7 +36,8 @@ pub async fn launch(cx: &mut Cx, arm: &Arm, s: &PlanStep, live: &mut Option<Live
 }
 
 pub async fn ready(cx: &mut Cx, arm: &Arm, s: &PlanStep, live: &mut Option<Live>) -> Done {
-    if live.is_none() {
+    let endpoint = live.is_none();
+    if endpoint {
         // An endpoint arm: "launch" only checks its URL.
         match launch_arm(cx, arm, bundle::engine_log(&arm.id), Purpose::Arm).await {
             Ok(l) => *live = Some(l),
@@ -51,7 +52,12 @@ pub async fn ready(cx: &mut Cx, arm: &Arm, s: &PlanStep, live: &mut Option<Live>
         }
     }
     let l = live.as_mut().expect("launched");
-    let (out, ev) = ready_arm(cx, arm, l).await;
+    let (out, mut ev) = ready_arm(cx, arm, l).await;
+    if endpoint {
+        // An endpoint arm has no launch file: its URL (and, for https, how its certificate was
+        // checked) is recorded here.
+        ev["spec"] = l.spec.describe(&cx.lane);
+    }
     if let Some(f) = &l.ready {
         cx.rec.arm_result(&arm.id).reported_context = f.context_tokens;
     }

@@ -142,7 +142,7 @@ fn done(cx: &mut Cx, step: &str, ev: Value, passed: bool, evidence: &str) -> Don
 
 fn incumbent_target(cx: &Cx, inc: &Arm) -> Target {
     match &inc.endpoint {
-        Some(e) => Target::parse(&e.url).unwrap_or_else(|_| cx.lane.target()),
+        Some(e) => e.target().unwrap_or_else(|_| cx.lane.target()),
         None => cx.lane.target(),
     }
 }

@@ -744,14 +744,63 @@ fn helpers() {
     assert_eq!(shell_quote("it's"), "'it'\\''s'");
 }
 
-#[test]
-fn endpoint_url_must_be_plain_http() {
-    let text = BASE.replace(
+fn endpoint(body: &str) -> String {
+    BASE.replace(
         "[arms.process]\nargv = [\"/bin/sleep\", \"2000\"]",
-        "[arms.endpoint]\nurl = \"https://10.0.0.7:8000\"",
+        &format!("[arms.endpoint]\n{body}"),
+    )
+}
+
+#[test]
+fn endpoint_url_is_http_or_https_and_its_tls_settings_are_checked() {
+    // https loads (the system CA store by default; insecure when asked).
+    for body in [
+        "url = \"https://10.0.0.7:8000\"",
+        "url = \"https://gw.example/openai/v1\"\ninsecure = true",
+    ] {
+        let w = write(&endpoint(body));
+        let c = campaign::load(&w.path).unwrap_or_else(|e| panic!("{body}: {e}"));
+        let e = c.arms[1].endpoint.as_ref().unwrap();
+        assert!(e.url.starts_with("https://"));
+    }
+    let msg = one_error(
+        &endpoint("url = \"ftp://10.0.0.7:8000\""),
+        ("url = ", 0),
+        "arms[1].endpoint.url",
     );
-    let msg = one_error(&text, ("url = ", 0), "arms[1].endpoint.url");
-    assert!(msg.contains("https is not supported"), "{msg}");
+    assert!(msg.contains("http:// or https://"), "{msg}");
+    // TLS settings on a plain http URL.
+    let msg = one_error(
+        &endpoint("url = \"http://10.0.0.7:8000\"\ninsecure = true"),
+        ("insecure = ", 0),
+        "arms[1].endpoint.insecure",
+    );
+    assert!(msg.contains("https:// URLs only"), "{msg}");
+    // Both at once.
+    let msg = one_error(
+        &endpoint("url = \"https://10.0.0.7:8000\"\nca_file = \"ca.pem\"\ninsecure = true"),
+        ("insecure = ", 0),
+        "arms[1].endpoint.insecure",
+    );
+    assert!(msg.contains("contradict"), "{msg}");
+    // A CA file that is missing, or not PEM, names the resolved file.
+    let msg = one_error(
+        &endpoint("url = \"https://10.0.0.7:8000\"\nca_file = \"missing-ca.pem\""),
+        ("ca_file = ", 0),
+        "arms[1].endpoint.ca_file",
+    );
+    assert!(
+        msg.contains("cannot read the CA file") && msg.contains("missing-ca.pem"),
+        "{msg}"
+    );
+    let text = endpoint("url = \"https://10.0.0.7:8000\"\nca_file = \"ca.pem\"");
+    let w = write(&text);
+    std::fs::write(w.path.with_file_name("ca.pem"), "not a certificate\n").unwrap();
+    let err = campaign::load(&w.path).unwrap_err().to_string();
+    assert!(
+        err.contains("arms[1].endpoint.ca_file") && err.contains("holds no certificate"),
+        "{err}"
+    );
 }
 
 #[test]

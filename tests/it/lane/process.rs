@@ -427,6 +427,7 @@ async fn endpoint_arm_is_polled_but_not_managed() {
     let other = lane_on(free_port(), Duration::from_secs(5), Duration::from_secs(1));
     let spec = LaunchSpec::Endpoint {
         url: format!("http://127.0.0.1:{port}/v1"),
+        tls: Default::default(),
     };
     let mut ep = lane::launch(&other, &spec).await.expect("endpoint launch");
     let facts = lane::wait_ready(&mut ep, &other).await.expect("ready");

@@ -547,6 +547,8 @@ async fn bench_against_a_stream_only_endpoint_sends_exactly_sized_prompts() {
     .await;
     let args = BenchArgs {
         url: fake.url.clone(),
+        ca_file: None,
+        insecure: false,
         model: None,
         endpoint: EndpointArg::Chat,
         prompt_tokens: 256,
