@@ -261,6 +261,65 @@ fn a_failed_restoration_says_why_what_serves_and_how_to_restart() {
     cleanup(&b, None, t.port);
 }
 
+#[test]
+fn a_profile_edited_between_stop_and_restore_fails_the_identity_naming_it() {
+    let _g = serial();
+    let t = Camp::new();
+    t.profile("inc", FAST);
+    t.profile("a", SLOW);
+    let file = t.write(&[("inc", "inc"), ("a", "a")], "", "");
+    let mut inc = Some(t.start_incumbent("inc"));
+    let b = t.bundle();
+    let locks = t.path("locks");
+    let child = bakeoff_run(&locks, &[file.to_str().unwrap()])
+        .spawn()
+        .unwrap();
+    // While the candidate runs, the stopped incumbent's profile changes: still a valid profile,
+    // same model and context, so the engine starts and serves, but 57x slower.
+    wait_for(&b.join("a-launch.json"), Duration::from_secs(120));
+    let prof = t.path("inc.toml");
+    let stop = json(&b.join("incumbent-shutdown.json"));
+    let recorded = stop["recipe_fingerprint"]["files"].to_string();
+    assert!(recorded.contains(prof.to_str().unwrap()), "{stop:#}");
+    assert!(recorded.contains("\"method\":\"sha256\""), "{recorded}");
+    std::fs::write(
+        &prof,
+        "model = \"inc\"\nttft_ms = 10\ndecode_tok_s = 7\ncontext_tokens = 4096\n",
+    )
+    .unwrap();
+    let o = child.wait_with_output().unwrap();
+    if let Some(mut c) = inc.take() {
+        let _ = c.wait();
+    }
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let r = json(&b.join("campaign-result.json"));
+    assert_eq!(r["restoration"]["status"], "failed", "{r:#}");
+    let detail = r["restoration"]["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("restoration-identity failed")
+            && detail.contains(&format!("file {} changed", prof.display())),
+        "{detail}"
+    );
+    assert!(
+        err.contains(&format!("file {} changed", prof.display())),
+        "{err}"
+    );
+    let id = json(&b.join("restoration-identity.json"));
+    assert_eq!(id["checks"]["recipe_files"], false, "{id:#}");
+    // The restored engine does serve (the old recipe text, the new file): never exact.
+    assert_eq!(listener_model(t.port).as_deref(), Some("inc"));
+    let all = std::fs::read_dir(&b)
+        .unwrap()
+        .filter_map(|e| std::fs::read_to_string(e.unwrap().path()).ok())
+        .collect::<String>();
+    assert!(
+        !all.contains("\"exact-restoration\""),
+        "a bundle file claims exact-restoration"
+    );
+    cleanup(&b, None, t.port);
+}
+
 /// A small tmpfs, unmounted on drop.
 struct Tmpfs(std::path::PathBuf);
 
