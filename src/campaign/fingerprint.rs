@@ -49,6 +49,9 @@ pub struct Fingerprint {
     /// Files the recipe names that could not be read, with why.
     #[serde(default)]
     pub unreadable: Vec<String>,
+    /// Files the recipe names that the engine writes (logs, caches), left out, with why.
+    #[serde(default)]
+    pub not_compared: Vec<String>,
     /// Empty when no serving process could be read (or the recipe sets no variables).
     #[serde(default)]
     pub env: Vec<EnvDigest>,
@@ -58,15 +61,25 @@ fn hex(d: impl AsRef<[u8]>) -> String {
     d.as_ref().iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// Flag and variable name words that mark a file the engine writes (a log, a cache, a dump), not
+/// one that defines its behaviour: such files change while the engine runs and are not compared.
+const OUTPUT_WORDS: &[&str] = &["log", "out", "save", "dump", "pid", "cache", "trace", "tmp"];
+
+fn names_output(flag: &str) -> bool {
+    let f = flag.to_ascii_lowercase();
+    OUTPUT_WORDS.iter().any(|w| f.contains(w))
+}
+
 /// The files `arm`'s recipe names that exist as regular files: the reference profile; for a
 /// process, the program (when given as a path) and every argument or `--flag=value` value and
 /// literal env value that is a file (relative paths against `cwd`); for a container, the host
 /// side of its volumes that are files (the image is pinned by digest in the recipe itself).
-/// Directories are not walked.
-pub fn recipe_files(arm: &Arm) -> Vec<PathBuf> {
-    let mut cands: Vec<PathBuf> = Vec::new();
+/// Directories are not walked. Second: files left out because the flag or variable naming them
+/// says the engine writes them (`--log-file`, `*_CACHE*`, …), with that name.
+pub fn recipe_files(arm: &Arm) -> (Vec<PathBuf>, Vec<String>) {
+    let mut cands: Vec<(PathBuf, Option<String>)> = Vec::new();
     match arm.recipe() {
-        RecipeRef::Reference(r) => cands.push(r.profile.clone()),
+        RecipeRef::Reference(r) => cands.push((r.profile.clone(), None)),
         RecipeRef::Process(p) => {
             let rel = |s: &str| {
                 let path = Path::new(s);
@@ -76,33 +89,52 @@ pub fn recipe_files(arm: &Arm) -> Vec<PathBuf> {
                     p.cwd.join(path)
                 }
             };
+            let output = |name: &str| names_output(name).then(|| name.to_string());
             for (i, a) in p.argv.iter().enumerate() {
                 if i == 0 && !a.contains('/') {
                     continue;
                 }
-                cands.push(rel(a));
-                if let Some((_, v)) = a.split_once('=') {
-                    cands.push(rel(v));
+                let prev = if i > 0 { p.argv[i - 1].as_str() } else { "" };
+                let flag_before = if prev.starts_with('-') {
+                    output(prev)
+                } else {
+                    None
+                };
+                cands.push((rel(a), flag_before));
+                if let Some((k, v)) = a.split_once('=') {
+                    cands.push((rel(v), output(k)));
                 }
             }
-            for v in p.env.values() {
+            for (k, v) in &p.env {
                 if let EnvValue::Literal(s) = v {
                     if s.contains('/') || s.contains('.') {
-                        cands.push(rel(s));
+                        cands.push((rel(s), output(k)));
                     }
                 }
             }
         }
-        RecipeRef::Container(c) => cands.extend(c.volumes.iter().map(|v| v.host.clone())),
+        RecipeRef::Container(c) => {
+            cands.extend(c.volumes.iter().map(|v| (v.host.clone(), None)));
+        }
         RecipeRef::Endpoint(_) => {}
     }
     let mut out: Vec<PathBuf> = Vec::new();
-    for c in cands {
-        if !c.as_os_str().is_empty() && c.is_file() && !out.contains(&c) {
-            out.push(c);
+    let mut skipped: Vec<String> = Vec::new();
+    let mut seen: Vec<PathBuf> = Vec::new();
+    for (c, output) in cands {
+        if c.as_os_str().is_empty() || !c.is_file() || seen.contains(&c) {
+            continue;
+        }
+        seen.push(c.clone());
+        match output {
+            Some(name) => skipped.push(format!(
+                "{} (named by `{name}`: a file the engine writes, not compared)",
+                c.display()
+            )),
+            None => out.push(c),
         }
     }
-    out
+    (out, skipped)
 }
 
 /// The digest of one file (see the module doc for the method).
@@ -148,8 +180,12 @@ pub fn env_value_digest(name: &str, value: &str) -> String {
 /// The fingerprint of `arm` now: its files, and (when `environ` is the serving process's
 /// environment) the digests of the variables its recipe sets.
 pub fn fingerprint(c: &Campaign, arm: &Arm, environ: Option<&[(String, String)]>) -> Fingerprint {
-    let mut fp = Fingerprint::default();
-    for p in recipe_files(arm) {
+    let (files, not_compared) = recipe_files(arm);
+    let mut fp = Fingerprint {
+        not_compared,
+        ..Default::default()
+    };
+    for p in files {
         match file_digest(&p) {
             Ok(d) => fp.files.push(d),
             Err(e) => fp.unreadable.push(format!("{}: {e}", p.display())),
@@ -272,6 +308,45 @@ mod tests {
     }
 
     #[test]
+    fn files_a_process_recipe_names_and_the_ones_it_writes() {
+        let d = std::env::temp_dir().join(format!("bakeoff-fp-argv-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        for f in [
+            "model.gguf",
+            "chat.jinja",
+            "cfg.yaml",
+            "engine.log",
+            "server",
+        ] {
+            std::fs::write(d.join(f), f).unwrap();
+        }
+        let text = format!(
+            r#"id = "a"
+role = "incumbent"
+engine = "e"
+model = "m"
+served_model = "m"
+served_context = 10
+[process]
+argv = ["{0}/server", "-m", "model.gguf", "--chat-template-file={0}/chat.jinja", "--log-file", "engine.log", "--port", "8000", "--missing", "nope.bin"]
+cwd = "{0}"
+env = {{ CONFIG = "cfg.yaml", LOG_PATH = "engine.log" }}
+"#,
+            d.display()
+        );
+        let arm: Arm = toml::from_str(&text).unwrap();
+        let (files, skipped) = recipe_files(&arm);
+        let names: Vec<String> = files
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["server", "model.gguf", "chat.jinja", "cfg.yaml"]);
+        assert_eq!(skipped.len(), 1, "{skipped:?}");
+        assert!(skipped[0].contains("engine.log") && skipped[0].contains("--log-file"));
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
     fn env_digests_never_hold_the_value() {
         let d = env_value_digest("API_KEY", "hunter2");
         assert_eq!(d.len(), 64);
@@ -285,9 +360,9 @@ mod tests {
             ..Default::default()
         };
         let mut now = before.clone();
-        now.env[0].sha256 = Some(env_value_digest("API_KEY", "other"));
+        now.env[0].sha256 = Some(env_value_digest("API_KEY", "s3cr3t-rotated"));
         let ch = changes(&before, &now);
         assert!(ch[0].contains("API_KEY"), "{ch:?}");
-        assert!(!ch[0].contains("other"));
+        assert!(!ch[0].contains("s3cr3t"));
     }
 }

@@ -393,3 +393,77 @@ fn a_disk_that_fills_and_stays_full_leaves_the_incumbent_serving() {
     cleanup(&b, None, t.port);
     drop(disk);
 }
+
+#[test]
+fn a_disk_full_for_a_second_never_leaves_a_complete_bundle_with_a_missing_file() {
+    let _g = serial();
+    let t = Camp::new();
+    let Some(disk) = Tmpfs::mount(&t.path("disk"), "4m") else {
+        eprintln!("SKIPPED: cannot mount a tmpfs here (needs root); the unwritable-file test above covers the runner's handling");
+        return;
+    };
+    t.profile("inc", FAST);
+    t.profile("a", SLOW);
+    t.profile("b", FAST);
+    let file = t.write(&[("inc", "inc"), ("a", "a"), ("b", "b")], "", "");
+    let mut inc = Some(t.start_incumbent("inc"));
+    let b = disk.0.join("out");
+    let locks = t.path("locks");
+    let child = bakeoff_run(
+        &locks,
+        &[file.to_str().unwrap(), "--output", b.to_str().unwrap()],
+    )
+    .spawn()
+    .unwrap();
+    // During arm a (its slow timing steps take seconds): full for about a second, then freed.
+    wait_for(&b.join("a-launch.json"), Duration::from_secs(180));
+    std::thread::sleep(Duration::from_millis(300));
+    let filler = disk.0.join("filler");
+    fill(&filler);
+    std::thread::sleep(Duration::from_millis(800));
+    std::fs::remove_file(&filler).unwrap();
+    let o = child.wait_with_output().unwrap();
+    if let Some(mut c) = inc.take() {
+        let _ = c.wait();
+    }
+    let Ok(bytes) = std::fs::read(b.join("campaign-result.json")) else {
+        // No result at all: never "complete"; the lane is still put back.
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+        done_steps_have_files(&b);
+        assert_eq!(listener_model(t.port).as_deref(), Some("inc"));
+        cleanup(&b, None, t.port);
+        return;
+    };
+    let r: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    eprintln!(
+        "exit {:?}, complete {}, incomplete_reason {}",
+        o.status.code(),
+        r["complete"],
+        r["incomplete_reason"]
+    );
+    // Every step the checkpoint marks done has its file, whichever writes the second hit.
+    assert!(done_steps_have_files(&b) > 0);
+    if r["complete"] == true {
+        // Complete only when nothing is missing: exit 0 and the bundle verifies.
+        assert!(o.status.success(), "{}", text(&o));
+        verify(&b);
+    } else {
+        assert_eq!(o.status.code(), Some(1), "{}\n{r:#}", text(&o));
+        let reason = r["incomplete_reason"].as_str().unwrap_or_default();
+        assert!(!reason.is_empty(), "incomplete without a reason: {r:#}");
+    }
+    // Every evidence file an arm's result cites exists.
+    for a in r["arms"].as_array().unwrap() {
+        for f in a["evidence"].as_array().into_iter().flatten() {
+            let f = f.as_str().unwrap();
+            assert!(b.join(f).is_file(), "arm {} cites {f}, missing", a["id"]);
+        }
+    }
+    // The incumbent serves afterwards; the candidates are gone.
+    wait_serving(t.port, Duration::from_secs(10));
+    assert_eq!(listener_model(t.port).as_deref(), Some("inc"));
+    let pid = json(&b.join("a-launch.json"))["pid"].as_u64().unwrap() as u32;
+    assert!(!pid_alive(pid), "candidate pid {pid} still alive");
+    cleanup(&b, None, t.port);
+    drop(disk);
+}
