@@ -150,6 +150,13 @@ impl Plan {
                     .map_or("built-in".to_string(), |p| p.display().to_string())
             );
         }
+        for s in &self.suites {
+            let _ = writeln!(
+                o,
+                "  suite      {} {}: {} case(s), sha256 {}",
+                s.gate, s.path, s.cases, s.sha256
+            );
+        }
 
         let _ = writeln!(
             o,

@@ -16,6 +16,7 @@ pub mod checkpoint;
 pub mod command;
 mod diag;
 mod dry_run;
+pub mod fingerprint;
 mod loader;
 mod paths;
 pub mod plan;

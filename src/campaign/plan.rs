@@ -193,6 +193,48 @@ pub struct Plan {
     pub campaign: Campaign,
     pub request: RequestContract,
     pub steps: Vec<PlanStep>,
+    /// The suites the gate steps run, as read when the plan was made.
+    pub suites: Vec<SuiteDigest>,
+}
+
+/// A suite a gate runs: where it comes from, the SHA-256 of its bytes and how many cases (tools)
+/// or items (quality) it holds, so a case that vanished from the file shows in the plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SuiteDigest {
+    /// `tools` or `quality`.
+    pub gate: String,
+    /// The file, or the built-in suite's repository path.
+    pub path: String,
+    pub sha256: String,
+    pub cases: usize,
+}
+
+/// The campaign's suites, read now (a suite that does not load is left out: validation has
+/// refused it already).
+pub fn suite_digests(c: &Campaign) -> Vec<SuiteDigest> {
+    use crate::gates::builtin::{load_quality, load_tools};
+    let mut out = Vec::new();
+    if let Some(t) = &c.gates.tools {
+        if let Ok(s) = load_tools(t.suite.as_deref()) {
+            out.push(SuiteDigest {
+                gate: "tools".into(),
+                path: s.path.display().to_string(),
+                sha256: s.sha256.clone(),
+                cases: s.cases.len(),
+            });
+        }
+    }
+    if let Some(q) = &c.gates.quality {
+        if let Ok(s) = load_quality(q.suite.as_deref()) {
+            out.push(SuiteDigest {
+                gate: "quality".into(),
+                path: s.path.display().to_string(),
+                sha256: s.sha256.clone(),
+                cases: s.items.len(),
+            });
+        }
+    }
+    out
 }
 
 /// Expands a loaded campaign into its steps.
@@ -418,6 +460,7 @@ pub fn plan(c: &Campaign) -> Plan {
             sizing_timeout_s: 300,
         },
         steps,
+        suites: suite_digests(c),
     }
 }
 

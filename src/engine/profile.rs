@@ -124,15 +124,12 @@ impl Profile {
     pub fn parse(text: &str, source: &Path) -> anyhow::Result<Profile> {
         let file = source.display();
         let table: toml::Table = toml::from_str(text).map_err(|e| {
-            let at = e
+            let line = e
                 .span()
-                .map(|s| {
-                    let line = text[..s.start.min(text.len())].matches('\n').count() + 1;
-                    format!(" (line {line})")
-                })
-                .unwrap_or_default();
+                .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1)
+                .unwrap_or(1);
             anyhow::anyhow!(
-                "profile {file}: invalid TOML{at}: {}",
+                "{file}:{line}: invalid TOML: {}; fix the TOML syntax at that line (one `key = value` per line, each key once)",
                 e.message().trim().replace('\n', " ")
             )
         })?;
@@ -142,6 +139,7 @@ impl Profile {
         for (key, value) in &table {
             let f = Field {
                 file: &file,
+                line: key_line(text, key),
                 key,
                 value,
             };
@@ -202,22 +200,29 @@ impl Profile {
                 "error_rate" => p.error_rate = f.number(0.0, 1.0)?,
                 _ => {
                     anyhow::bail!(
-                        "profile {file}: unknown key `{key}` (known keys: {})",
+                        "{file}:{}: {key}: unknown key; remove it or use one of the known keys: {}",
+                        f.line,
                         KNOWN_KEYS.join(", ")
                     )
                 }
             }
         }
         if !have_model {
-            anyhow::bail!("profile {file}: missing required key `model` (the served model id)");
+            anyhow::bail!(
+                "{file}:1: model: missing (the served model id); add model = \"…\" at the top"
+            );
         }
         Ok(p)
     }
 
     /// Read and parse one profile file.
     pub fn load(path: &Path) -> anyhow::Result<Profile> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| anyhow::anyhow!("profile {}: cannot read file: {e}", path.display()))?;
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            anyhow::anyhow!(
+                "{}: cannot read the profile: {e}; give the path of a readable profile file",
+                path.display()
+            )
+        })?;
         Profile::parse(&text, path)
     }
 }
@@ -247,8 +252,23 @@ pub const KNOWN_KEYS: &[&str] = &[
     "error_rate",
 ];
 
+/// The 1-based line where `key` is set in a flat TOML file (1 when it cannot be found).
+fn key_line(text: &str, key: &str) -> usize {
+    text.lines()
+        .position(|l| {
+            let l = l.trim_start();
+            let l = l.strip_prefix('"').unwrap_or(l);
+            l.strip_prefix(key).is_some_and(|rest| {
+                let rest = rest.strip_prefix('"').unwrap_or(rest).trim_start();
+                rest.starts_with('=')
+            })
+        })
+        .map_or(1, |n| n + 1)
+}
+
 struct Field<'a> {
     file: &'a std::path::Display<'a>,
+    line: usize,
     key: &'a str,
     value: &'a toml::Value,
 }
@@ -258,8 +278,9 @@ impl Field<'_> {
         let got = self.value.to_string();
         let got: String = got.chars().take(60).collect();
         anyhow::anyhow!(
-            "profile {}: field `{}` must be {want} (got {got})",
+            "{}:{}: {}: must be {want}, got {got}; give {want}",
             self.file,
+            self.line,
             self.key
         )
     }
@@ -327,25 +348,39 @@ mod tests {
 
     #[test]
     fn errors_name_file_and_key() {
-        let e = parse("model = \"m\"\nbogus = 1\n").unwrap_err().to_string();
-        assert!(e.contains("p.toml") && e.contains("`bogus`"), "{e}");
-        assert!(!e.contains('\n'));
-        let e = parse("model = \"m\"\nttft_ms = \"fast\"\n")
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("`ttft_ms`"), "{e}");
-        let e = parse("model = \"m\"\nerror_rate = 1.5\n")
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("`error_rate`"), "{e}");
-        let e = parse("ttft_ms = 5\n").unwrap_err().to_string();
-        assert!(e.contains("`model`"), "{e}");
-        let e = parse("model = \n").unwrap_err().to_string();
-        assert!(e.contains("invalid TOML") && !e.contains('\n'), "{e}");
-        let e = parse("model = \"m\"\ntool_behavior = \"x\"\n")
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("`tool_behavior`"), "{e}");
+        // `FILE:LINE: key: problem; fix`, one line.
+        let one = |text: &str, want: &str| {
+            let e = parse(text).unwrap_err().to_string();
+            assert!(e.starts_with(want), "want {want:?}, got {e:?}");
+            assert!(e.contains("; ") && !e.contains('\n'), "{e}");
+            e
+        };
+        let e = one(
+            "model = \"m\"\nbogus = 1\n",
+            "p.toml:2: bogus: unknown key; ",
+        );
+        assert!(e.contains("decode_tok_s"), "{e}");
+        one(
+            "model = \"m\"\nttft_ms = \"fast\"\n",
+            "p.toml:2: ttft_ms: must be a number",
+        );
+        let e = one(
+            "model = \"m\"\n\nerror_rate = 1.5\n",
+            "p.toml:3: error_rate: ",
+        );
+        assert!(e.contains("[0, 1]"), "{e}");
+        let e = one(
+            "model = \"m\"\nconcurrency_slowdown = 1e300\n",
+            "p.toml:2: concurrency_slowdown: must be a number in [0, 1000]",
+        );
+        assert!(e.contains("give a number in [0, 1000]"), "{e}");
+        one("ttft_ms = 5\n", "p.toml:1: model: missing");
+        one("model = \n", "p.toml:1: invalid TOML");
+        one("model = \"m\"\nmodel = \"n\"\n", "p.toml:2: invalid TOML");
+        one(
+            "model = \"m\"\ntool_behavior = \"x\"\n",
+            "p.toml:2: tool_behavior: must be one of",
+        );
     }
 
     #[test]

@@ -18,6 +18,7 @@ pub mod expect;
 pub mod preflight;
 pub mod quality;
 pub mod retrieval;
+pub mod schema_words;
 pub mod suite;
 pub mod tooldef;
 pub mod tools;
@@ -179,6 +180,8 @@ pub struct SuiteRef {
     pub path: String,
     pub name: Option<String>,
     pub sha256: String,
+    /// How many cases (tools) or items (quality) the suite holds: a vanished case shows.
+    pub cases: usize,
 }
 
 /// The outcome of one gate: what `gate-<name>.json` holds.

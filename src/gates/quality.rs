@@ -80,7 +80,13 @@ impl QualitySuite {
         QualitySuite::from_file(suite::read(path)?)
     }
 
+    /// Validates a read suite file; errors point at their line in the file.
     pub fn from_file(file: SuiteFile) -> Result<QualitySuite, SuiteError> {
+        let text = file.text.clone();
+        QualitySuite::checked(file).map_err(|e| e.locate(&text))
+    }
+
+    fn checked(file: SuiteFile) -> Result<QualitySuite, SuiteError> {
         suite::check_kind(&file, "quality")?;
         let fname = file.path.display().to_string();
         let top_here = Here::new(&fname, "suite");
@@ -302,6 +308,7 @@ pub async fn run(ctx: &GateContext, check: &QualityCheck) -> GateResult {
         path: suite.path.display().to_string(),
         name: suite.name.clone(),
         sha256: suite.sha256.clone(),
+        cases: suite.items.len(),
     });
     r.suite_sha256 = Some(suite.sha256.clone());
     let reps = check.repetitions.max(1);

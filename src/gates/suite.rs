@@ -19,20 +19,110 @@ pub struct SuiteError {
     /// The field inside the item (`calls[0].arguments.zip`); empty when the whole file is at fault.
     pub field: String,
     pub message: String,
+    /// The 1-based line the error points at, when it could be found ([`SuiteError::locate`]).
+    pub line: Option<u32>,
+    /// How to fix it (none: the message says it). Boxed: the error stays small.
+    pub fix: Option<Box<str>>,
 }
 
 impl fmt::Display for SuiteError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let file = match self.line {
+            Some(l) => format!("{}:{l}", self.file),
+            None => self.file.clone(),
+        };
         match (self.item.is_empty(), self.field.is_empty()) {
-            (true, _) => write!(f, "{}: {}", self.file, self.message),
-            (false, true) => write!(f, "{}: {}: {}", self.file, self.item, self.message),
+            (true, _) => write!(f, "{file}: {}", self.message)?,
+            (false, true) => write!(f, "{file}: {}: {}", self.item, self.message)?,
             (false, false) => write!(
                 f,
-                "{}: {}: field `{}`: {}",
-                self.file, self.item, self.field, self.message
-            ),
+                "{file}: {}: field `{}`: {}",
+                self.item, self.field, self.message
+            )?,
+        }
+        if let Some(fix) = &self.fix {
+            write!(f, "; {fix}")?;
+        }
+        Ok(())
+    }
+}
+
+impl SuiteError {
+    /// With a fix.
+    pub fn fix(mut self, fix: impl Into<String>) -> SuiteError {
+        self.fix = Some(fix.into().into_boxed_str());
+        self
+    }
+
+    /// Finds the line the error points at in the suite's `text` (TOML or JSON): the item's
+    /// `[[list]]` header (or its `"id"`), then the deepest key of the field inside the item.
+    pub fn locate(mut self, text: &str) -> SuiteError {
+        if self.line.is_none() {
+            self.line = locate(text, &self.item, &self.field);
+        }
+        self
+    }
+}
+
+/// `tools[2]` from an item label `tool "x" (tools[2])` or `case cases[2]`.
+fn list_index(item: &str) -> Option<(&str, usize)> {
+    let inner = item.trim_end_matches(')');
+    let tail = inner.rsplit([' ', '(']).next()?;
+    let (list, rest) = tail.split_once('[')?;
+    let i = rest.trim_end_matches(']').parse().ok()?;
+    Some((list, i))
+}
+
+fn locate(text: &str, item: &str, field: &str) -> Option<u32> {
+    let lines: Vec<&str> = text.lines().collect();
+    let header = |l: &str| l.trim_start().starts_with('[');
+    let (start, end) = match list_index(item) {
+        Some((list, i)) => {
+            let h = format!("[[{list}]]");
+            let starts: Vec<usize> = (0..lines.len()).filter(|&n| lines[n].trim() == h).collect();
+            match starts.get(i) {
+                Some(&s) => {
+                    let e = (s + 1..lines.len())
+                        .find(|&n| lines[n].trim_start().starts_with("[["))
+                        .unwrap_or(lines.len());
+                    (s, e)
+                }
+                None => {
+                    // JSON, or inline arrays: the item's quoted id.
+                    let id = item.split('"').nth(1)?;
+                    let s = (0..lines.len()).find(|&n| lines[n].contains(&format!("\"{id}\"")))?;
+                    (s, lines.len())
+                }
+            }
+        }
+        None if item == "suite" => (
+            0,
+            (0..lines.len())
+                .find(|&n| header(lines[n]))
+                .unwrap_or(lines.len()),
+        ),
+        None => return None,
+    };
+    let keys: Vec<String> = field
+        .split('.')
+        .map(|k| k.split('[').next().unwrap_or(k).to_string())
+        .filter(|k| !k.is_empty())
+        .collect();
+    for k in keys.iter().rev() {
+        let hit = (start..end).find(|&n| {
+            let l = lines[n].trim_start();
+            l.starts_with(&format!("{k} ="))
+                || l.starts_with(&format!("{k}="))
+                || l.contains(&format!(" {k} ="))
+                || l.contains(&format!("{{{k} ="))
+                || l.contains(&format!(".{k}]"))
+                || l.contains(&format!("\"{k}\""))
+        });
+        if let Some(n) = hit {
+            return u32::try_from(n + 1).ok();
         }
     }
+    u32::try_from(start + 1).ok()
 }
 
 impl std::error::Error for SuiteError {}
@@ -43,6 +133,8 @@ pub struct SuiteFile {
     pub path: PathBuf,
     pub sha256: String,
     pub root: Map<String, Value>,
+    /// The file's text (errors are located in it).
+    pub text: String,
 }
 
 /// Hex SHA-256 of `bytes`.
@@ -62,6 +154,8 @@ pub fn read(path: &Path) -> Result<SuiteFile, SuiteError> {
         item: String::new(),
         field: String::new(),
         message: format!("cannot read the suite file: {e}"),
+        line: None,
+        fix: Some("give the path of a readable suite file".into()),
     })?;
     from_bytes(path, &bytes)
 }
@@ -74,6 +168,8 @@ pub fn from_bytes(path: &Path, bytes: &[u8]) -> Result<SuiteFile, SuiteError> {
         item: String::new(),
         field: String::new(),
         message,
+        line: None,
+        fix: None,
     };
     let text =
         std::str::from_utf8(bytes).map_err(|_| whole("the suite file is not UTF-8 text".into()))?;
@@ -83,8 +179,16 @@ pub fn from_bytes(path: &Path, bytes: &[u8]) -> Result<SuiteFile, SuiteError> {
     let value: Value = if json {
         serde_json::from_str(text).map_err(|e| whole(format!("not valid JSON: {e}")))?
     } else {
-        let t: toml::Value = toml::from_str(text)
-            .map_err(|e| whole(format!("not valid TOML: {}", e.to_string().trim())))?;
+        let t: toml::Value = toml::from_str(text).map_err(|e| {
+            let mut w = whole(format!(
+                "not valid TOML: {}",
+                e.message().trim().replace('\n', " ")
+            ));
+            w.line = e
+                .span()
+                .and_then(|sp| u32::try_from(text[..sp.start.min(text.len())].matches('\n').count() + 1).ok());
+            w.fix("fix the TOML at that line (a duplicate key often means a deleted [[cases]] or [[items]] header above it)")
+        })?;
         serde_json::to_value(t).map_err(|e| whole(format!("cannot convert the TOML: {e}")))?
     };
     match value {
@@ -92,6 +196,7 @@ pub fn from_bytes(path: &Path, bytes: &[u8]) -> Result<SuiteFile, SuiteError> {
             path: path.to_path_buf(),
             sha256: sha256_hex(bytes),
             root,
+            text: text.to_string(),
         }),
         _ => Err(whole("the top level must be a table (object)".into())),
     }
@@ -118,6 +223,8 @@ impl Here {
             item: self.item.clone(),
             field: field.into(),
             message: message.into(),
+            line: None,
+            fix: None,
         }
     }
 }
@@ -200,10 +307,12 @@ impl<'a> Fields<'a> {
     ) -> Result<Fields<'a>, SuiteError> {
         for k in map.keys() {
             if !known.contains(&k.as_str()) {
-                return Err(here.err(
-                    join(prefix, k),
-                    format!("unknown field (known fields here: {})", known.join(", ")),
-                ));
+                return Err(here
+                    .err(
+                        join(prefix, k),
+                        format!("unknown field (known fields here: {})", known.join(", ")),
+                    )
+                    .fix("remove it or correct its spelling"));
             }
         }
         Ok(Fields {
@@ -350,7 +459,13 @@ mod tests {
         let e = Fields::new(&v, &here, "", &["id"]).err().unwrap();
         assert_eq!(
             e.to_string(),
-            "s.toml: case \"a\" (cases[0]): field `expct`: unknown field (known fields here: id)"
+            "s.toml: case \"a\" (cases[0]): field `expct`: unknown field (known fields here: id); remove it or correct its spelling"
         );
+        // Located in the text: the item's header, then the key inside it.
+        let text = "kind = \"tools\"\n[[cases]]\nid = \"a\"\n[[cases]]\nid = \"b\"\nexpct = 1\n";
+        let here = Here::new("s.toml", "case \"b\" (cases[1])");
+        let e = here.err("expct", "unknown field").locate(text);
+        assert_eq!(e.line, Some(6));
+        assert!(e.to_string().starts_with("s.toml:6: case"), "{e}");
     }
 }

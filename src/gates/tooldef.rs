@@ -52,6 +52,7 @@ impl ToolDef {
         here: &Here,
         field: &str,
     ) -> Result<ToolDef, SuiteError> {
+        super::schema_words::check(&parameters, here, field)?;
         if let Err(e) = jsonschema::meta::validate(&parameters) {
             let at = e.instance_path().as_str().to_string();
             let at = if at.is_empty() {

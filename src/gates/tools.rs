@@ -94,7 +94,13 @@ impl ToolSuite {
         ToolSuite::from_file(f)
     }
 
+    /// Validates a read suite file; errors point at their line in the file.
     pub fn from_file(file: SuiteFile) -> Result<ToolSuite, SuiteError> {
+        let text = file.text.clone();
+        ToolSuite::checked(file).map_err(|e| e.locate(&text))
+    }
+
+    fn checked(file: SuiteFile) -> Result<ToolSuite, SuiteError> {
         suite::check_kind(&file, "tools")?;
         let fname = file.path.display().to_string();
         let top_here = Here::new(&fname, "suite");
@@ -452,6 +458,7 @@ pub async fn run(ctx: &GateContext, check: &ToolsCheck) -> GateResult {
         path: suite.path.display().to_string(),
         name: suite.name.clone(),
         sha256: suite.sha256.clone(),
+        cases: suite.cases.len(),
     });
     r.suite_sha256 = Some(suite.sha256.clone());
     let permits = tokio::sync::Semaphore::new(check.batch);

@@ -297,8 +297,9 @@ fn violations(files: &[File]) -> Vec<String> {
         ("lane", Some(&["client", "clock", "engine", "evidence"][..])),
         ("evidence", Some(&["clock"][..])),
         (
+            // engine and gates: to check the profiles and suite files a campaign names at load.
             "campaign",
-            Some(&["client", "clock", "engine", "evidence"][..]),
+            Some(&["client", "clock", "engine", "evidence", "gates"][..]),
         ),
         (
             "run",

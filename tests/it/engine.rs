@@ -334,9 +334,15 @@ fn bad_profiles_fail_with_one_clear_line() {
     let _g = shared();
     let dir = temp_dir();
     let cases = [
-        ("model = \"m\"\nttft_msx = 5\n", "`ttft_msx`"),
-        ("model = \"m\"\ndecode_tok_s = -1\n", "`decode_tok_s`"),
-        ("ttft_ms = 5\n", "`model`"),
+        (
+            "model = \"m\"\nttft_msx = 5\n",
+            ".toml:2: ttft_msx: unknown key; ",
+        ),
+        (
+            "model = \"m\"\ndecode_tok_s = -1\n",
+            ".toml:2: decode_tok_s: must be a number in [0, 1000000], got -1; ",
+        ),
+        ("ttft_ms = 5\n", ".toml:1: model: missing"),
     ];
     for (i, (text, want)) in cases.iter().enumerate() {
         let path = dir.join(format!("bad{i}.toml"));

@@ -9,6 +9,7 @@ mod architecture;
 mod bench;
 mod campaign {
     mod availability;
+    mod bounds;
     mod example;
     mod faults;
     mod recovery;

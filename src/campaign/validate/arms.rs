@@ -285,6 +285,17 @@ pub(super) fn arm(c: &mut Campaign, i: usize, dir: &Path, r: &mut Reporter) {
     }
     let need = u64::from(c.workload.matched_prompt_tokens) + u64::from(c.workload.max_tokens);
     let a = &c.arms[i];
+    if a.served_context > u64::from(u32::MAX) {
+        r.error(
+            &at.key("served_context"),
+            format!(
+                "{} is outside the range 1..={} (tokens)",
+                a.served_context,
+                u32::MAX
+            ),
+            format!("give a value from 1 to {}", u32::MAX),
+        );
+    }
     if a.served_context > 0 && need > a.served_context {
         r.error(
             &at.key("served_context"),

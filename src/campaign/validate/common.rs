@@ -85,12 +85,40 @@ pub(super) fn no_repeats<T: Eq + std::hash::Hash>(
     }
 }
 
-pub(super) fn positive(r: &mut Reporter, path: &str, v: u64, what: &str) {
-    if v == 0 {
+/// The ranges every count, size and duration of a campaign must fit (docs/campaign.md, *Ranges*):
+/// wide enough for any real campaign, small enough that no valid campaign can exhaust memory,
+/// sockets or time arithmetic.
+pub mod limits {
+    /// Prompt and context sizes, tokens (`matched_prompt_tokens`, `long_context_targets`,
+    /// `served_context`).
+    pub const TOKENS: u64 = 10_000_000;
+    /// A completion's `max_tokens` (workload and retrieval).
+    pub const MAX_TOKENS: u64 = 1_000_000;
+    /// Warm repetitions per arm.
+    pub const WARM_REPETITIONS: u64 = 100_000;
+    /// One concurrency level: requests in flight at once (each holds a socket).
+    pub const CONCURRENCY: u64 = 4096;
+    /// Concurrency levels per campaign.
+    pub const CONCURRENCY_LEVELS: u64 = 64;
+    /// Tool-gate requests per variant.
+    pub const TOOLS_BATCH: u64 = 10_000;
+    /// Quality repetitions per item.
+    pub const QUALITY_REPETITIONS: u64 = 1_000;
+    /// Durations, seconds (`ready_timeout_s`, `stop_grace_s`): a week.
+    pub const SECONDS: u64 = 604_800;
+    /// GPU memory, MiB (`memory_reserve_mib`, `idle_baseline_max_mib`): 16 TiB.
+    pub const MIB: u64 = 16 * 1024 * 1024;
+    /// Reasoning headroom tokens.
+    pub const REASONING_HEADROOM: u64 = 1_000_000;
+}
+
+/// Reports `v` outside `lo..=hi`, naming the range (one line).
+pub(super) fn within(r: &mut Reporter, path: &FieldPath, v: u64, lo: u64, hi: u64, what: &str) {
+    if v < lo || v > hi {
         r.error(
-            &p(path),
-            format!("{what} must be positive, not 0"),
-            "give a number of 1 or more",
+            path,
+            format!("{v} is outside the range {lo}..={hi} ({what})"),
+            format!("give a value from {lo} to {hi}"),
         );
     }
 }

@@ -1,12 +1,18 @@
 //! `[gates]`.
 
-use super::common::{no_repeats, p, positive};
+use super::common::{limits, no_repeats, p, within};
 use crate::campaign::diag::{FieldPath, Reporter};
 use crate::campaign::paths::resolve;
 use crate::campaign::spec::Campaign;
 use std::path::{Path, PathBuf};
 
-pub(super) fn suite(r: &mut Reporter, path: &FieldPath, dir: &Path, suite: &mut Option<PathBuf>) {
+pub(super) fn suite(
+    r: &mut Reporter,
+    path: &FieldPath,
+    dir: &Path,
+    suite: &mut Option<PathBuf>,
+    quality: bool,
+) {
     if let Some(s) = suite {
         *s = resolve(dir, s);
         if !s.is_file() {
@@ -15,6 +21,20 @@ pub(super) fn suite(r: &mut Reporter, path: &FieldPath, dir: &Path, suite: &mut 
                 format!("suite file {} does not exist", s.display()),
                 "give a path relative to the campaign file's directory, or leave `suite` out for the built-in suite",
             );
+            return;
+        }
+        // The suite is checked now, not when its gate runs half way through the campaign.
+        let loaded = if quality {
+            crate::gates::builtin::load_quality(Some(s)).err()
+        } else {
+            crate::gates::builtin::load_tools(Some(s)).err()
+        };
+        if let Some(mut e) = loaded {
+            let fix = e.fix.take().map(String::from).unwrap_or_else(|| {
+                "fix the suite file (docs/suites.md), or leave `suite` out for the built-in suite"
+                    .to_string()
+            });
+            r.error(path, format!("the suite is refused: {e}"), fix);
         }
     }
 }
@@ -29,7 +49,14 @@ pub(super) fn gates(c: &mut Campaign, dir: &Path, r: &mut Reporter) {
         "list each gate once",
     );
     if let Some(t) = &mut g.tools {
-        positive(r, "gates.tools.batch", t.batch.into(), "the tools batch");
+        within(
+            r,
+            &p("gates.tools.batch"),
+            t.batch.into(),
+            1,
+            limits::TOOLS_BATCH,
+            "requests per variant",
+        );
         if t.variants.is_empty() {
             r.error(
                 &p("gates.tools.variants"),
@@ -44,16 +71,28 @@ pub(super) fn gates(c: &mut Campaign, dir: &Path, r: &mut Reporter) {
             |v| v.as_str(),
             "list each variant once",
         );
-        suite(r, &p("gates.tools.suite"), dir, &mut t.suite);
+        suite(r, &p("gates.tools.suite"), dir, &mut t.suite, false);
     }
     if let Some(q) = &mut g.quality {
-        positive(
+        within(
             r,
-            "gates.quality.repetitions",
+            &p("gates.quality.repetitions"),
             q.repetitions.into(),
-            "quality repetitions",
+            1,
+            limits::QUALITY_REPETITIONS,
+            "attempts per item",
         );
-        suite(r, &p("gates.quality.suite"), dir, &mut q.suite);
+        if let Some(h) = q.reasoning_headroom {
+            within(
+                r,
+                &p("gates.quality.reasoning_headroom"),
+                h,
+                0,
+                limits::REASONING_HEADROOM,
+                "tokens",
+            );
+        }
+        suite(r, &p("gates.quality.suite"), dir, &mut q.suite, true);
     }
     if let Some(rt) = &mut g.retrieval {
         if !(1..=12).contains(&rt.needles) {
@@ -63,11 +102,13 @@ pub(super) fn gates(c: &mut Campaign, dir: &Path, r: &mut Reporter) {
                 "plant 1 to 12 needles",
             );
         }
-        positive(
+        within(
             r,
-            "gates.retrieval.max_tokens",
+            &p("gates.retrieval.max_tokens"),
             rt.max_tokens.into(),
-            "the retrieval answer's max_tokens",
+            1,
+            limits::MAX_TOKENS,
+            "tokens of the retrieval answer",
         );
         if rt.depths.is_empty() {
             let n = rt.needles.max(1);

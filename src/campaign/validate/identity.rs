@@ -1,6 +1,6 @@
 //! `[campaign]` and `[lane]`.
 
-use super::common::{is_id, p};
+use super::common::{is_id, limits, p, within};
 use crate::campaign::diag::Reporter;
 use crate::campaign::paths::resolve;
 use crate::campaign::spec::Campaign;
@@ -88,4 +88,29 @@ pub(super) fn lane(c: &mut Campaign, r: &mut Reporter) {
             "give the seconds an arm may take to become ready, e.g. 600",
         );
     }
+    let secs = [
+        ("lane.ready_timeout_s", l.ready_timeout_s, 1),
+        ("lane.stop_grace_s", l.stop_grace_s, 0),
+    ];
+    for (f, v, lo) in secs {
+        if v > limits::SECONDS {
+            within(r, &p(f), v, lo, limits::SECONDS, "seconds");
+        }
+    }
+    within(
+        r,
+        &p("lane.memory_reserve_mib"),
+        l.memory_reserve_mib,
+        0,
+        limits::MIB,
+        "MiB",
+    );
+    within(
+        r,
+        &p("lane.idle_baseline_max_mib"),
+        l.idle_baseline_max_mib,
+        0,
+        limits::MIB,
+        "MiB",
+    );
 }

@@ -1,6 +1,6 @@
 //! `[workload]`, and the long-context targets the retrieval gate uses.
 
-use super::common::{no_repeats, p, positive, token_label};
+use super::common::{limits, no_repeats, p, token_label, within};
 use crate::campaign::diag::Reporter;
 use crate::campaign::spec::{Arm, Campaign};
 use std::collections::HashSet;
@@ -21,18 +21,29 @@ pub(super) fn workload(c: &mut Campaign, r: &mut Reporter) {
         |m| m.as_str(),
         "list each metric once",
     );
-    positive(
+    within(
         r,
-        "workload.matched_prompt_tokens",
+        &p("workload.matched_prompt_tokens"),
         w.matched_prompt_tokens.into(),
-        "the matched prompt",
+        1,
+        limits::TOKENS,
+        "tokens of the matched prompt",
     );
-    positive(r, "workload.max_tokens", w.max_tokens.into(), "max_tokens");
-    positive(
+    within(
         r,
-        "workload.warm_repetitions",
+        &p("workload.max_tokens"),
+        w.max_tokens.into(),
+        1,
+        limits::MAX_TOKENS,
+        "tokens per completion",
+    );
+    within(
+        r,
+        &p("workload.warm_repetitions"),
         w.warm_repetitions.into(),
-        "warm repetitions",
+        1,
+        limits::WARM_REPETITIONS,
+        "warm requests per arm",
     );
     if w.concurrency.is_empty() {
         r.error(
@@ -41,13 +52,27 @@ pub(super) fn workload(c: &mut Campaign, r: &mut Reporter) {
             "list at least [1]",
         );
     }
+    if w.concurrency.len() as u64 > limits::CONCURRENCY_LEVELS {
+        r.error(
+            &p("workload.concurrency"),
+            format!(
+                "{} levels is outside the range 1..={} (levels per campaign)",
+                w.concurrency.len(),
+                limits::CONCURRENCY_LEVELS
+            ),
+            format!("list at most {} levels", limits::CONCURRENCY_LEVELS),
+        );
+    }
     let mut seen = HashSet::new();
     for (i, n) in w.concurrency.iter().enumerate() {
-        if *n == 0 {
-            r.error(
+        if *n == 0 || u64::from(*n) > limits::CONCURRENCY {
+            within(
+                r,
                 &p("workload.concurrency").index(i),
-                "concurrency 0",
-                "give levels of 1 or more",
+                (*n).into(),
+                1,
+                limits::CONCURRENCY,
+                "requests in flight at once",
             );
         } else if !seen.insert(*n) {
             r.error(
@@ -63,6 +88,15 @@ pub(super) fn workload(c: &mut Campaign, r: &mut Reporter) {
                 &p("workload.long_context_targets").key(name),
                 "a long-context target of 0 tokens",
                 "give the prompt tokens retrieval is tested at, e.g. 24000",
+            );
+        } else {
+            within(
+                r,
+                &p("workload.long_context_targets").key(name),
+                *tokens,
+                1,
+                limits::TOKENS,
+                "prompt tokens",
             );
         }
     }

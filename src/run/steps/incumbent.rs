@@ -1,6 +1,7 @@
 //! `stop-incumbent`: frees the lane by stopping whatever serves it, but only when that process
 //! runs the incumbent's recipe (anything else is left alone and said so).
 
+use crate::campaign::fingerprint::fingerprint;
 use crate::evidence::bundle;
 use crate::lane::{self, procnet};
 use crate::run::cx::{Cx, Done, Outcome};
@@ -25,6 +26,7 @@ pub async fn stop(cx: &mut Cx, again: bool) -> Done {
             "detail": if free { "nothing listened on the lane port: the incumbent was not running, nothing to stop" }
                       else { "the lane port is taken but no process could be identified" },
             "at": crate::clock::wall_rfc3339(),
+            "recipe_fingerprint": fingerprint(cx.c(), &inc, None),
         });
         return done(again, ev, false, cx);
     };
@@ -38,6 +40,10 @@ pub async fn stop(cx: &mut Cx, again: bool) -> Done {
         "cmdline_matches_recipe": matches,
         "at": crate::clock::wall_rfc3339(),
     });
+    // What the recipe depends on as it stops (files, env digests of the process that served):
+    // the restoration identity compares against it.
+    let environ = matches.then(|| procnet::environ(l.pid)).flatten();
+    ev["recipe_fingerprint"] = json!(fingerprint(cx.c(), &inc, environ.as_deref()));
     if !matches {
         ev["detail"] = json!(
             "the process on the lane port does not run the incumbent's recipe; it was left alone"

@@ -3,6 +3,7 @@
 //! context) and `restoration-preflight` (a fresh preflight). None of them is cancellable.
 
 use super::preflight_check;
+use crate::campaign::fingerprint::{changes, fingerprint, Fingerprint};
 use crate::campaign::{Arm, CommandLine, EnvValue, PlanStep, PreflightGate, StepKind};
 use crate::client::Target;
 use crate::evidence::bundle;
@@ -35,6 +36,10 @@ fn cause(ev: &Value) -> String {
             .iter()
             .filter(|(_, v)| *v != &json!(true))
             .map(|(k, _)| {
+                if let Some(ch) = ev[k.as_str()]["changes"].as_array() {
+                    let ch: Vec<&str> = ch.iter().filter_map(Value::as_str).collect();
+                    return format!("{k}: {}", ch.join("; "));
+                }
                 format!(
                     "{k} expected {} got {}",
                     ev[k.as_str()]["expected"],
@@ -339,7 +344,20 @@ pub async fn identity(cx: &mut Cx, s: &PlanStep) -> Done {
     rest.served_model_actual = model_actual.clone();
     rest.context_expected = *served_context;
     rest.context_actual = ctx;
+    // The files and environment the recipe depends on, against the incumbent's stop.
+    let before = stop_fingerprint(cx);
+    let environ = pid.and_then(procnet::environ);
+    let now = fingerprint(cx.c(), &inc, environ.as_deref());
+    let file_changes = before
+        .as_ref()
+        .map(|b| changes(b, &now))
+        .unwrap_or_default();
+    let files_ev = json!({
+        "expected": before, "actual": now, "changes": file_changes,
+        "detail": if before.is_none() { "no fingerprint was recorded at the incumbent's stop (it was not stopped by this bundle): nothing to compare" } else { "compared with the fingerprint recorded at the incumbent's stop" },
+    });
     let checks = json!({
+        "recipe_files": file_changes.is_empty(),
         "recipe_hash": &recipe_actual == recipe_hash,
         "argv_env_hash": &argv_actual == argv_env_hash,
         "served_model": model_actual.as_deref() == Some(served_model.as_str()),
@@ -357,10 +375,25 @@ pub async fn identity(cx: &mut Cx, s: &PlanStep) -> Done {
         "served_model": {"expected": served_model, "actual": model_actual, "listed": model_ids},
         "context": {"expected": served_context, "actual": ctx},
         "process": proc_desc,
+        "recipe_files": files_ev,
         "checks": checks,
         "passed": passed,
     });
     done(cx, s.kind.name(), ev, passed, &s.evidence)
+}
+
+/// The recipe fingerprint recorded by the latest stop of the incumbent in this bundle (a resumed
+/// invocation's own stop first).
+fn stop_fingerprint(cx: &Cx) -> Option<Fingerprint> {
+    let dir = cx.rec.dir();
+    let names = (2..=cx.rec.invocation())
+        .rev()
+        .map(bundle::incumbent_shutdown_resume)
+        .chain([bundle::INCUMBENT_SHUTDOWN.to_string()]);
+    names
+        .filter_map(|n| std::fs::read(dir.join(n)).ok())
+        .filter_map(|b| serde_json::from_slice::<Value>(&b).ok())
+        .find_map(|v| serde_json::from_value(v["recipe_fingerprint"].clone()).ok())
 }
 
 /// The preflight gates again, on the restored incumbent (smoke and streaming when the campaign

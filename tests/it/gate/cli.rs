@@ -234,3 +234,94 @@ fn documented_examples_load() {
         "the tools example (TOML and JSON) and the quality example"
     );
 }
+
+/// The 1-based line of `needle`'s first occurrence in `text` (the `nth`, 0-based).
+fn line_of(text: &str, needle: &str, nth: usize) -> usize {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| l.contains(needle))
+        .nth(nth)
+        .unwrap_or_else(|| panic!("{needle:?} not in the suite"))
+        .0
+        + 1
+}
+
+#[test]
+fn suite_typos_are_refused_naming_the_file_line_and_key() {
+    let shipped = include_str!("../../../suites/tools.toml");
+    let one_line = |e: &str| {
+        let lines: Vec<&str> = e.lines().filter(|l| l.contains("refused")).collect();
+        assert_eq!(lines.len(), 1, "{e}");
+        lines[0].to_string()
+    };
+    // A misspelt JSON Schema keyword: a validator would ignore it.
+    let typo = shipped.replacen(
+        "additionalProperties = false",
+        "additionalPropertiesx = false",
+        1,
+    );
+    let e = one_line(&refused(&typo, "typo.toml", "--tools-suite"));
+    let l = line_of(&typo, "additionalPropertiesx", 0);
+    assert!(e.contains(&format!("typo.toml:{l}: tool \"get_weather\" (tools[0]): field `parameters.additionalPropertiesx`: `additionalPropertiesx` is not a JSON Schema keyword")), "{e}");
+    assert!(e.contains("; check its spelling"), "{e}");
+    // An empty enum: no value could pass.
+    let empty = shipped.replacen("enum = [\"celsius\", \"fahrenheit\"]", "enum = []", 1);
+    let e = one_line(&refused(&empty, "enum.toml", "--tools-suite"));
+    let l = line_of(&empty, "enum = []", 0);
+    assert!(
+        e.contains(&format!(
+            "enum.toml:{l}: tool \"get_weather\" (tools[0]): field `parameters.properties.unit.enum`: an empty enum"
+        )),
+        "{e}"
+    );
+    // The first [[cases]] header deleted: its keys land in the last tool's schema.
+    let first = shipped.replacen("[[cases]]\n", "", 1);
+    let e = one_line(&refused(&first, "first.toml", "--tools-suite"));
+    assert!(e.contains("tool \"book_room\" (tools[3])"), "{e}");
+    assert!(e.contains("is not a JSON Schema keyword"), "{e}");
+    let key = e
+        .split("properties.room.")
+        .nth(1)
+        .and_then(|r| r.split('`').next())
+        .unwrap_or_else(|| panic!("no key under room: {e}"));
+    assert!(
+        ["id", "prompt", "calls", "round_trip"].contains(&key),
+        "{e}"
+    );
+    let room = first.find("properties.room]").unwrap();
+    let l = first[..room].lines().count()
+        + first[room..]
+            .lines()
+            .position(|x| x.starts_with(&format!("{key} =")))
+            .unwrap();
+    assert!(
+        e.contains(&format!("first.toml:{l}: ")),
+        "want line {l}: {e}"
+    );
+    // A later header deleted: its keys repeat the previous case's: one line, with the line.
+    let i = shipped.match_indices("[[cases]]\n").nth(2).unwrap().0;
+    let later = format!("{}{}", &shipped[..i], &shipped[i + "[[cases]]\n".len()..]);
+    let e = one_line(&refused(&later, "later.toml", "--tools-suite"));
+    // The third case's id, now a duplicate of the second's.
+    let l = line_of(&later, "id = ", 2);
+    assert!(
+        e.contains(&format!("later.toml:{l}: not valid TOML: duplicate key")),
+        "{e}"
+    );
+    assert!(e.contains("deleted [[cases]]"), "{e}");
+    // A stray field in a case: refused with its line.
+    let stray = shipped.replacen(
+        "id = \"weather-paris\"",
+        "id = \"weather-paris\"\nexpct = 1",
+        1,
+    );
+    let e = one_line(&refused(&stray, "stray.toml", "--tools-suite"));
+    let l = line_of(&stray, "expct", 0);
+    assert!(
+        e.contains(&format!(
+            "stray.toml:{l}: case \"weather-paris\" (cases[0]): field `expct`: unknown field"
+        )),
+        "{e}"
+    );
+    assert!(e.contains("; remove it"), "{e}");
+}
