@@ -6,6 +6,7 @@
 
 mod conn;
 pub mod control;
+mod fastchunk;
 mod sse;
 pub mod trace;
 
