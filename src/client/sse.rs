@@ -513,18 +513,16 @@ mod tests {
         assert_eq!(t.events[0].t_ns, 30);
     }
 
+    /// What a chunk left in the trace: events, response id, finish reason, failed or not.
+    type Outcome = (
+        Vec<super::super::Event>,
+        Option<String>,
+        Option<String>,
+        bool,
+    );
+
     /// The fast path's outcome next to the full parse's, for one chunk.
-    fn both(
-        data: &[u8],
-    ) -> (
-        Option<u8>,
-        (
-            Vec<super::super::Event>,
-            Option<String>,
-            Option<String>,
-            bool,
-        ),
-    ) {
+    fn both(data: &[u8]) -> (Option<u8>, Outcome) {
         let full = {
             let mut trace = Trace::default();
             let mut sink = ChunkSink {
