@@ -7,6 +7,7 @@
 
 mod conn;
 pub mod control;
+mod fastchunk;
 mod sse;
 pub mod tls;
 pub mod trace;

@@ -269,12 +269,27 @@ pub async fn run<S: Sink>(s: Session, sink: S) -> Result<Outcome<S>> {
     })
 }
 
+/// How often the collector thread looks for finished requests.
+const COLLECT_EVERY: Duration = Duration::from_millis(10);
+
 fn collect<S: Sink>(
     mut rx: tokio::sync::mpsc::UnboundedReceiver<Trace>,
     mut sink: S,
 ) -> Result<(Collector, S)> {
+    use tokio::sync::mpsc::error::TryRecvError;
     let mut c = Collector::default();
-    while let Some(t) = rx.blocking_recv() {
+    loop {
+        let t = match rx.try_recv() {
+            Ok(t) => t,
+            // Polled, never parked on: a parked receiver is woken (a futex call and a context
+            // switch on the runtime thread) for every finished request; polled, the sender only
+            // queues, and the traces are folded in batches.
+            Err(TryRecvError::Empty) => {
+                std::thread::sleep(COLLECT_EVERY);
+                continue;
+            }
+            Err(TryRecvError::Disconnected) => break,
+        };
         // The source's prompt size is the one every request should report.
         c.add(&t, t.client_prompt_tokens);
         sink.trace(t, &c)?;
