@@ -71,7 +71,7 @@ fn names_output(flag: &str) -> bool {
 }
 
 /// The files `arm`'s recipe names that exist as regular files: the reference profile; for a
-/// process, the program (when given as a path) and every argument or `--flag=value` value and
+/// process or a Slurm job, the program (when given as a path) and every argument or `--flag=value` value and
 /// literal env value that is a file (relative paths against `cwd`); for a container, the host
 /// side of its volumes that are files (the image is pinned by digest in the recipe itself).
 /// Directories are not walked. Second: files left out because the flag or variable naming them
@@ -80,39 +80,10 @@ pub fn recipe_files(arm: &Arm) -> (Vec<PathBuf>, Vec<String>) {
     let mut cands: Vec<(PathBuf, Option<String>)> = Vec::new();
     match arm.recipe() {
         RecipeRef::Reference(r) => cands.push((r.profile.clone(), None)),
-        RecipeRef::Process(p) => {
-            let rel = |s: &str| {
-                let path = Path::new(s);
-                if path.is_absolute() {
-                    path.to_path_buf()
-                } else {
-                    p.cwd.join(path)
-                }
-            };
-            let output = |name: &str| names_output(name).then(|| name.to_string());
-            for (i, a) in p.argv.iter().enumerate() {
-                if i == 0 && !a.contains('/') {
-                    continue;
-                }
-                let prev = if i > 0 { p.argv[i - 1].as_str() } else { "" };
-                let flag_before = if prev.starts_with('-') {
-                    output(prev)
-                } else {
-                    None
-                };
-                cands.push((rel(a), flag_before));
-                if let Some((k, v)) = a.split_once('=') {
-                    cands.push((rel(v), output(k)));
-                }
-            }
-            for (k, v) in &p.env {
-                if let EnvValue::Literal(s) = v {
-                    if s.contains('/') || s.contains('.') {
-                        cands.push((rel(s), output(k)));
-                    }
-                }
-            }
-        }
+        RecipeRef::Process(p) => command_files(&p.argv, &p.env, &p.cwd, &mut cands),
+        // A Slurm job runs its argv with its env in its cwd, as a process arm does (the node
+        // shares the submitting host's filesystem, which the lane needs for the job's log too).
+        RecipeRef::Slurm(j) => command_files(&j.argv, &j.env, &j.cwd, &mut cands),
         RecipeRef::Container(c) => {
             cands.extend(c.volumes.iter().map(|v| (v.host.clone(), None)));
         }
@@ -135,6 +106,48 @@ pub fn recipe_files(arm: &Arm) -> (Vec<PathBuf>, Vec<String>) {
         }
     }
     (out, skipped)
+}
+
+/// The candidate files of a command: the program (when given as a path), every argument or
+/// `--flag=value` value and literal env value, relative paths against `cwd`; each with the flag
+/// or variable that names it when that says the engine writes it.
+fn command_files(
+    argv: &[String],
+    env: &std::collections::BTreeMap<String, EnvValue>,
+    cwd: &Path,
+    cands: &mut Vec<(PathBuf, Option<String>)>,
+) {
+    let rel = |s: &str| {
+        let path = Path::new(s);
+        if path.is_absolute() {
+            path.to_path_buf()
+        } else {
+            cwd.join(path)
+        }
+    };
+    let output = |name: &str| names_output(name).then(|| name.to_string());
+    for (i, a) in argv.iter().enumerate() {
+        if i == 0 && !a.contains('/') {
+            continue;
+        }
+        let prev = if i > 0 { argv[i - 1].as_str() } else { "" };
+        let flag_before = if prev.starts_with('-') {
+            output(prev)
+        } else {
+            None
+        };
+        cands.push((rel(a), flag_before));
+        if let Some((k, v)) = a.split_once('=') {
+            cands.push((rel(v), output(k)));
+        }
+    }
+    for (k, v) in env {
+        if let EnvValue::Literal(s) = v {
+            if s.contains('/') || s.contains('.') {
+                cands.push((rel(s), output(k)));
+            }
+        }
+    }
 }
 
 /// The digest of one file (see the module doc for the method).
