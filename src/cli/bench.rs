@@ -1,6 +1,6 @@
 //! `bakeoff bench URL`: load an OpenAI-compatible endpoint and measure it.
 
-use crate::client::control::list_models;
+use crate::client::control::{models_answer, ModelsAnswer};
 use crate::client::{StreamOpts, Target, Trace};
 use crate::load::session::{self, Session, Sink, Telemetry};
 use crate::load::source::{PromptText, RequestSource};
@@ -55,8 +55,10 @@ pub struct BenchArgs {
     /// Let requests share a prefix (no per-request nonce), so prefix caches can hit.
     #[arg(long)]
     pub allow_prefix_cache: bool,
+    /// Most tokens each request may generate (sent as max_tokens); with --ignore-eos, exactly this many.
     #[arg(long, default_value_t = 128)]
     pub max_tokens: u64,
+    /// Sampling temperature sent with every request (0 = greedy).
     #[arg(long, default_value_t = 0.0)]
     pub temperature: f64,
     /// Reproduce a run: the sampling seed sent with every request (default 0), the Poisson
@@ -234,12 +236,21 @@ pub async fn bench(args: BenchArgs, stop: watch::Receiver<bool>) -> Result<Bench
     let (target, extra) = validate(&args)?;
     let api_key = read_api_key(args.api_key_env.as_deref())?;
     let control_timeout = Duration::from_secs(30);
-    let models = list_models(&target, api_key.as_deref(), control_timeout)
-        .await
-        .map_err(|e| anyhow::anyhow!(e))?;
+    let models = match models_answer(&target, api_key.as_deref(), control_timeout).await {
+        ModelsAnswer::Listed(ids) => ids,
+        // With --model given the list is only a check: a server without one is still measured.
+        ModelsAnswer::Unusable(e) if args.model.is_some() => {
+            eprintln!(
+                "note: no model list ({e}); using --model {}",
+                args.model.as_deref().unwrap_or_default()
+            );
+            Vec::new()
+        }
+        ModelsAnswer::Unusable(e) | ModelsAnswer::NoAnswer(e) => bail!("{e}"),
+    };
     let model = match &args.model {
         Some(m) => {
-            if !models.contains(m) {
+            if !models.is_empty() && !models.contains(m) {
                 eprintln!(
                     "warning: /v1/models does not list '{m}' (it lists {}); sending it anyway",
                     models.join(", ")
