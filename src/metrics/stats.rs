@@ -19,6 +19,8 @@ pub struct Distribution {
     pub p95: f64,
     pub p99: f64,
     pub mean: f64,
+    /// Sample standard deviation (n − 1 in the denominator; 0 for one sample).
+    pub std: f64,
     pub min: f64,
     pub max: f64,
     /// 95% confidence interval of the median.
@@ -43,13 +45,15 @@ impl Distribution {
         }
         v.sort_by(f64::total_cmp);
         let n = v.len();
+        let mean = v.iter().sum::<f64>() / n as f64;
         Some(Distribution {
             n,
             p50: nearest_rank(&v, 50.0),
             p90: nearest_rank(&v, 90.0),
             p95: nearest_rank(&v, 95.0),
             p99: nearest_rank(&v, 99.0),
-            mean: v.iter().sum::<f64>() / n as f64,
+            mean,
+            std: sample_std(&v, mean),
             min: v[0],
             max: v[n - 1],
             median_ci95: if n <= BOOTSTRAP_MAX_N {
@@ -64,6 +68,15 @@ impl Distribution {
             },
         })
     }
+}
+
+/// Sample standard deviation of `v` around `mean` (n − 1 in the denominator; 0 for n < 2).
+pub fn sample_std(v: &[f64], mean: f64) -> f64 {
+    if v.len() < 2 {
+        return 0.0;
+    }
+    let ss: f64 = v.iter().map(|x| (x - mean) * (x - mean)).sum();
+    (ss / (v.len() - 1) as f64).sqrt()
 }
 
 /// Percentile bootstrap of the nearest-rank median. Resampling indices into the sorted sample

@@ -364,7 +364,7 @@ fn bench_and_campaign_timing_run_one_load_path_and_agree() {
         temperature: 0.0,
         seed: Some(0),
         ignore_eos: true,
-        concurrency: concurrency as usize,
+        concurrency: vec![concurrency as usize],
         rate: None,
         arrival: ArrivalArg::Constant,
         requests: Some(requests as u64),
@@ -712,4 +712,96 @@ fn a_404_on_models_is_not_fatal_when_model_is_given() {
         err.contains("HTTP 404") && err.trim().lines().count() <= 2 && !err.contains("<html"),
         "{err}"
     );
+}
+
+#[test]
+fn a_concurrency_sweep_gives_one_result_per_level() {
+    let _g = reference::serial();
+    let e = Engine::start(BASE);
+    let out = e.path("sweep.json");
+    let jsonl = e.path("sweep.jsonl");
+    let (o, v) = bench(
+        &e.url,
+        &[
+            "--concurrency",
+            "1,2,4",
+            "--requests",
+            "8",
+            "--max-tokens",
+            "8",
+            "--prompt-tokens",
+            "64",
+            "--ignore-eos",
+            "--requests-jsonl",
+            jsonl.to_str().unwrap(),
+        ],
+        &out,
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let v = v.unwrap();
+    assert_eq!(v["sweep"], "concurrency");
+    let levels = v["levels"].as_array().unwrap();
+    assert_eq!(levels.len(), 3);
+    for (l, c) in levels.iter().zip([1, 2, 4]) {
+        assert_eq!(l["load"]["concurrency"], c, "{}", l["load"]);
+        assert_eq!(l["ok"], 8);
+        assert_eq!(metric(l, "prompt_tokens", "min"), 64.0);
+        assert_eq!(metric(l, "prompt_tokens", "std"), 0.0);
+        // Mean, standard deviation and total (input + output) throughput beside the percentiles.
+        let ttft = &l["metrics"]["ttft_ms"];
+        assert!(ttft["std"].as_f64().unwrap() >= 0.0 && ttft["mean"].as_f64().unwrap() > 0.0);
+        assert_eq!(l["prompt_tokens_total"], 8 * 64);
+        let total = l["aggregate_total_tok_s"].as_f64().unwrap();
+        let output = l["aggregate_output_tok_s"].as_f64().unwrap();
+        assert!(
+            (total / output - (64.0 + 8.0) / 8.0).abs() < 1e-6,
+            "{total} vs {output}"
+        );
+    }
+    // More requests in flight, more output per second (80 tok/s each, no slowdown declared).
+    let out_tok = |i: usize| levels[i]["aggregate_output_tok_s"].as_f64().unwrap();
+    assert!(
+        out_tok(2) > 2.0 * out_tok(0),
+        "{} vs {}",
+        out_tok(2),
+        out_tok(0)
+    );
+    // Every level's requests are in the JSONL, marked with their level; nonces never repeat.
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&jsonl)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 24);
+    assert_eq!(lines.iter().filter(|l| l["concurrency"] == 4).count(), 8);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        stdout.contains("total (input + output)") && stdout.contains(" std "),
+        "{stdout}"
+    );
+    assert_eq!(
+        stdout.matches("closed loop at concurrency").count(),
+        3,
+        "{stdout}"
+    );
+
+    // One level keeps the single-result shape.
+    let (o, v) = bench(
+        &e.url,
+        &["--concurrency", "2", "--requests", "2", "--max-tokens", "2"],
+        &e.path("one.json"),
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let v = v.unwrap();
+    assert!(v.get("levels").is_none());
+    assert_eq!(v["load"]["concurrency"], 2);
+}
+
+#[test]
+fn distributions_carry_the_sample_standard_deviation() {
+    use bakeoff::metrics::stats::Distribution;
+    let d = Distribution::from_samples(&[1.0, 2.0, 3.0, 4.0], 0).unwrap();
+    assert_eq!(d.mean, 2.5);
+    assert!((d.std - (5.0f64 / 3.0).sqrt()).abs() < 1e-12, "{}", d.std);
+    assert_eq!(Distribution::from_samples(&[7.0], 0).unwrap().std, 0.0);
 }
