@@ -238,7 +238,7 @@ fn sweep_table(reports: &[BenchReport]) -> String {
     for r in reports {
         s.push_str(&format!(
             "{:<12}{:>6}{:>8}{:>12}{:>12}{:>10}{:>12}{:>12}{:>12}\n",
-            r.load["concurrency"],
+            r.load["concurrency"].to_string(),
             r.stats.ok,
             r.stats.failed,
             f(r.stats.aggregate_output_tok_s),
