@@ -1,6 +1,6 @@
 //! `bakeoff bench URL`: load an OpenAI-compatible endpoint and measure it.
 
-use crate::client::control::list_models;
+use crate::client::control::{models_answer, ModelsAnswer};
 use crate::client::{StreamOpts, Target, Trace};
 use crate::load::session::{self, Session, Sink, Telemetry};
 use crate::load::source::{PromptText, RequestSource};
@@ -62,8 +62,10 @@ pub struct BenchArgs {
     /// Let requests share a prefix (no per-request nonce), so prefix caches can hit.
     #[arg(long)]
     pub allow_prefix_cache: bool,
+    /// Most tokens each request may generate (sent as max_tokens); with --ignore-eos, exactly this many.
     #[arg(long, default_value_t = 128)]
     pub max_tokens: u64,
+    /// Sampling temperature sent with every request (0 = greedy).
     #[arg(long, default_value_t = 0.0)]
     pub temperature: f64,
     /// Reproduce a run: the sampling seed sent with every request (default 0), the Poisson
@@ -74,9 +76,15 @@ pub struct BenchArgs {
     /// Send ignore_eos: true so every request generates exactly --max-tokens (vLLM, llama.cpp).
     #[arg(long)]
     pub ignore_eos: bool,
-    /// Closed loop: this many requests in flight at all times.
-    #[arg(long, default_value_t = 1, conflicts_with = "rate")]
-    pub concurrency: usize,
+    /// Closed loop: this many requests in flight at all times; a comma list (1,2,4) sweeps the
+    /// levels in turn with one prompt, one result per level.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "1",
+        conflicts_with = "rate"
+    )]
+    pub concurrency: Vec<usize>,
     /// Open loop: start requests at this rate (requests/second) regardless of completions.
     #[arg(long)]
     pub rate: Option<f64>,
@@ -158,7 +166,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
     // One thread: chunk wakeups never cross threads and the client leaves the other cores to
     // the engine under test.
     let rt = crate::load::pace::client_runtime().context("cannot start the async runtime")?;
-    let report = rt.block_on(async {
+    let reports = rt.block_on(async {
         // Ctrl-C or SIGTERM stops the load; the summary covers what completed.
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let signals = tokio::spawn(async move {
@@ -171,27 +179,51 @@ pub fn run(args: BenchArgs) -> Result<()> {
             eprintln!("\n{name}: stopping; requests in flight are dropped, the summary covers those that completed");
             let _ = stop_tx.send(true);
         });
-        let r = bench(args.clone(), stop_rx).await;
+        let r = bench_levels(args.clone(), stop_rx).await;
         signals.abort();
         r
     })?;
-    print_report(&report);
+    for (i, report) in reports.iter().enumerate() {
+        if i > 0 {
+            println!();
+        }
+        print_report(report);
+    }
+    if reports.len() > 1 {
+        println!();
+        print!("{}", sweep_table(&reports));
+    }
     if let Some(p) = &args.json {
-        let bytes = serde_json::to_vec_pretty(&report)?;
+        let bytes = if reports.len() == 1 {
+            serde_json::to_vec_pretty(&reports[0])?
+        } else {
+            serde_json::to_vec_pretty(&json!({
+                "bakeoff_version": crate::VERSION,
+                "tool": "bakeoff bench",
+                "sweep": "concurrency",
+                "levels": reports,
+            }))?
+        };
         crate::evidence::write_atomic(p, &bytes)?;
         eprintln!("summary written to {}", p.display());
     }
-    if report.interrupted {
-        bail!(
-            "interrupted; the summary above covers the {} requests that completed",
-            report.stats.ok + report.stats.failed
-        );
-    }
-    if report.stats.ok == 0 {
-        bail!(
-            "no request succeeded ({} failed); see the failures above",
-            report.stats.failed
-        );
+    for report in &reports {
+        let level = match (reports.len(), &report.load["concurrency"]) {
+            (1, _) => String::new(),
+            (_, c) => format!(" at concurrency {c}"),
+        };
+        if report.interrupted {
+            bail!(
+                "interrupted{level}; the summary above covers the {} requests that completed",
+                report.stats.ok + report.stats.failed
+            );
+        }
+        if report.stats.ok == 0 {
+            bail!(
+                "no request succeeded{level} ({} failed); see the failures above",
+                report.stats.failed
+            );
+        }
     }
     Ok(())
 }
@@ -222,10 +254,48 @@ pub fn tls_target(url: &str, ca_file: Option<&Path>, insecure: bool) -> Result<T
     Ok(target)
 }
 
+/// One line per level of a `--concurrency` sweep.
+fn sweep_table(reports: &[BenchReport]) -> String {
+    let f = |x: Option<f64>| x.map(|x| format!("{x:.1}")).unwrap_or("-".into());
+    let p = |r: &BenchReport, m: &str, q: fn(&crate::metrics::stats::Distribution) -> f64| {
+        f(r.stats.metrics.get(m).map(q))
+    };
+    let mut s = format!(
+        "{:<12}{:>6}{:>8}{:>12}{:>12}{:>10}{:>12}{:>12}{:>12}\n",
+        "concurrency",
+        "ok",
+        "failed",
+        "out tok/s",
+        "total tok/s",
+        "req/s",
+        "ttft p50",
+        "ttft p95",
+        "itl p50"
+    );
+    for r in reports {
+        s.push_str(&format!(
+            "{:<12}{:>6}{:>8}{:>12}{:>12}{:>10}{:>12}{:>12}{:>12}\n",
+            r.load["concurrency"].to_string(),
+            r.stats.ok,
+            r.stats.failed,
+            f(r.stats.aggregate_output_tok_s),
+            f(r.stats.aggregate_total_tok_s),
+            r.stats
+                .request_rate_per_s
+                .map(|x| format!("{x:.2}"))
+                .unwrap_or("-".into()),
+            p(r, "ttft_ms", |d| d.p50),
+            p(r, "ttft_ms", |d| d.p95),
+            p(r, "itl_ms", |d| d.p50),
+        ));
+    }
+    s
+}
+
 fn validate(args: &BenchArgs) -> Result<(Target, Option<serde_json::Map<String, Value>>)> {
     let target = tls_target(&args.url, args.ca_file.as_deref(), args.insecure)?;
-    if args.concurrency == 0 {
-        bail!("--concurrency must be at least 1");
+    if args.concurrency.is_empty() || args.concurrency.contains(&0) {
+        bail!("--concurrency must be at least 1 (or a comma list of levels, each at least 1, like 1,2,4)");
     }
     if let Some(r) = args.rate {
         if !(r > 0.0 && r.is_finite()) {
@@ -268,15 +338,37 @@ fn validate(args: &BenchArgs) -> Result<(Target, Option<serde_json::Map<String, 
 /// Runs the bench load (`run` adds the signal handling, the printing and the files); `stop`
 /// turning true stops it, and the report says it was interrupted.
 pub async fn bench(args: BenchArgs, stop: watch::Receiver<bool>) -> Result<BenchReport> {
+    if args.rate.is_none() && args.concurrency.len() > 1 {
+        bail!("bench() runs one level; use bench_levels for a --concurrency sweep");
+    }
+    let mut reports = bench_levels(args, stop).await?;
+    Ok(reports.remove(0))
+}
+
+/// Runs one bench load per `--concurrency` level (one with `--rate`), sizing the prompt once;
+/// an interrupt ends the sweep after the level it stopped.
+pub async fn bench_levels(
+    args: BenchArgs,
+    stop: watch::Receiver<bool>,
+) -> Result<Vec<BenchReport>> {
     let (target, extra) = validate(&args)?;
     let api_key = read_api_key(args.api_key_env.as_deref())?;
     let control_timeout = Duration::from_secs(30);
-    let models = list_models(&target, api_key.as_deref(), control_timeout)
-        .await
-        .map_err(|e| anyhow::anyhow!(e))?;
+    let models = match models_answer(&target, api_key.as_deref(), control_timeout).await {
+        ModelsAnswer::Listed(ids) => ids,
+        // With --model given the list is only a check: a server without one is still measured.
+        ModelsAnswer::Unusable(e) if args.model.is_some() => {
+            eprintln!(
+                "note: no model list ({e}); using --model {}",
+                args.model.as_deref().unwrap_or_default()
+            );
+            Vec::new()
+        }
+        ModelsAnswer::Unusable(e) | ModelsAnswer::NoAnswer(e) => bail!("{e}"),
+    };
     let model = match &args.model {
         Some(m) => {
-            if !models.contains(m) {
+            if !models.is_empty() && !models.contains(m) {
                 eprintln!(
                     "warning: /v1/models does not list '{m}' (it lists {}); sending it anyway",
                     models.join(", ")
@@ -296,12 +388,9 @@ pub async fn bench(args: BenchArgs, stop: watch::Receiver<bool>) -> Result<Bench
         Some(s) => crate::workload::filler::nonce_base_from_seed(s),
         None => crate::workload::filler::random_nonce_base(),
     };
-    let (prompt_text, prompt_record) = match &args.prompt {
+    let (matched, prompt_record) = match &args.prompt {
         Some(text) => (
-            PromptText::Literal {
-                text: text.clone(),
-                nonce,
-            },
+            None,
             json!({"strategy": "literal", "nonce": nonce, "chars": text.chars().count()}),
         ),
         None => {
@@ -323,7 +412,7 @@ pub async fn bench(args: BenchArgs, stop: watch::Receiver<bool>) -> Result<Bench
             .await
             .map_err(|e| anyhow::anyhow!("matched prompt: {e}"))?;
             let rec = serde_json::to_value(&m)?;
-            (PromptText::Matched(Arc::new(m)), rec)
+            (Some(Arc::new(m)), rec)
         }
     };
 
@@ -343,135 +432,173 @@ pub async fn bench(args: BenchArgs, stop: watch::Receiver<bool>) -> Result<Bench
     // Recorded sampling: what was actually sent, minus the prompt.
     let sampling = Value::Object(base.clone());
 
-    let mode = match args.rate {
-        Some(rate) => Mode::Open {
-            rate,
-            arrival: match args.arrival {
-                ArrivalArg::Constant => Arrival::Constant,
-                ArrivalArg::Poisson => Arrival::Poisson { seed },
+    let prompt_text = || match (&matched, &args.prompt) {
+        (Some(m), _) => PromptText::Matched(m.clone()),
+        (None, text) => PromptText::Literal {
+            text: text.clone().unwrap_or_default(),
+            nonce,
+        },
+    };
+    // One closed-loop level per --concurrency value (a sweep); one open-loop run with --rate.
+    let levels: Vec<usize> = match args.rate {
+        Some(_) => vec![args.concurrency[0]],
+        None => args.concurrency.clone(),
+    };
+    let sweep = levels.len() > 1;
+    let mut reports = Vec::with_capacity(levels.len());
+    // Each level's nonce numbers follow the last level's, so no level meets an earlier one's
+    // prompts in a prefix cache.
+    let mut offset = 0u64;
+    for (level, &concurrency) in levels.iter().enumerate() {
+        let mode = match args.rate {
+            Some(rate) => Mode::Open {
+                rate,
+                arrival: match args.arrival {
+                    ArrivalArg::Constant => Arrival::Constant,
+                    ArrivalArg::Poisson => Arrival::Poisson { seed },
+                },
             },
-        },
-        None => Mode::Closed {
-            concurrency: args.concurrency,
-        },
-    };
-    let requests = match (args.requests, args.duration) {
-        (None, None) => Some(32),
-        (r, _) => r,
-    };
-    let plan = Plan {
-        mode,
-        requests,
-        duration: args.duration.map(Duration::from_secs_f64),
-        warmup: args.warmup,
-    };
-    let load_record = json!({
-        "mode": match mode { Mode::Closed{..} => "closed-loop", Mode::Open{..} => "open-loop" },
-        "concurrency": if args.rate.is_none() { Some(args.concurrency) } else { None },
-        "rate_per_s": args.rate,
-        "arrival": args.rate.map(|_| args.arrival),
-        "requests": requests,
-        "duration_s": args.duration,
-        "warmup": args.warmup,
-        "timeout_s": args.timeout,
-        "stall_timeout_s": args.stall_timeout,
-        "prefix_cache_nonce": nonce,
-        "nonce_base": nonce.then_some(nonce_base),
-        "nonce_base_from": if !nonce { None } else if args.seed.is_some() { Some("--seed") } else { Some("random") },
-        "seed": args.seed,
-        "api_key_env": args.api_key_env,
-    });
+            None => Mode::Closed { concurrency },
+        };
+        let requests = match (args.requests, args.duration) {
+            (None, None) => Some(32),
+            (r, _) => r,
+        };
+        let plan = Plan {
+            mode,
+            requests,
+            duration: args.duration.map(Duration::from_secs_f64),
+            warmup: args.warmup,
+        };
+        let load_record = json!({
+            "mode": match mode { Mode::Closed{..} => "closed-loop", Mode::Open{..} => "open-loop" },
+            "concurrency": if args.rate.is_none() { Some(concurrency) } else { None },
+            "rate_per_s": args.rate,
+            "arrival": args.rate.map(|_| args.arrival),
+            "requests": requests,
+            "duration_s": args.duration,
+            "warmup": args.warmup,
+            "timeout_s": args.timeout,
+            "stall_timeout_s": args.stall_timeout,
+            "prefix_cache_nonce": nonce,
+            "nonce_base": nonce.then_some(nonce_base),
+            "nonce_base_from": if !nonce { None } else if args.seed.is_some() { Some("--seed") } else { Some("random") },
+            "seed": args.seed,
+            "api_key_env": args.api_key_env,
+            "sweep_level": sweep.then_some(level),
+            "sweep_concurrency": sweep.then(|| levels.clone()),
+        });
 
-    let source = Arc::new(RequestSource {
-        target: target.clone(),
-        endpoint,
-        base,
-        prompt: prompt_text,
-        api_key,
-        offset: 0,
-        nonce_base,
-    });
-    let opts = StreamOpts {
-        timeout: Duration::from_secs_f64(args.timeout),
-        stall: Duration::from_secs_f64(args.stall_timeout),
-        collect: false,
-    };
-    let started_at = crate::clock::wall_rfc3339();
-    let total = requests.map(|r| r + args.warmup);
-    let show_progress = !args.no_progress && std::io::stderr().is_terminal();
-    let sink = BenchSink::new(args.requests_jsonl.as_deref(), total, show_progress)?;
-    eprintln!(
-        "running {} against {target} (model {model}) ...",
-        match mode {
-            Mode::Closed { concurrency } => format!("closed loop at concurrency {concurrency}"),
-            Mode::Open { rate, .. } => format!("open loop at {rate} requests/s"),
-        }
-    );
-    let out = session::run(
-        Session {
+        let source = Arc::new(RequestSource {
             target: target.clone(),
-            plan,
-            source,
-            opts,
-            cancel: Some(stop),
-            telemetry: Telemetry::None,
-            seed,
-        },
-        sink,
-    )
-    .await?;
-    if let Err(e) = &out.window {
-        bail!("{e}");
-    }
-    let stats = out.stats();
-    let mut warnings = Vec::new();
-    if nonce {
-        if let Some(w) = stats.prefix_cache.defeated_cache_warning() {
-            warnings.push(match args.seed {
+            endpoint,
+            base: base.clone(),
+            prompt: prompt_text(),
+            api_key: api_key.clone(),
+            offset,
+            nonce_base,
+        });
+        let opts = StreamOpts {
+            timeout: Duration::from_secs_f64(args.timeout),
+            stall: Duration::from_secs_f64(args.stall_timeout),
+            collect: false,
+        };
+        let started_at = crate::clock::wall_rfc3339();
+        let total = requests.map(|r| r + args.warmup);
+        let show_progress = !args.no_progress && std::io::stderr().is_terminal();
+        let mut sink = BenchSink::new(
+            args.requests_jsonl.as_deref(),
+            total,
+            show_progress,
+            level > 0,
+        )?;
+        sink.level = sweep.then_some((level, concurrency));
+        eprintln!(
+            "running {} against {target} (model {model}) ...",
+            match mode {
+                Mode::Closed { concurrency } => format!("closed loop at concurrency {concurrency}"),
+                Mode::Open { rate, .. } => format!("open loop at {rate} requests/s"),
+            }
+        );
+        let out = session::run(
+            Session {
+                target: target.clone(),
+                plan,
+                source,
+                opts,
+                cancel: Some(stop.clone()),
+                telemetry: Telemetry::None,
+                seed,
+            },
+            sink,
+        )
+        .await?;
+        if let Err(e) = &out.window {
+            bail!("{e}");
+        }
+        let stats = out.stats();
+        offset += stats.ok + stats.failed + stats.warmup_excluded;
+        let mut warnings = Vec::new();
+        if nonce {
+            if let Some(w) = stats.prefix_cache.defeated_cache_warning() {
+                warnings.push(match args.seed {
                 Some(s) => format!("{w}; --seed {s} repeats the nonce numbers of an earlier run with the same seed"),
                 None => w,
             });
+            }
         }
-    }
-    warnings.extend(session::client_limit_warning(&stats, &out.reads));
-    if target.tls == Some(crate::client::Trust::Insecure) {
-        warnings.push(crate::client::tls::insecure_note(&target.to_string()));
-    }
-    if stats.arrival_resolution.unresolved_chunk_gaps > 0 {
-        eprintln!(
+        warnings.extend(session::client_limit_warning(&stats, &out.reads));
+        if target.tls == Some(crate::client::Trust::Insecure) {
+            warnings.push(crate::client::tls::insecure_note(&target.to_string()));
+        }
+        if stats.arrival_resolution.unresolved_chunk_gaps > 0 {
+            eprintln!(
             "note: {} chunk gaps were between chunks one read returned together; chunk_gap_ms leaves them out (see arrival_resolution)",
             stats.arrival_resolution.unresolved_chunk_gaps
         );
+        }
+        let interrupted = out.interrupted;
+        reports.push(BenchReport {
+            bakeoff_version: crate::VERSION,
+            tool: "bakeoff bench",
+            started_at,
+            url: target.to_string(),
+            model: model.clone(),
+            endpoint: args.endpoint,
+            sampling: sampling.clone(),
+            load: load_record,
+            prompt: prompt_record.clone(),
+            interrupted,
+            arrival_clock: out.reads.evidence(),
+            warnings,
+            tls: target.tls.as_ref().map(|t| t.record()),
+            stats,
+        });
+        if interrupted {
+            break;
+        }
     }
-    Ok(BenchReport {
-        bakeoff_version: crate::VERSION,
-        tool: "bakeoff bench",
-        started_at,
-        url: target.to_string(),
-        model,
-        endpoint: args.endpoint,
-        sampling,
-        load: load_record,
-        prompt: prompt_record,
-        interrupted: out.interrupted,
-        arrival_clock: out.reads.evidence(),
-        warnings,
-        tls: target.tls.as_ref().map(|t| t.record()),
-        stats,
-    })
+    Ok(reports)
 }
 
 /// Bench's view of each trace: a `--requests-jsonl` line and the progress bar.
 struct BenchSink {
+    /// In a sweep: the level's number and concurrency, added to each `--requests-jsonl` line.
+    level: Option<(usize, usize)>,
     out: Option<std::io::BufWriter<std::fs::File>>,
     bar: Option<indicatif::ProgressBar>,
     run_start: Option<u64>,
 }
 
 impl BenchSink {
-    fn new(jsonl: Option<&Path>, total: Option<u64>, show_progress: bool) -> Result<BenchSink> {
+    fn new(
+        jsonl: Option<&Path>,
+        total: Option<u64>,
+        show_progress: bool,
+        append: bool,
+    ) -> Result<BenchSink> {
         let out = match jsonl {
-            Some(p) => Some(std::io::BufWriter::new(std::fs::File::create(p).with_context(|| {
+            Some(p) => Some(std::io::BufWriter::new(std::fs::OpenOptions::new().write(true).create(true).append(append).truncate(!append).open(p).with_context(|| {
                 format!("cannot create {} (--requests-jsonl); check the directory exists and is writable", p.display())
             })?)),
             None => None,
@@ -490,6 +617,7 @@ impl BenchSink {
             b
         });
         Ok(BenchSink {
+            level: None,
             out,
             bar,
             run_start: None,
@@ -501,7 +629,11 @@ impl Sink for BenchSink {
     fn trace(&mut self, t: Trace, c: &Collector) -> Result<()> {
         if let Some(w) = self.out.as_mut() {
             let start = *self.run_start.get_or_insert(t.send_ns);
-            let line = request_line(&t, start);
+            let mut line = request_line(&t, start);
+            if let Some((level, concurrency)) = self.level {
+                line["sweep_level"] = json!(level);
+                line["concurrency"] = json!(concurrency);
+            }
             serde_json::to_writer(&mut *w, &line)?;
             w.write_all(b"\n")
                 .with_context(|| "cannot write --requests-jsonl (disk full?)".to_string())?;
@@ -576,7 +708,7 @@ fn print_report(r: &BenchReport) {
         r.sampling["max_tokens"]
     );
     println!(
-        "requests: {} ok, {} failed, {} warmup excluded; window {}; output {} tok/s; {} req/s",
+        "requests: {} ok, {} failed, {} warmup excluded; window {}; output {} tok/s; total (input + output) {} tok/s; {} req/s",
         s.ok,
         s.failed,
         s.warmup_excluded,
@@ -584,6 +716,9 @@ fn print_report(r: &BenchReport) {
             .map(|w| format!("{w:.2} s"))
             .unwrap_or("-".into()),
         s.aggregate_output_tok_s
+            .map(|x| format!("{x:.1}"))
+            .unwrap_or("-".into()),
+        s.aggregate_total_tok_s
             .map(|x| format!("{x:.1}"))
             .unwrap_or("-".into()),
         s.request_rate_per_s

@@ -75,7 +75,7 @@ async fn call(
     match serde_json::from_slice(&body) {
         Ok(v) => Ok((status, v)),
         Err(_) => {
-            let text = String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned();
+            let text = one_line(&String::from_utf8_lossy(&body[..body.len().min(4096)]), 120);
             let mut e = RequestError::new(
                 ErrorClass::NotSse,
                 format!(
@@ -94,17 +94,55 @@ pub async fn list_models(
     api_key: Option<&str>,
     timeout: Duration,
 ) -> Result<Vec<String>, String> {
+    match models_answer(target, api_key, timeout).await {
+        ModelsAnswer::Listed(ids) => Ok(ids),
+        ModelsAnswer::NoAnswer(e) | ModelsAnswer::Unusable(e) => Err(e),
+    }
+}
+
+/// What `/v1/models` said: the ids, an answer that lists none (a 404, HTML, an empty list), or
+/// no answer at all (connection refused); the last two carry the error in words.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ModelsAnswer {
+    Listed(Vec<String>),
+    Unusable(String),
+    NoAnswer(String),
+}
+
+/// `/v1/models`, telling a server that answered without a model list from one that did not answer.
+pub async fn models_answer(
+    target: &Target,
+    api_key: Option<&str>,
+    timeout: Duration,
+) -> ModelsAnswer {
+    match models_inner(target, api_key, timeout).await {
+        Ok(ids) => ModelsAnswer::Listed(ids),
+        Err((true, e)) => ModelsAnswer::Unusable(e),
+        Err((false, e)) => ModelsAnswer::NoAnswer(e),
+    }
+}
+
+/// Err((answered, message)).
+async fn models_inner(
+    target: &Target,
+    api_key: Option<&str>,
+    timeout: Duration,
+) -> Result<Vec<String>, (bool, String)> {
     let (status, v) = get_json(target, "/v1/models", api_key, timeout)
         .await
         .map_err(|e| match e.class {
-            ErrorClass::Connect => e.message,
-            _ => format!("{}; is this an OpenAI-compatible server?", e.message),
+            ErrorClass::Connect => (false, e.message),
+            _ => (
+                e.status.is_some(),
+                format!("{}; is this an OpenAI-compatible server?", e.message),
+            ),
         })?;
+    let fail = |m: String| (true, m);
     if status != 200 {
-        return Err(format!(
+        return Err(fail(format!(
             "{target}/v1/models answered HTTP {status}: {}; is this an OpenAI-compatible server?",
             excerpt(&v)
-        ));
+        )));
     }
     let ids: Vec<String> = v
         .get("data")
@@ -116,12 +154,38 @@ pub async fn list_models(
         })
         .unwrap_or_default();
     if ids.is_empty() {
-        return Err(format!(
+        return Err(fail(format!(
             "{target}/v1/models lists no models (body: {}); is this an OpenAI-compatible server? Pass --model to choose one",
             excerpt(&v)
-        ));
+        )));
     }
     Ok(ids)
+}
+
+/// A body summarised on one line: HTML tags dropped, whitespace runs made one space, at most
+/// `max` characters (then "…").
+pub fn one_line(text: &str, max: usize) -> String {
+    let mut plain = String::with_capacity(text.len().min(4 * max));
+    let looks_html = text.trim_start().starts_with('<');
+    let mut in_tag = false;
+    for c in text.chars() {
+        match c {
+            '<' if looks_html => {
+                in_tag = true;
+                plain.push(' ');
+            }
+            '>' if looks_html && in_tag => in_tag = false,
+            _ if in_tag => {}
+            c => plain.push(c),
+        }
+    }
+    let words: Vec<&str> = plain.split_whitespace().collect();
+    let joined = words.join(" ");
+    if joined.chars().count() > max {
+        format!("{}…", joined.chars().take(max).collect::<String>())
+    } else {
+        joined
+    }
 }
 
 pub fn excerpt(v: &serde_json::Value) -> String {

@@ -374,6 +374,7 @@ pub async fn run(ctx: &GateContext, check: &RetrievalCheck) -> GateResult {
         timeout: ctx.timeout,
         extra_body: Some(&ctx.extra_body).filter(|m| !m.is_empty()),
         mode: Default::default(),
+        retried: Vec::new(),
     };
     let mut sizer = Sizer {
         backend,

@@ -93,6 +93,8 @@ pub struct Distribution {
     pub p95: f64,
     pub p99: f64,
     pub mean: f64,
+    /// Sample standard deviation (n − 1 in the denominator; 0 for one sample).
+    pub std: f64,
     pub min: f64,
     pub max: f64,
     /// The interval of the median: order statistics `median_ci_ranks` of the sorted sample. A
@@ -119,13 +121,15 @@ impl Distribution {
         v.sort_by(f64::total_cmp);
         let n = v.len();
         let r = median_ranks(n);
+        let mean = v.iter().sum::<f64>() / n as f64;
         Some(Distribution {
             n,
             p50: nearest_rank(&v, 50.0),
             p90: nearest_rank(&v, 90.0),
             p95: nearest_rank(&v, 95.0),
             p99: nearest_rank(&v, 99.0),
-            mean: v.iter().sum::<f64>() / n as f64,
+            mean,
+            std: sample_std(&v, mean),
             min: v[0],
             max: v[n - 1],
             median_ci: [v[r.lo - 1], v[r.hi - 1]],
@@ -134,6 +138,15 @@ impl Distribution {
             median_ci_ranks: [r.lo, r.hi],
         })
     }
+}
+
+/// Sample standard deviation of `v` around `mean` (n − 1 in the denominator; 0 for n < 2).
+pub fn sample_std(v: &[f64], mean: f64) -> f64 {
+    if v.len() < 2 {
+        return 0.0;
+    }
+    let ss: f64 = v.iter().map(|x| (x - mean) * (x - mean)).sum();
+    (ss / (v.len() - 1) as f64).sqrt()
 }
 
 #[cfg(test)]

@@ -217,6 +217,7 @@ impl Collector {
             .iter()
             .filter(|m| m.completion_tokens.is_none())
             .count() as u64;
+        let prompt: u64 = self.metrics.iter().filter_map(|m| m.prompt_tokens).sum();
         RunStats {
             ok: self.ok(),
             failed: self.failed,
@@ -230,6 +231,8 @@ impl Collector {
             completion_tokens_total: completion,
             requests_without_usage: missing_usage,
             aggregate_output_tok_s: window_s.map(|w| completion as f64 / w),
+            prompt_tokens_total: prompt,
+            aggregate_total_tok_s: window_s.map(|w| (prompt + completion) as f64 / w),
             request_rate_per_s: window_s.map(|w| self.ok() as f64 / w),
             prompt_token_mismatches: self.prompt_mismatches,
             prompt_token_mismatch_example: self.prompt_mismatch_example.clone(),
@@ -266,6 +269,10 @@ pub struct RunStats {
     /// Successful requests whose stream carried no usage (token metrics are null for them).
     pub requests_without_usage: u64,
     pub aggregate_output_tok_s: Option<f64>,
+    /// `usage.prompt_tokens` summed over the successful measured requests.
+    pub prompt_tokens_total: u64,
+    /// Input plus output tokens per second of the window (vLLM's "total token throughput").
+    pub aggregate_total_tok_s: Option<f64>,
     pub request_rate_per_s: Option<f64>,
     pub prompt_token_mismatches: u64,
     pub prompt_token_mismatch_example: Option<String>,
@@ -282,13 +289,15 @@ impl RunStats {
     pub fn table(&self) -> String {
         let mut s = String::new();
         s.push_str(&format!(
-            "{:<22}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}   {}\n",
+            "{:<22}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}   {}
+",
             "metric",
             "p50",
             "p90",
             "p95",
             "p99",
             "mean",
+            "std",
             "min",
             "max",
             "median interval (coverage)"
@@ -311,13 +320,15 @@ impl RunStats {
         for name in ORDER {
             if let Some(d) = self.metrics.get(*name) {
                 s.push_str(&format!(
-                    "{:<22}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}   [{}, {}] ({:.1}% {})\n",
+                    "{:<22}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}   [{}, {}] ({:.1}% {})
+",
                     name,
                     num(d.p50),
                     num(d.p90),
                     num(d.p95),
                     num(d.p99),
                     num(d.mean),
+                    num(d.std),
                     num(d.min),
                     num(d.max),
                     num(d.median_ci[0]),

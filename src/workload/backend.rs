@@ -6,7 +6,7 @@
 use super::request::{insert_input, merge_extra, BodySpec, Precedence};
 use super::Endpoint;
 use crate::client::control::{excerpt, post_json};
-use crate::client::Target;
+use crate::client::{ErrorClass, RequestError, Target};
 use serde_json::{json, Value};
 use std::future::Future;
 use std::time::Duration;
@@ -37,6 +37,39 @@ pub struct HttpBackend<'a> {
     /// Which form of sizing request works here: learnt on the first one (start with
     /// `SizingMode::default()`).
     pub mode: SizingMode,
+    /// Transient failures retried so far (start with `Vec::new()`): one line each, for the record.
+    pub retried: Vec<String>,
+}
+
+/// A sizing request that fails transiently (HTTP 500/502/503/504, a refused or reset
+/// connection) is sent again up to this many times, after [`RETRY_BACKOFF`], doubling each time.
+pub const SIZING_RETRIES: u32 = 3;
+/// The wait before the first retry of a sizing request (then 2x, 4x).
+pub const RETRY_BACKOFF: Duration = Duration::from_millis(250);
+
+/// Whether an HTTP status is worth another try.
+fn transient_status(s: u16) -> bool {
+    matches!(s, 500 | 502 | 503 | 504)
+}
+
+/// Why a control request's outcome is worth another try, in words; `None` when it is not.
+fn transient(r: &Result<(u16, Value), RequestError>) -> Option<String> {
+    match r {
+        Ok((s, _)) if transient_status(*s) => Some(format!("HTTP {s}")),
+        Err(e) => match e.status {
+            Some(s) if transient_status(s) => Some(format!("HTTP {s}")),
+            Some(_) => None,
+            None if matches!(
+                e.class,
+                ErrorClass::Connect | ErrorClass::Io | ErrorClass::Incomplete
+            ) =>
+            {
+                Some(e.message.clone())
+            }
+            None => None,
+        },
+        _ => None,
+    }
 }
 
 /// Which form of sizing request an endpoint answers with `usage.prompt_tokens`.
@@ -54,13 +87,21 @@ pub enum SizingMode {
 
 impl Backend for HttpBackend<'_> {
     fn take_notes(&mut self) -> Vec<String> {
-        match &self.mode {
+        let mut notes: Vec<String> = match &self.mode {
             SizingMode::Streamed(why) => Some(why),
             _ => None,
         }
         .map(|why| format!("sizing requests were streamed and read usage.prompt_tokens from the usage chunk (stream_options.include_usage): {why}"))
             .into_iter()
-            .collect()
+            .collect();
+        if !self.retried.is_empty() {
+            notes.push(format!(
+                "{} sizing request(s) were retried after a transient failure: {}",
+                self.retried.len(),
+                self.retried.join("; ")
+            ));
+        }
+        notes
     }
 
     async fn tokenize(&mut self, text: &str) -> Result<Option<u64>, String> {
@@ -74,7 +115,7 @@ impl Backend for HttpBackend<'_> {
             "add_special_tokens": false,
         });
         let t = self.target;
-        match post_json(t, "/tokenize", &body, self.api_key, self.timeout).await {
+        match self.post_retrying("/tokenize", &body).await.0 {
             Ok((200, v)) => Ok(tokenize_count(&v)),
             Ok((s @ (401 | 403), v)) => Err(format!(
                 "{t}/tokenize answered HTTP {s}: {}; check --api-key",
@@ -107,15 +148,9 @@ impl Backend for HttpBackend<'_> {
             return self.streamed_tokens(&body, text, None).await;
         }
         let learning = self.mode == SizingMode::Unknown;
-        let (status, v) = match post_json(
-            t,
-            path,
-            &Value::Object(body.clone()),
-            self.api_key,
-            self.timeout,
-        )
-        .await
-        {
+        let (reply, retries) = self.post_retrying(path, &Value::Object(body.clone())).await;
+        let after = retried_suffix(retries);
+        let (status, v) = match reply {
             Ok(r) => r,
             // A 200 that is not JSON: an endpoint that streams whatever it is asked.
             Err(e) if learning && e.status == Some(200) => {
@@ -124,7 +159,7 @@ impl Backend for HttpBackend<'_> {
             }
             Err(e) => {
                 return Err(format!(
-                    "{t}{path}: {} (while sizing the prompt)",
+                    "{t}{path}: {} (while sizing the prompt){after}",
                     e.message
                 ))
             }
@@ -149,7 +184,7 @@ impl Backend for HttpBackend<'_> {
                 _ => "",
             };
             return Err(format!(
-                "{t}{path} answered HTTP {status} to a sizing request with a {}-character prompt: {}{hint}",
+                "{t}{path} answered HTTP {status} to a sizing request with a {}-character prompt: {}{after}{hint}",
                 text.len(),
                 excerpt(&v)
             ));
@@ -175,7 +210,40 @@ impl Backend for HttpBackend<'_> {
     }
 }
 
+/// The words an error adds when the request was retried first.
+fn retried_suffix(retries: u32) -> String {
+    match retries {
+        0 => String::new(),
+        n => format!(" (after {n} retries with backoff)"),
+    }
+}
+
 impl HttpBackend<'_> {
+    /// POST `body` to `path`, sending it again (up to [`SIZING_RETRIES`] times, with doubling
+    /// backoff) while the answer is a transient failure; the last outcome and the retries spent.
+    async fn post_retrying(
+        &mut self,
+        path: &str,
+        body: &Value,
+    ) -> (Result<(u16, Value), RequestError>, u32) {
+        let mut retries = 0;
+        loop {
+            let r = post_json(self.target, path, body, self.api_key, self.timeout).await;
+            match transient(&r) {
+                Some(why) if retries < SIZING_RETRIES => {
+                    let wait = RETRY_BACKOFF * 2u32.pow(retries);
+                    retries += 1;
+                    self.retried.push(format!(
+                        "{path}: {why}, retry {retries} after {} ms",
+                        wait.as_millis()
+                    ));
+                    tokio::time::sleep(wait).await;
+                }
+                _ => return (r, retries),
+            }
+        }
+    }
+
     /// The streamed form of the sizing request; `why` (first time only): why the non-streaming
     /// form did not do, kept for the record once the streamed one works.
     async fn streamed_tokens(
@@ -190,7 +258,24 @@ impl HttpBackend<'_> {
             .as_deref()
             .map(|w| format!("{t}{path} answered {w}, and "))
             .unwrap_or_default();
-        match prompt_tokens(t, path, body, self.api_key, self.timeout).await {
+        let mut retries = 0;
+        let reply = loop {
+            let r = prompt_tokens(t, path, body, self.api_key, self.timeout).await;
+            match &r {
+                Err(Failure::Status(s, _)) if transient_status(*s) && retries < SIZING_RETRIES => {
+                    let wait = RETRY_BACKOFF * 2u32.pow(retries);
+                    retries += 1;
+                    self.retried.push(format!(
+                        "{path} (streamed): HTTP {s}, retry {retries} after {} ms",
+                        wait.as_millis()
+                    ));
+                    tokio::time::sleep(wait).await;
+                }
+                _ => break r,
+            }
+        };
+        let after = retried_suffix(retries);
+        match reply {
             Ok(n) => {
                 if let Some(w) = why {
                     self.mode = SizingMode::Streamed(w);
@@ -207,7 +292,7 @@ impl HttpBackend<'_> {
                     _ => "",
                 };
                 Err(format!(
-                    "{first}{t}{path} answered {m} to a streamed sizing request with a {}-character prompt{hint}",
+                    "{first}{t}{path} answered {m} to a streamed sizing request with a {}-character prompt{after}{hint}",
                     text.len()
                 ))
             }

@@ -206,6 +206,7 @@ pub async fn build(spec: &PromptSpec<'_>) -> Result<MatchedPrompt, String> {
         timeout: spec.timeout,
         extra_body: spec.extra_body,
         mode: SizingMode::default(),
+        retried: Vec::new(),
     };
     let sizing = Sizing {
         endpoint: spec.endpoint,

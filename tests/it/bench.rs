@@ -366,7 +366,7 @@ fn bench_and_campaign_timing_run_one_load_path_and_agree() {
         temperature: 0.0,
         seed: Some(0),
         ignore_eos: true,
-        concurrency: concurrency as usize,
+        concurrency: vec![concurrency as usize],
         rate: None,
         arrival: ArrivalArg::Constant,
         requests: Some(requests as u64),
@@ -543,4 +543,267 @@ fn two_runs_in_a_row_both_measure_the_uncached_prefill() {
         "{w}"
     );
     assert!(out.contains("warning: 4 of 4 requests"), "{out}");
+}
+
+/// A proxy in front of `upstream` that answers the first `fail` non-streaming completion requests
+/// (prompt sizing's) with HTTP 500 and passes everything else through.
+fn flaky_proxy(upstream: &str, fail: usize) -> String {
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let up = upstream.trim_start_matches("http://").to_string();
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let failed = Arc::new(AtomicUsize::new(0));
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut client) = s else { return };
+            let (up, failed) = (up.clone(), failed.clone());
+            std::thread::spawn(move || {
+                // The first request's head and body.
+                let mut buf = Vec::new();
+                let mut b = [0u8; 65536];
+                loop {
+                    let n = client.read(&mut b).unwrap_or(0);
+                    if n == 0 {
+                        return;
+                    }
+                    buf.extend_from_slice(&b[..n]);
+                    let text = String::from_utf8_lossy(&buf).to_string();
+                    if let Some(end) = text.find("\r\n\r\n") {
+                        let len = text[..end]
+                            .lines()
+                            .find_map(|l| {
+                                let l = l.to_ascii_lowercase();
+                                l.strip_prefix("content-length:")
+                                    .map(|v| v.trim().parse::<usize>().unwrap())
+                            })
+                            .unwrap_or(0);
+                        if buf.len() >= end + 4 + len {
+                            break;
+                        }
+                    }
+                }
+                let text = String::from_utf8_lossy(&buf);
+                if text.starts_with("POST /v1/chat/completions")
+                    && text.contains("\"stream\":false")
+                    && failed.fetch_add(1, Ordering::SeqCst) < fail
+                {
+                    let body = "{\"error\":{\"message\":\"transient\"}}";
+                    let _ = write!(client, "HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
+                    return;
+                }
+                let mut server = TcpStream::connect(&up).unwrap();
+                server.write_all(&buf).unwrap();
+                let (mut c2, mut s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut c2, &mut s2);
+                    let _ = s2.shutdown(std::net::Shutdown::Write);
+                });
+                let _ = std::io::copy(&mut server, &mut client);
+                let _ = client.shutdown(std::net::Shutdown::Both);
+            });
+        }
+    });
+    format!("http://127.0.0.1:{port}")
+}
+
+#[test]
+fn prompt_sizing_retries_a_transient_http_500() {
+    let _g = reference::serial();
+    let e = Engine::start(BASE);
+    let url = flaky_proxy(&e.url, 2);
+    let out = e.path("retry.json");
+    let (o, v) = bench(
+        &url,
+        &[
+            "--requests",
+            "2",
+            "--max-tokens",
+            "4",
+            "--prompt-tokens",
+            "64",
+        ],
+        &out,
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let v = v.unwrap();
+    assert_eq!(metric(&v, "prompt_tokens", "min"), 64.0);
+    let notes = v["prompt"]["notes"].to_string();
+    assert!(
+        notes.contains("2 sizing request(s) were retried") && notes.contains("HTTP 500"),
+        "{notes}"
+    );
+
+    // A server that keeps failing: the error names the status and the retries.
+    let url = flaky_proxy(&e.url, usize::MAX);
+    let (o, _) = bench(
+        &url,
+        &["--requests", "2", "--prompt-tokens", "64"],
+        &e.path("x.json"),
+    );
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("HTTP 500") && err.contains("after 3 retries"),
+        "{err}"
+    );
+}
+
+/// A server whose /v1/models is a 404 HTML page and whose chat endpoint streams "hi".
+fn server_without_models() -> String {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { return };
+            let mut b = [0u8; 65536];
+            let n = s.read(&mut b).unwrap_or(0);
+            let req = String::from_utf8_lossy(&b[..n]);
+            if req.starts_with("GET /v1/models") {
+                let html = "<!DOCTYPE html>\n<html>\n<head>\n<title>404 Not Found</title>\n</head>\n<body>\n<h1>Not Found</h1>\n<p>The requested URL was not found on this server.</p>\n<hr>\n</body>\n</html>\n";
+                let _ = write!(s, "HTTP/1.1 404 Not Found\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{html}", html.len());
+            } else {
+                let chunk = r#"{"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}]}"#;
+                let last = r#"{"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":1,"total_tokens":6}}"#;
+                let body = format!("data: {chunk}\n\ndata: {last}\n\ndata: [DONE]\n\n");
+                let _ = write!(s, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
+            }
+        }
+    });
+    format!("http://127.0.0.1:{port}")
+}
+
+#[test]
+fn a_404_on_models_is_not_fatal_when_model_is_given() {
+    let url = server_without_models();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("m.json");
+    let args = [
+        "--model",
+        "m",
+        "--prompt",
+        "hello",
+        "--requests",
+        "2",
+        "--max-tokens",
+        "1",
+    ];
+    let (o, v) = bench(&url, &args, &out);
+    assert!(o.status.success(), "{}", text(&o));
+    let v = v.unwrap();
+    assert_eq!(v["ok"], 2);
+    assert_eq!(v["model"], "m");
+    let err = String::from_utf8_lossy(&o.stderr);
+    let note: Vec<&str> = err.lines().filter(|l| l.contains("404")).collect();
+    assert_eq!(note.len(), 1, "{err}");
+    assert!(
+        note[0].contains("Not Found") && !note[0].contains('<'),
+        "{err}"
+    );
+    // Without --model it stays an error, on one line, without the HTML.
+    let o = std::process::Command::new(reference::BIN)
+        .args(["bench", &url, "--no-progress"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("HTTP 404") && err.trim().lines().count() <= 2 && !err.contains("<html"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_concurrency_sweep_gives_one_result_per_level() {
+    let _g = reference::serial();
+    let e = Engine::start(BASE);
+    let out = e.path("sweep.json");
+    let jsonl = e.path("sweep.jsonl");
+    let (o, v) = bench(
+        &e.url,
+        &[
+            "--concurrency",
+            "1,2,4",
+            "--requests",
+            "8",
+            "--max-tokens",
+            "8",
+            "--prompt-tokens",
+            "64",
+            "--ignore-eos",
+            "--requests-jsonl",
+            jsonl.to_str().unwrap(),
+        ],
+        &out,
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let v = v.unwrap();
+    assert_eq!(v["sweep"], "concurrency");
+    let levels = v["levels"].as_array().unwrap();
+    assert_eq!(levels.len(), 3);
+    for (l, c) in levels.iter().zip([1, 2, 4]) {
+        assert_eq!(l["load"]["concurrency"], c, "{}", l["load"]);
+        assert_eq!(l["ok"], 8);
+        assert_eq!(metric(l, "prompt_tokens", "min"), 64.0);
+        assert_eq!(metric(l, "prompt_tokens", "std"), 0.0);
+        // Mean, standard deviation and total (input + output) throughput beside the percentiles.
+        let ttft = &l["metrics"]["ttft_ms"];
+        assert!(ttft["std"].as_f64().unwrap() >= 0.0 && ttft["mean"].as_f64().unwrap() > 0.0);
+        assert_eq!(l["prompt_tokens_total"], 8 * 64);
+        let total = l["aggregate_total_tok_s"].as_f64().unwrap();
+        let output = l["aggregate_output_tok_s"].as_f64().unwrap();
+        assert!(
+            (total / output - (64.0 + 8.0) / 8.0).abs() < 1e-6,
+            "{total} vs {output}"
+        );
+    }
+    // More requests in flight, more output per second (80 tok/s each, no slowdown declared).
+    let out_tok = |i: usize| levels[i]["aggregate_output_tok_s"].as_f64().unwrap();
+    assert!(
+        out_tok(2) > 2.0 * out_tok(0),
+        "{} vs {}",
+        out_tok(2),
+        out_tok(0)
+    );
+    // Every level's requests are in the JSONL, marked with their level; nonces never repeat.
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&jsonl)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 24);
+    assert_eq!(lines.iter().filter(|l| l["concurrency"] == 4).count(), 8);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        stdout.contains("total (input + output)") && stdout.contains(" std "),
+        "{stdout}"
+    );
+    assert_eq!(
+        stdout.matches("closed loop at concurrency").count(),
+        3,
+        "{stdout}"
+    );
+
+    // One level keeps the single-result shape.
+    let (o, v) = bench(
+        &e.url,
+        &["--concurrency", "2", "--requests", "2", "--max-tokens", "2"],
+        &e.path("one.json"),
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let v = v.unwrap();
+    assert!(v.get("levels").is_none());
+    assert_eq!(v["load"]["concurrency"], 2);
+}
+
+#[test]
+fn distributions_carry_the_sample_standard_deviation() {
+    use bakeoff::metrics::stats::Distribution;
+    let d = Distribution::from_samples(&[1.0, 2.0, 3.0, 4.0], 0).unwrap();
+    assert_eq!(d.mean, 2.5);
+    assert!((d.std - (5.0f64 / 3.0).sqrt()).abs() < 1e-12, "{}", d.std);
+    assert_eq!(Distribution::from_samples(&[7.0], 0).unwrap().std, 0.0);
 }

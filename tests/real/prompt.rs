@@ -72,6 +72,7 @@ async fn sized(
                 timeout: TIMEOUT,
                 extra_body: None,
                 mode: Default::default(),
+                retried: Vec::new(),
             });
             let sizing = Sizing {
                 endpoint,

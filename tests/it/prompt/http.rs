@@ -559,7 +559,7 @@ async fn bench_against_a_stream_only_endpoint_sends_exactly_sized_prompts() {
         temperature: 0.0,
         seed: None,
         ignore_eos: false,
-        concurrency: 2,
+        concurrency: vec![2],
         rate: None,
         arrival: ArrivalArg::Constant,
         requests: Some(6),

@@ -43,6 +43,7 @@ fn http(target: &Target, endpoint: Endpoint) -> HttpBackend<'_> {
         timeout: TIMEOUT,
         extra_body: None,
         mode: Default::default(),
+        retried: Vec::new(),
     }
 }
 
