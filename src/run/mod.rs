@@ -389,7 +389,31 @@ impl<S: Steps> Runner<S> {
         let total_ms = self.t0.elapsed().as_secs_f64() * 1e3;
         let reason = self.interrupted.as_deref().or(self.halted.as_deref());
         let (mut complete, timing) = self.cx.rec.close(reason, total_ms, self.cx.lane_has_gpus());
-        if let Err(e) = crate::evidence::manifest::write(self.cx.rec.dir()) {
+        // A disk that was full for a moment (another process's log, a filler) may have refused
+        // the final result or the manifest: try again for a few seconds, so that the bundle is
+        // sealed and says why it is incomplete, rather than being left with the in-run result.
+        let mut sealed = Ok(());
+        let mut unsaved = self.cx.rec.take_write_failure().is_some();
+        for wait_ms in [0u64, 250, 500, 1000, 2000] {
+            if wait_ms > 0 {
+                std::thread::sleep(std::time::Duration::from_millis(wait_ms));
+            }
+            if unsaved {
+                self.cx.rec.save();
+                unsaved = self.cx.rec.take_write_failure().is_some();
+                if unsaved {
+                    sealed = Err(anyhow::anyhow!(
+                        "campaign-result.json or checkpoint.json could not be written"
+                    ));
+                    continue;
+                }
+            }
+            sealed = crate::evidence::manifest::write(self.cx.rec.dir()).map(|_| ());
+            if sealed.is_ok() {
+                break;
+            }
+        }
+        if let Err(e) = sealed {
             // Still an outcome: the caller reports the arms and the restoration.
             let why = format!("the manifest could not be written: {e:#}");
             self.cx.rec.warn(&why);

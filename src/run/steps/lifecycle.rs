@@ -292,11 +292,23 @@ pub async fn stop_live(cx: &mut Cx, id: &str, l: Live) -> (Value, bool) {
         .map(|p| masker.mask(&lane::logs::read_since(p, offset, usize::MAX)))
         .unwrap_or_default();
     let log = cx.mask.scrub(&log);
+    // The bundle's copy of the engine log is cited only once it is on disk.
+    let mut log_written = false;
     if log_path.is_some() {
-        if let Err(e) = cx.rec.write_text(&l.log_name, &log) {
-            cx.rec.warn(&e.to_string());
+        match cx.rec.write_text(&l.log_name, &log) {
+            Ok(()) => {
+                cx.rec.add_evidence(id, &l.log_name);
+                log_written = true;
+            }
+            Err(e) => {
+                cx.rec.warn(&e.to_string());
+                let n = format!("{}: not written ({e:#})", l.log_name);
+                let notes = &mut cx.rec.result().notes;
+                if !notes.contains(&n) {
+                    notes.push(n);
+                }
+            }
         }
-        cx.rec.add_evidence(id, &l.log_name);
     }
     let risks: Vec<String> = log
         .lines()
@@ -318,7 +330,7 @@ pub async fn stop_live(cx: &mut Cx, id: &str, l: Live) -> (Value, bool) {
     let ok = facts.group_gone && facts.port_free != Some(false);
     (
         json!({"arm": id, "pid": pid, "stop": facts, "gpu_released": gpu_check,
-               "engine_log": if log_path.is_some() { Some(&l.log_name) } else { None }}),
+               "engine_log": if log_written { Some(&l.log_name) } else { None }}),
         ok,
     )
 }

@@ -459,6 +459,34 @@ fn a_disk_full_for_a_second_never_leaves_a_complete_bundle_with_a_missing_file()
         assert_eq!(o.status.code(), Some(1), "{}\n{r:#}", text(&o));
         let reason = r["incomplete_reason"].as_str().unwrap_or_default();
         assert!(!reason.is_empty(), "incomplete without a reason: {r:#}");
+        // The disk was full for a second only: the final result and the manifest are written
+        // once it frees (the run retries its last writes), so the bundle says why itself.
+        assert!(
+            !reason.starts_with("running"),
+            "the final result was never written: {r:#}\n{}",
+            text(&o)
+        );
+        assert!(
+            b.join(bakeoff::evidence::bundle::MANIFEST).is_file(),
+            "no manifest: {}",
+            text(&o)
+        );
+        // The sealed bundle verifies, except for evidence the full second kept off the disk,
+        // which the result's notes name as missing.
+        let v = run(&["verify", b.to_str().unwrap()]);
+        if !v.status.success() {
+            let notes = r["notes"].to_string();
+            for line in String::from_utf8_lossy(&v.stdout).lines() {
+                let Some(rest) = line.strip_prefix("missing: ") else {
+                    continue;
+                };
+                let f = rest.split_whitespace().next().unwrap_or_default();
+                assert!(
+                    notes.contains(f),
+                    "{f} missing but not in the notes: {notes}\n{line}"
+                );
+            }
+        }
     }
     // Every evidence file an arm's result cites exists.
     for a in r["arms"].as_array().unwrap() {
