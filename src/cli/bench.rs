@@ -1,11 +1,12 @@
 //! `bakeoff bench URL`: load an OpenAI-compatible endpoint and measure it.
 
+use super::bench_output::{print_report, sweep_table, BenchSink};
+pub use super::bench_output::{BenchReport, EndpointArg};
 use crate::client::control::{models_answer, ModelsAnswer};
-use crate::client::{StreamOpts, Target, Trace};
-use crate::load::session::{self, Session, Sink, Telemetry};
+use crate::client::{StreamOpts, Target};
+use crate::load::session::{self, Session, Telemetry};
 use crate::load::source::{PromptText, RequestSource};
 use crate::load::{Arrival, Mode, Plan};
-use crate::metrics::summary::{Collector, RunStats};
 use crate::workload::prompt::{self, PromptSpec};
 use crate::workload::request::{merge_extra, BodySpec, Precedence};
 use crate::workload::Endpoint;
@@ -13,18 +14,11 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 use serde_json::{json, Value};
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
-
-#[derive(Debug, Clone, Copy, ValueEnum, Serialize, PartialEq)]
-#[serde(rename_all = "kebab-case")]
-pub enum EndpointArg {
-    Chat,
-    Completions,
-}
 
 #[derive(Debug, Clone, Copy, ValueEnum, Serialize, PartialEq)]
 #[serde(rename_all = "kebab-case")]
@@ -121,34 +115,6 @@ pub struct BenchArgs {
     /// Never show a progress bar.
     #[arg(long)]
     pub no_progress: bool,
-}
-
-/// Everything `--json` writes.
-#[derive(Debug, Serialize)]
-pub struct BenchReport {
-    pub bakeoff_version: &'static str,
-    pub tool: &'static str,
-    pub started_at: String,
-    pub url: String,
-    pub model: String,
-    pub endpoint: EndpointArg,
-    pub sampling: Value,
-    pub load: Value,
-    pub prompt: Value,
-    /// True when Ctrl-C or SIGTERM stopped the run: the statistics cover the requests that
-    /// completed before it; requests in flight were dropped, not counted as failures.
-    pub interrupted: bool,
-    /// Where arrival times came from: the kernel's receive stamps, or (where there were none)
-    /// the time of the read; counted over the run's reads.
-    pub arrival_clock: Value,
-    /// What the reader of the numbers must know (also printed with the summary).
-    pub warnings: Vec<String>,
-    /// https only: how the server's certificate was checked (`{"verify": "system" | "ca-file" |
-    /// "insecure"}`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tls: Option<Value>,
-    #[serde(flatten)]
-    pub stats: RunStats,
 }
 
 pub fn read_api_key(var: Option<&str>) -> Result<Option<String>> {
@@ -252,44 +218,6 @@ pub fn tls_target(url: &str, ca_file: Option<&Path>, insecure: bool) -> Result<T
         }
     }
     Ok(target)
-}
-
-/// One line per level of a `--concurrency` sweep.
-fn sweep_table(reports: &[BenchReport]) -> String {
-    let f = |x: Option<f64>| x.map(|x| format!("{x:.1}")).unwrap_or("-".into());
-    let p = |r: &BenchReport, m: &str, q: fn(&crate::metrics::stats::Distribution) -> f64| {
-        f(r.stats.metrics.get(m).map(q))
-    };
-    let mut s = format!(
-        "{:<12}{:>6}{:>8}{:>12}{:>12}{:>10}{:>12}{:>12}{:>12}\n",
-        "concurrency",
-        "ok",
-        "failed",
-        "out tok/s",
-        "total tok/s",
-        "req/s",
-        "ttft p50",
-        "ttft p95",
-        "itl p50"
-    );
-    for r in reports {
-        s.push_str(&format!(
-            "{:<12}{:>6}{:>8}{:>12}{:>12}{:>10}{:>12}{:>12}{:>12}\n",
-            r.load["concurrency"].to_string(),
-            r.stats.ok,
-            r.stats.failed,
-            f(r.stats.aggregate_output_tok_s),
-            f(r.stats.aggregate_total_tok_s),
-            r.stats
-                .request_rate_per_s
-                .map(|x| format!("{x:.2}"))
-                .unwrap_or("-".into()),
-            p(r, "ttft_ms", |d| d.p50),
-            p(r, "ttft_ms", |d| d.p95),
-            p(r, "itl_ms", |d| d.p50),
-        ));
-    }
-    s
 }
 
 fn validate(args: &BenchArgs) -> Result<(Target, Option<serde_json::Map<String, Value>>)> {
@@ -579,170 +507,4 @@ pub async fn bench_levels(
         }
     }
     Ok(reports)
-}
-
-/// Bench's view of each trace: a `--requests-jsonl` line and the progress bar.
-struct BenchSink {
-    /// In a sweep: the level's number and concurrency, added to each `--requests-jsonl` line.
-    level: Option<(usize, usize)>,
-    out: Option<std::io::BufWriter<std::fs::File>>,
-    bar: Option<indicatif::ProgressBar>,
-    run_start: Option<u64>,
-}
-
-impl BenchSink {
-    fn new(
-        jsonl: Option<&Path>,
-        total: Option<u64>,
-        show_progress: bool,
-        append: bool,
-    ) -> Result<BenchSink> {
-        let out = match jsonl {
-            Some(p) => Some(std::io::BufWriter::new(std::fs::OpenOptions::new().write(true).create(true).append(append).truncate(!append).open(p).with_context(|| {
-                format!("cannot create {} (--requests-jsonl); check the directory exists and is writable", p.display())
-            })?)),
-            None => None,
-        };
-        let bar = show_progress.then(|| {
-            let b = match total {
-                Some(n) => indicatif::ProgressBar::new(n),
-                None => indicatif::ProgressBar::new_spinner(),
-            };
-            b.set_style(
-                indicatif::ProgressStyle::with_template(
-                    "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} requests  {msg}",
-                )
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-            );
-            b
-        });
-        Ok(BenchSink {
-            level: None,
-            out,
-            bar,
-            run_start: None,
-        })
-    }
-}
-
-impl Sink for BenchSink {
-    fn trace(&mut self, t: Trace, c: &Collector) -> Result<()> {
-        if let Some(w) = self.out.as_mut() {
-            let start = *self.run_start.get_or_insert(t.send_ns);
-            let mut line = request_line(&t, start);
-            if let Some((level, concurrency)) = self.level {
-                line["sweep_level"] = json!(level);
-                line["concurrency"] = json!(concurrency);
-            }
-            serde_json::to_writer(&mut *w, &line)?;
-            w.write_all(b"\n")
-                .with_context(|| "cannot write --requests-jsonl (disk full?)".to_string())?;
-        }
-        if let Some(b) = &self.bar {
-            b.inc(1);
-            b.set_message(format!("{} ok, {} failed", c.ok(), c.failed));
-        }
-        Ok(())
-    }
-
-    fn finish(&mut self) -> Result<()> {
-        if let Some(b) = self.bar.take() {
-            b.finish_and_clear();
-        }
-        if let Some(w) = self.out.as_mut() {
-            w.flush()
-                .context("cannot finish --requests-jsonl (disk full?)")?;
-        }
-        Ok(())
-    }
-}
-
-/// One line of `--requests-jsonl`: the metrics and the raw per-chunk arrival offsets.
-fn request_line(t: &Trace, run_start: u64) -> Value {
-    let m = crate::metrics::RequestMetrics::from_trace(t);
-    json!({
-        "index": t.index,
-        "warmup": t.warmup,
-        "ok": t.ok(),
-        "error": t.error,
-        "status": t.status,
-        "response_id": t.response_id,
-        "send_offset_ms": (t.send_ns as i64 - run_start as i64) as f64 / 1e6,
-        "schedule_lag_ms": t.intended_ns.map(|i| t.send_ns.saturating_sub(i) as f64 / 1e6),
-        "connect_ms": t.connect_ns.map(|c| c as f64 / 1e6),
-        "metrics": m,
-        "usage": t.usage,
-        "finish_reason": t.finish_reason,
-        "client_prompt_tokens": t.client_prompt_tokens,
-        "chunk_offsets_ns": t.events.iter().map(|e| e.t_ns).collect::<Vec<_>>(),
-        "chunk_kinds": t.events.iter().map(|e| e.kind).collect::<Vec<_>>(),
-    })
-}
-
-fn print_report(r: &BenchReport) {
-    let s = &r.stats;
-    let load = match r.load["mode"].as_str() {
-        Some("open-loop") => format!(
-            "open loop at {} req/s ({})",
-            r.load["rate_per_s"],
-            r.load["arrival"].as_str().unwrap_or("constant")
-        ),
-        _ => format!("closed loop at concurrency {}", r.load["concurrency"]),
-    };
-    let prompt = match r.prompt["strategy"].as_str() {
-        Some("literal") => "literal prompt".to_string(),
-        Some(strategy) => format!(
-            "{} prompt tokens, sized by {strategy}",
-            r.prompt["target_tokens"]
-        ),
-        None => "prompt".to_string(),
-    };
-    println!(
-        "bakeoff bench {}  model {}  {}  {load}  {prompt}  max_tokens {}",
-        r.url,
-        r.model,
-        match r.endpoint {
-            EndpointArg::Chat => "chat",
-            EndpointArg::Completions => "completions",
-        },
-        r.sampling["max_tokens"]
-    );
-    println!(
-        "requests: {} ok, {} failed, {} warmup excluded; window {}; output {} tok/s; total (input + output) {} tok/s; {} req/s",
-        s.ok,
-        s.failed,
-        s.warmup_excluded,
-        s.window_s
-            .map(|w| format!("{w:.2} s"))
-            .unwrap_or("-".into()),
-        s.aggregate_output_tok_s
-            .map(|x| format!("{x:.1}"))
-            .unwrap_or("-".into()),
-        s.aggregate_total_tok_s
-            .map(|x| format!("{x:.1}"))
-            .unwrap_or("-".into()),
-        s.request_rate_per_s
-            .map(|x| format!("{x:.2}"))
-            .unwrap_or("-".into())
-    );
-    for (class, f) in &s.failures_by_class {
-        println!("  failed: {} x {class}: {}", f.count, f.example);
-    }
-    if s.prompt_token_mismatches > 0 {
-        println!(
-            "  warning: {} requests' usage.prompt_tokens differ from the matched target ({})",
-            s.prompt_token_mismatches,
-            s.prompt_token_mismatch_example.as_deref().unwrap_or("")
-        );
-    }
-    for w in &r.warnings {
-        println!("  warning: {w}");
-    }
-    if s.requests_without_usage > 0 {
-        println!(
-            "  note: {} successful requests carried no usage; token metrics are null for them",
-            s.requests_without_usage
-        );
-    }
-    print!("{}", s.table());
 }
