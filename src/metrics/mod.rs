@@ -1,5 +1,6 @@
 //! Per-request metrics computed from a trace, with the definitions of ARCHITECTURE.md.
 
+pub mod slo;
 pub mod stats;
 pub mod summary;
 

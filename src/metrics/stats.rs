@@ -92,6 +92,8 @@ pub struct Distribution {
     pub p90: f64,
     pub p95: f64,
     pub p99: f64,
+    /// The 99.9th percentile (nearest rank: the maximum below 1,000 samples).
+    pub p999: f64,
     pub mean: f64,
     /// Sample standard deviation (n − 1 in the denominator; 0 for one sample).
     pub std: f64,
@@ -128,6 +130,7 @@ impl Distribution {
             p90: nearest_rank(&v, 90.0),
             p95: nearest_rank(&v, 95.0),
             p99: nearest_rank(&v, 99.0),
+            p999: nearest_rank(&v, 99.9),
             mean,
             std: sample_std(&v, mean),
             min: v[0],
