@@ -229,7 +229,8 @@ pub async fn scrape(target: &Target, path: &str, timeout: Duration) -> Result<Sn
     let req = format!(
         "GET {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: bakeoff/{}\r\nAccept: text/plain\r\n\r\n",
         target.path(path),
-        target.authority(),
+        // Same Host form as every other request (https on 443 without the port).
+        target.host_header(),
         crate::VERSION
     );
     let mut conn = Conn::connect(target, timeout)
