@@ -201,3 +201,77 @@ fn an_unwritable_export_path_is_refused_before_any_request() {
         "{err}"
     );
 }
+
+/// A campaign bundle's `arm-stats.csv`: one row per timed step of every arm, whose statistics
+/// columns equal that step file's `stats` (the same columns as `bench --csv`). Returns the rows'
+/// (arm, step) pairs. Called on the bundles the campaign tests run.
+pub fn campaign_csv_equals_step_files(bundle: &Path) -> Vec<(String, String)> {
+    let (h, rows) = read_csv(&bundle.join("arm-stats.csv"));
+    let col = |r: &[String], n: &str| r[h.iter().position(|x| x == n).unwrap()].clone();
+    assert_eq!(
+        &h[..6],
+        ["arm", "label", "role", "step", "concurrency", "evidence"]
+    );
+    let mut seen = Vec::new();
+    for r in &rows {
+        let f: Value =
+            serde_json::from_slice(&std::fs::read(bundle.join(col(r, "evidence"))).unwrap())
+                .unwrap();
+        csv_row_equals_summary(&h, r, &f["stats"]);
+        seen.push((col(r, "arm"), col(r, "step")));
+    }
+    seen
+}
+
+#[test]
+fn a_rendered_bundle_has_arm_stats_csv_in_its_manifest() {
+    use crate::support::decide_fixture as fixture;
+    let d = tempfile::tempdir().unwrap();
+    let r = fixture::seed();
+    fixture::write_bundle(d.path(), &r);
+    bakeoff::report::render_all(d.path()).unwrap();
+    let rows = campaign_csv_equals_step_files(d.path());
+    let want: usize = r
+        .arms
+        .iter()
+        .map(|a| {
+            a.cold.iter().count()
+                + a.warm.iter().count()
+                + a.concurrency.len()
+                + a.long_context
+                    .as_ref()
+                    .and_then(|l| l.timing.as_ref())
+                    .iter()
+                    .count()
+        })
+        .sum();
+    assert_eq!(rows.len(), want, "{rows:?}");
+    assert!(rows.iter().any(|(_, s)| s == "warm"));
+    assert!(rows.iter().any(|(_, s)| s.starts_with('c') && s != "cold"));
+    let (m, problems) = bakeoff::evidence::manifest::verify(d.path(), None).unwrap();
+    assert!(problems.is_empty(), "{problems:?}");
+    assert!(m.files.iter().any(|f| f.path == "arm-stats.csv"));
+
+    // A step file gone: its row stays, with the figures campaign-result.json holds.
+    let a = r.arms.iter().find(|a| a.warm.is_some()).unwrap();
+    let w = a.warm.as_ref().unwrap();
+    std::fs::remove_file(d.path().join(&w.evidence)).unwrap();
+    let text = bakeoff::report::csv::campaign(d.path(), &r);
+    let (h, _) = (
+        text.lines().next().unwrap().split(',').collect::<Vec<_>>(),
+        (),
+    );
+    let row: Vec<&str> = text
+        .lines()
+        .find(|l| l.contains(&w.evidence))
+        .unwrap()
+        .split(',')
+        .collect();
+    let at = |n: &str| row[h.iter().position(|x| *x == n).unwrap()];
+    assert_eq!(
+        at("ttft_ms_p50").parse::<f64>().unwrap(),
+        w.ttft_ms.unwrap().p50
+    );
+    assert_eq!(at("ok"), w.requests_ok.to_string());
+    assert_eq!(at("ttft_ms_p999"), "");
+}
