@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 /// vLLM's metric names and the bakeoff metric each is filled from.
 pub const VLLM_METRICS: &[(&str, &str)] = &[
     ("ttft", "ttft_ms"),
-    ("tpot", "tpot_ms"),
+    ("tpot", "itl_ms"),
     ("itl", "chunk_gap_ms"),
     ("e2el", "e2e_ms"),
 ];
@@ -161,7 +161,7 @@ pub fn vllm_result(r: &BenchReport, request_goodput: Option<f64>) -> Value {
         "bakeoff_definitions",
         json!({
             "ttft": "bakeoff ttft_ms: send -> first chunk with visible content",
-            "tpot": "bakeoff tpot_ms: (e2e - ttft) / (completion_tokens - 1)",
+            "tpot": "bakeoff itl_ms: (e2e - ttfo) / (completion_tokens - 1), from the first output of any kind (reasoning included)",
             "itl": "bakeoff chunk_gap_ms: gaps between output chunks, pooled over requests; gaps between chunks one read returned together are left out",
             "e2el": "bakeoff e2e_ms: send -> end of stream",
             "percentiles": "nearest rank (vLLM interpolates); median is p50 by nearest rank",
@@ -235,7 +235,7 @@ mod tests {
 
     fn report(concurrency: Option<usize>) -> BenchReport {
         let mut stats = Collector::default().summarize(1);
-        // Known distributions: TTFT 1..=1000 ms, E2E 10 ms apart, TPOT constant, no chunk gaps.
+        // Known distributions: TTFT 1..=1000 ms, E2E 10 ms apart, ITL constant, no chunk gaps.
         let ramp: Vec<f64> = (1..=1000).map(|x| x as f64).collect();
         stats.metrics.insert(
             "ttft_ms".into(),
@@ -247,7 +247,7 @@ mod tests {
             Distribution::from_samples(&e2e, 1).unwrap(),
         );
         stats.metrics.insert(
-            "tpot_ms".into(),
+            "itl_ms".into(),
             Distribution::from_samples(&[12.5; 4], 1).unwrap(),
         );
         stats.ok = 1000;

@@ -177,7 +177,6 @@ impl Collector {
         put("generation_ms", dist(&|m| m.generation_ms));
         put("decode_tok_s", dist(&|m| m.decode_tok_s));
         put("itl_ms", dist(&|m| m.itl_ms));
-        put("tpot_ms", dist(&tpot_ms));
         put(
             "prompt_tokens",
             dist(&|m| m.prompt_tokens.map(|x| x as f64)),
@@ -261,10 +260,6 @@ impl Collector {
 /// Definitions of the metrics computed here from the per-request ones (beside `DEFINITIONS`).
 pub const EXTRA_DEFINITIONS: &[(&str, &str)] = &[
     (
-        "tpot_ms",
-        "(e2e - ttft) / (usage.completion_tokens - 1): time per output token after the first visible one (vLLM's TPOT); null when usage is missing or <= 1 token",
-    ),
-    (
         "p999",
         "the 99.9th percentile, nearest rank (equals the maximum below 1000 samples)",
     ),
@@ -277,14 +272,6 @@ pub const EXTRA_DEFINITIONS: &[(&str, &str)] = &[
         "(sum of prompt tokens + sum of completion tokens of the measured requests) / (last completion - first send)",
     ),
 ];
-
-/// Time per output token after the first visible one: `(e2e − ttft) / (completion_tokens − 1)`
-/// (vLLM's TPOT). `itl_ms` starts at the first output of any kind (TTFO), so the two differ when
-/// reasoning or tool-call output comes before the content.
-pub fn tpot_ms(m: &RequestMetrics) -> Option<f64> {
-    let (e2e, ttft, c) = (m.e2e_ms?, m.ttft_ms?, m.completion_tokens?);
-    (c > 1 && e2e >= ttft).then(|| (e2e - ttft) / (c - 1) as f64)
-}
 
 /// The statistics part of a bench summary.
 #[derive(Debug, Clone, Serialize)]
@@ -340,7 +327,6 @@ impl RunStats {
             "e2e_ms",
             "decode_tok_s",
             "itl_ms",
-            "tpot_ms",
             "chunk_gap_ms",
             "prompt_tokens",
             "completion_tokens",
@@ -371,9 +357,16 @@ impl RunStats {
                 ));
             }
         }
+        if self.metrics.contains_key("itl_ms") || self.metrics.contains_key("chunk_gap_ms") {
+            s.push_str(LEGEND);
+            s.push('\n');
+        }
         s
     }
 }
+
+/// Printed under the table: the names people from other tools look for.
+pub const LEGEND: &str = "itl_ms is the time per output token after the first (vLLM's TPOT, AIPerf's ITL); chunk_gap_ms is the gap between chunks (vLLM's ITL, AIPerf's ICL); docs/metrics.md maps every name";
 
 fn num(x: f64) -> String {
     if x.abs() >= 1000.0 {
@@ -445,15 +438,9 @@ mod tests {
         assert!((s.aggregate_output_tok_s.unwrap() - 22.0 / 0.161).abs() < 1e-6);
         assert_eq!(s.prompt_token_mismatches, 1);
         assert!(s.table().contains("ttft_ms"));
-        // TPOT: (e2e − ttft) / (tokens − 1) = (150 − 50) / 10 and (160 − 60) / 10.
-        let tpot = &s.metrics["tpot_ms"];
-        assert_eq!((tpot.n, tpot.min, tpot.max), (2, 10.0, 10.0));
         let table = s.table();
-        assert!(
-            table.contains("p99.9") && table.contains("tpot_ms"),
-            "{table}"
-        );
-        assert!(s.definitions["tpot_ms"].contains("(e2e - ttft)"));
+        assert!(table.contains("p99.9") && table.contains(LEGEND), "{table}");
+        assert!(s.definitions["p999"].contains("nearest rank"));
         assert_eq!(s.prefix_cache.requests_reporting, 0);
         assert!(s.prefix_cache.defeated_cache_warning().is_none());
     }
