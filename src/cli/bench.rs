@@ -112,6 +112,14 @@ pub struct BenchArgs {
     /// Write one JSON line per request here (with raw per-chunk arrival offsets).
     #[arg(long)]
     pub requests_jsonl: Option<PathBuf>,
+    /// Write the summary as CSV here: a header and one row per level (flat columns: counts,
+    /// throughputs, then mean/std/min/p50/p90/p95/p99/p99.9/max of each metric).
+    #[arg(long, value_name = "PATH")]
+    pub csv: Option<PathBuf>,
+    /// Write the summary with the flat key names of `vllm bench serve --save-result` here (a
+    /// sweep writes one file per level, PATH with -concurrency<N> before the extension).
+    #[arg(long, value_name = "PATH")]
+    pub export_vllm: Option<PathBuf>,
     /// Never show a progress bar.
     #[arg(long)]
     pub no_progress: bool,
@@ -128,6 +136,7 @@ pub fn read_api_key(var: Option<&str>) -> Result<Option<String>> {
 }
 
 pub fn run(args: BenchArgs) -> Result<()> {
+    super::bench_export::check_paths(args.csv.as_deref(), args.export_vllm.as_deref())?;
     crate::clock::raise_nofile_limit();
     // One thread: chunk wakeups never cross threads and the client leaves the other cores to
     // the engine under test.
@@ -173,6 +182,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         crate::evidence::write_atomic(p, &bytes)?;
         eprintln!("summary written to {}", p.display());
     }
+    super::bench_export::write(&reports, args.csv.as_deref(), args.export_vllm.as_deref())?;
     for report in &reports {
         let level = match (reports.len(), &report.load["concurrency"]) {
             (1, _) => String::new(),

@@ -25,6 +25,7 @@ pub fn run(a: ReportArgs) -> anyhow::Result<()> {
         crate::report::SUMMARY_FILE,
         crate::report::PUBLICATION_FILE,
         crate::report::HTML_FILE,
+        crate::report::CSV_FILE,
     ] {
         println!("wrote {}", a.dir.join(f).display());
     }

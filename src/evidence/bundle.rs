@@ -22,6 +22,8 @@ pub const MANIFEST: &str = "artifact-manifest.json";
 pub const DECISION_SUMMARY: &str = "decision-summary.json";
 pub const PUBLICATION_SUMMARY: &str = "publication-summary.md";
 pub const REPORT_HTML: &str = "report.html";
+/// Per-arm, per-step statistics as CSV (one row per timed step, the columns of `bench --csv`).
+pub const STATS_CSV: &str = "arm-stats.csv";
 
 /// Campaign-level step evidence.
 pub const INCUMBENT_SHUTDOWN: &str = "incumbent-shutdown.json";

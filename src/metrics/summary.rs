@@ -250,11 +250,28 @@ impl Collector {
             metrics,
             definitions: DEFINITIONS
                 .iter()
+                .chain(EXTRA_DEFINITIONS)
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
         }
     }
 }
+
+/// Definitions of the metrics computed here from the per-request ones (beside `DEFINITIONS`).
+pub const EXTRA_DEFINITIONS: &[(&str, &str)] = &[
+    (
+        "p999",
+        "the 99.9th percentile, nearest rank (equals the maximum below 1000 samples)",
+    ),
+    (
+        "std",
+        "sample standard deviation (n - 1 in the denominator; 0 for one sample)",
+    ),
+    (
+        "aggregate_total_tok_s",
+        "(sum of prompt tokens + sum of completion tokens of the measured requests) / (last completion - first send)",
+    ),
+];
 
 /// The statistics part of a bench summary.
 #[derive(Debug, Clone, Serialize)]
@@ -289,13 +306,14 @@ impl RunStats {
     pub fn table(&self) -> String {
         let mut s = String::new();
         s.push_str(&format!(
-            "{:<22}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}   {}
+            "{:<22}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}   {}
 ",
             "metric",
             "p50",
             "p90",
             "p95",
             "p99",
+            "p99.9",
             "mean",
             "std",
             "min",
@@ -320,13 +338,14 @@ impl RunStats {
         for name in ORDER {
             if let Some(d) = self.metrics.get(*name) {
                 s.push_str(&format!(
-                    "{:<22}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}   [{}, {}] ({:.1}% {})
+                    "{:<22}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}   [{}, {}] ({:.1}% {})
 ",
                     name,
                     num(d.p50),
                     num(d.p90),
                     num(d.p95),
                     num(d.p99),
+                    num(d.p999),
                     num(d.mean),
                     num(d.std),
                     num(d.min),
@@ -338,9 +357,16 @@ impl RunStats {
                 ));
             }
         }
+        if self.metrics.contains_key("itl_ms") || self.metrics.contains_key("chunk_gap_ms") {
+            s.push_str(LEGEND);
+            s.push('\n');
+        }
         s
     }
 }
+
+/// Printed under the table: the names people from other tools look for.
+pub const LEGEND: &str = "itl_ms is the time per output token after the first (vLLM's TPOT, AIPerf's ITL); chunk_gap_ms is the gap between chunks (vLLM's ITL, AIPerf's ICL); docs/metrics.md maps every name";
 
 fn num(x: f64) -> String {
     if x.abs() >= 1000.0 {
@@ -412,6 +438,9 @@ mod tests {
         assert!((s.aggregate_output_tok_s.unwrap() - 22.0 / 0.161).abs() < 1e-6);
         assert_eq!(s.prompt_token_mismatches, 1);
         assert!(s.table().contains("ttft_ms"));
+        let table = s.table();
+        assert!(table.contains("p99.9") && table.contains(LEGEND), "{table}");
+        assert!(s.definitions["p999"].contains("nearest rank"));
         assert_eq!(s.prefix_cache.requests_reporting, 0);
         assert!(s.prefix_cache.defeated_cache_warning().is_none());
     }

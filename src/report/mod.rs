@@ -10,6 +10,7 @@
 //! files atomically and rewrites the manifest so `bakeoff verify` still passes.
 
 pub mod compare;
+pub mod csv;
 pub mod html;
 pub mod markdown;
 pub mod series;
@@ -26,6 +27,7 @@ use std::path::Path;
 pub const SUMMARY_FILE: &str = bundle::DECISION_SUMMARY;
 pub const PUBLICATION_FILE: &str = bundle::PUBLICATION_SUMMARY;
 pub const HTML_FILE: &str = bundle::REPORT_HTML;
+pub const CSV_FILE: &str = bundle::STATS_CSV;
 /// The bundle's copy of the campaign file.
 pub const CAMPAIGN_COPY: &str = bundle::CAMPAIGN_COPY;
 
@@ -226,12 +228,14 @@ fn render(bundle: &Path, force: bool) -> anyhow::Result<Verdict> {
     let json = summary::build(&v, &b.result, &b.manifest);
     let md = markdown::render(&v, &b.result, &json);
     let page = html::render(&v, &b.result, &b.series, &json);
+    let table = csv::campaign(bundle, &b.result);
     crate::evidence::write_atomic(
         &bundle.join(SUMMARY_FILE),
         &serde_json::to_vec_pretty(&json)?,
     )?;
     crate::evidence::write_atomic(&bundle.join(PUBLICATION_FILE), md.as_bytes())?;
     crate::evidence::write_atomic(&bundle.join(HTML_FILE), page.as_bytes())?;
+    crate::evidence::write_atomic(&bundle.join(CSV_FILE), table.as_bytes())?;
     manifest::write(bundle)?;
     Ok(v)
 }

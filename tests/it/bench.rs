@@ -378,6 +378,8 @@ fn bench_and_campaign_timing_run_one_load_path_and_agree() {
         stall_timeout: 120.0,
         json: None,
         requests_jsonl: None,
+        csv: None,
+        export_vllm: None,
         no_progress: true,
     };
     let rt = bakeoff::load::pace::client_runtime().unwrap();

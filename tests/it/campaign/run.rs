@@ -75,6 +75,14 @@ env = {{ API_TOKEN = {{ from_env = "BAKEOFF_TEST_SECRET" }}, OTHER = "x" }}
     assert!(o.status.success(), "{}\n{r:#}", text(&o));
     assert_eq!(r["complete"], true, "{r:#}");
     verify(&b);
+    // arm-stats.csv: a row per timed step, equal to the step files.
+    let rows = crate::bench_export::campaign_csv_equals_step_files(&b);
+    for step in ["cold", "warm", "c2"] {
+        assert!(
+            rows.contains(&("fast".to_string(), step.to_string())),
+            "{rows:?}"
+        );
+    }
     // The verdict was derived from the verified bundle (report refuses nothing it wrote).
     assert!(
         !text(&o).contains("could not be written") && b.join("decision-summary.json").exists(),

@@ -571,6 +571,8 @@ async fn bench_against_a_stream_only_endpoint_sends_exactly_sized_prompts() {
         stall_timeout: 30.0,
         json: None,
         requests_jsonl: None,
+        csv: None,
+        export_vllm: None,
         no_progress: true,
     };
     let (_keep, never) = tokio::sync::watch::channel(false);
