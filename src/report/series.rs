@@ -261,6 +261,70 @@ mod tests {
         );
     }
 
+    fn timing(evidence: &str, concurrency: u64) -> TimingRecord {
+        TimingRecord {
+            evidence: evidence.into(),
+            concurrency,
+            ..Default::default()
+        }
+    }
+
+    fn requests(sends_ms: &[f64], e2e_ms: f64) -> Value {
+        let r: Vec<Value> = sends_ms
+            .iter()
+            .map(|s| serde_json::json!({"ok": true, "send_offset_ms": s, "metrics": {"ttft_ms": 5.0, "itl_ms": 2.0, "e2e_ms": e2e_ms}}))
+            .collect();
+        serde_json::json!({"requests": r})
+    }
+
+    fn result() -> CampaignResult {
+        let mut a = crate::evidence::result::ArmResult {
+            id: "a".into(),
+            warm: Some(timing("a-w.json", 1)),
+            ..Default::default()
+        };
+        a.concurrency.insert("2".into(), timing("a-c2.json", 2));
+        CampaignResult {
+            arms: vec![a],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_timeline_places_each_load_at_the_end_of_its_step() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(
+            d.path().join("a-w.json"),
+            requests(&[0.0, 500.0], 500.0).to_string(),
+        )
+        .unwrap();
+        std::fs::write(
+            d.path().join("a-c2.json"),
+            requests(&[0.0, 0.0, 250.0], 750.0).to_string(),
+        )
+        .unwrap();
+        // Steps: launch 2 s, warm 3 s (its load 1 s), c2 4 s (its load 1 s).
+        let cp = serde_json::json!({"steps": [
+            {"number": 1, "evidence": "a-launch.json", "wall_ms": 2000.0},
+            {"number": 3, "evidence": "a-c2.json", "wall_ms": 4000.0},
+            {"number": 2, "evidence": "a-w.json", "wall_ms": 3000.0},
+        ]});
+        std::fs::write(d.path().join(bundle::CHECKPOINT), cp.to_string()).unwrap();
+        let s = read(d.path(), &result());
+        assert!(s.timeline_from_checkpoint);
+        let w = s.step("a", "warm", 1).unwrap();
+        assert_eq!((w.load_start_s, w.load_span_s), (Some(4.0), 1.0));
+        let c2 = s.step("a", "warm", 2).unwrap();
+        assert_eq!((c2.load_start_s, c2.load_span_s), (Some(8.0), 1.0));
+        assert_eq!(c2.values(ITL_FIELD), vec![2.0, 2.0, 2.0]);
+
+        // Without a checkpoint: the loads laid end to end, said so.
+        std::fs::remove_file(d.path().join(bundle::CHECKPOINT)).unwrap();
+        let s = read(d.path(), &result());
+        assert!(!s.timeline_from_checkpoint);
+        assert_eq!(s.step("a", "warm", 2).unwrap().load_start_s, Some(1.0));
+    }
+
     #[test]
     fn percentiles_stand_in_for_missing_requests() {
         let d = serde_json::json!({"min": 1.0, "p50": 2.0, "p95": 3.0, "max": 4.0});
