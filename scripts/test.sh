@@ -15,7 +15,7 @@ teardown() {
 trap teardown EXIT
 scripts/engine-setup.sh
 if ! command -v chromium >/dev/null 2>&1; then
-  echo "installing Debian's chromium (used by tests/it/report/html.rs) ..." >&2
+  echo "installing Debian's chromium (used by tests/it/report/browser.rs and scripts/report-screenshots.sh) ..." >&2
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   if ! { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium; } >/tmp/bakeoff-chromium-install.log 2>&1; then

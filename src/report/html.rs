@@ -1,246 +1,68 @@
-//! `report.html`: one self-contained file (inline CSS and SVG, no network access): the verdict,
-//! the headline table and four plots — TTFT against decode per arm with the medians' intervals, latency CDFs
-//! per arm, aggregate throughput against concurrency, GPU memory over the run where measured.
+//! `report.html`: one self-contained file (inline CSS, the vendored Chart.js and the charts'
+//! data, no network access): the verdict, the headline table and the plots of `charts.rs` — TTFT
+//! against decode per arm, TTFT and ITL distributions, latency and throughput against
+//! concurrency, the throughput-latency frontier and the run's timeline.
 //!
-//! A small inline script sets `document.title` to `ok` once the page has rendered its charts
-//! with no script error, so a headless browser can check it (`tests/it/report/html.rs`).
+//! The page's script (`charts.js`) writes each chart's render status into `#chart-status` and sets
+//! `document.title` to `ok` once every chart rendered with no script error, so a headless browser
+//! can check it (`tests/it/report/browser.rs`).
 
+use super::charts::{self, Plot};
 use super::markdown::{interval_cell, intervals_sentence};
 use super::series::Series;
 use super::summary::{headline_levels, level_key, ranked_level};
-use super::svg::{color, esc, nice, Chart};
-use crate::decide::metric::{CONCURRENCY, DECODE, E2E, TTFT};
+use super::timeline;
+use crate::decide::metric::{CONCURRENCY, DECODE, TTFT};
 use crate::decide::Verdict;
 use crate::evidence::result::CampaignResult;
 use serde_json::Value;
 use std::fmt::Write as _;
 
-const STYLE: &str = "body{font-family:sans-serif;margin:24px;color:#222;max-width:1180px}\
+const STYLE: &str = "body{font-family:sans-serif;margin:24px;color:#222;max-width:1240px}\
 table{border-collapse:collapse;margin:8px 0 16px}td,th{border:1px solid #ccc;padding:4px 8px;font-size:13px;text-align:left}\
-th{background:#f0f0f0}td.n{text-align:right}.charts{display:flex;flex-wrap:wrap;gap:16px}\
-figure{margin:0}figcaption{font-size:12px;color:#555;max-width:560px}.ok{color:#186a1d}.bad{color:#a11}";
+th{background:#f0f0f0}td.n{text-align:right}.charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(580px,1fr));gap:20px}\
+figure{margin:0}.box{position:relative;height:400px}figcaption{font-size:12px;color:#555;margin-top:4px}\
+p.missing{color:#a11;border:1px dashed #ccc;padding:12px}.ok{color:#186a1d}.bad{color:#a11}";
 
-fn arm_colors(r: &CampaignResult) -> impl Fn(&str) -> &'static str + '_ {
-    move |id: &str| color(r.arms.iter().position(|a| a.id == id).unwrap_or(0))
+pub fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }
 
-fn label(r: &CampaignResult, id: &str) -> String {
-    r.arm(id)
-        .map(|a| {
-            if a.label.is_empty() {
-                a.id.clone()
-            } else {
-                a.label.clone()
+/// The plots' figures and their configurations (`#chart-specs`, JSON safe inside a script
+/// element).
+fn figures(plots: &[Plot]) -> (String, String) {
+    let mut o = String::new();
+    let mut specs = Vec::new();
+    for p in plots {
+        match &p.config {
+            Some(c) => {
+                let _ = write!(
+                    o,
+                    "<figure id=\"fig-{id}\"><div class=\"box\"><canvas id=\"chart-{id}\" role=\"img\" aria-label=\"{t}\"></canvas></div><figcaption>{c}</figcaption></figure>",
+                    id = p.id,
+                    t = esc(&p.title),
+                    c = esc(&p.caption)
+                );
+                specs.push(serde_json::json!({"id": p.id, "config": c}));
             }
-        })
-        .unwrap_or_else(|| id.to_string())
-}
-
-fn scatter(r: &CampaignResult) -> Option<String> {
-    let col = arm_colors(r);
-    let pts: Vec<_> = r
-        .arms
-        .iter()
-        .filter_map(|a| {
-            let w = a.warm.as_ref()?;
-            Some((a, TTFT.stat(w)?, DECODE.stat(w)?))
-        })
-        .collect();
-    if pts.is_empty() {
-        return None;
-    }
-    let xs = pts
-        .iter()
-        .flat_map(|(_, t, _)| [t.ci95[0], t.ci95[1], t.p50]);
-    let ys = pts
-        .iter()
-        .flat_map(|(_, _, d)| [d.ci95[0], d.ci95[1], d.p50]);
-    let (xl, xh) = xs.fold((f64::MAX, f64::MIN), |(l, h), v| (l.min(v), h.max(v)));
-    let (yl, yh) = ys.fold((f64::MAX, f64::MIN), |(l, h), v| (l.min(v), h.max(v)));
-    let mut c = Chart::new(nice(xl, xh, true), nice(yl, yh, true));
-    let mut legend = Vec::new();
-    for (a, t, d) in &pts {
-        let k = col(&a.id);
-        c.line(t.ci95[0], d.p50, t.ci95[1], d.p50, k);
-        c.line(t.p50, d.ci95[0], t.p50, d.ci95[1], k);
-        c.point(
-            t.p50,
-            d.p50,
-            k,
-            &format!(
-                "{}: {} {:.1} {} [{:.1}, {:.1}], {} {:.1} {} [{:.1}, {:.1}]",
-                label(r, &a.id),
-                TTFT.short,
-                t.p50,
-                TTFT.unit,
-                t.ci95[0],
-                t.ci95[1],
-                DECODE.short,
-                d.p50,
-                DECODE.unit,
-                d.ci95[0],
-                d.ci95[1]
-            ),
-        );
-        legend.push((label(r, &a.id), k));
-    }
-    Some(c.finish(
-        &format!("warm median {}, {} (interval)", TTFT.short, TTFT.unit),
-        &format!("warm median {}, {} (interval)", DECODE.short, DECODE.unit),
-        &legend,
-        "TTFT against decode per arm",
-    ))
-}
-
-fn cdfs(r: &CampaignResult, s: &Series) -> Option<(String, bool)> {
-    let col = arm_colors(r);
-    let list: Vec<_> = s
-        .cdfs
-        .iter()
-        .filter(|c| c.metric == E2E.metric && !c.points.is_empty())
-        .collect();
-    if list.is_empty() {
-        return None;
-    }
-    let (xl, xh) = list
-        .iter()
-        .flat_map(|c| c.points.iter().map(|p| p.0))
-        .fold((f64::MAX, f64::MIN), |(l, h), v| (l.min(v), h.max(v)));
-    let mut ch = Chart::new(nice(xl, xh, true), (0.0, 1.0));
-    let mut legend = Vec::new();
-    let mut exact = true;
-    for c in &list {
-        exact &= c.exact;
-        // A step function: each sample raises the CDF.
-        let mut pts = vec![(c.points[0].0, 0.0)];
-        let mut prev = 0.0;
-        for (x, p) in &c.points {
-            pts.push((*x, prev));
-            pts.push((*x, *p));
-            prev = *p;
-        }
-        let k = col(&c.arm);
-        ch.polyline(
-            &pts,
-            k,
-            &format!(
-                "{} ({} points from {})",
-                c.label,
-                c.points.len(),
-                c.evidence
-            ),
-        );
-        legend.push((c.label.clone(), k));
-    }
-    Some((
-        ch.finish(
-            "end-to-end latency, ms (warm, c1)",
-            "fraction of requests",
-            &legend,
-            "latency CDF per arm",
-        ),
-        exact,
-    ))
-}
-
-fn throughput(r: &CampaignResult) -> Option<String> {
-    let col = arm_colors(r);
-    let series: Vec<(String, Vec<(f64, f64)>)> = r
-        .arms
-        .iter()
-        .filter_map(|a| {
-            let mut v: Vec<(f64, f64)> = Vec::new();
-            if let Some(x) = a.warm.as_ref().and_then(|w| w.aggregate_output_tok_s) {
-                v.push((1.0, x));
+            None => {
+                let _ = write!(
+                    o,
+                    "<figure id=\"fig-{}\"><p class=\"missing\"><b>{}:</b> {}</p></figure>",
+                    p.id,
+                    esc(&p.title),
+                    esc(&p.missing)
+                );
             }
-            for (k, t) in &a.concurrency {
-                if let (Ok(c), Some(x)) = (k.parse::<f64>(), t.aggregate_output_tok_s) {
-                    v.push((c, x));
-                }
-            }
-            v.sort_by(|a, b| a.0.total_cmp(&b.0));
-            (!v.is_empty()).then(|| (a.id.clone(), v))
-        })
-        .collect();
-    if series.is_empty() {
-        return None;
-    }
-    let xh = series
-        .iter()
-        .flat_map(|s| s.1.iter().map(|p| p.0))
-        .fold(1.0, f64::max);
-    let yh = series
-        .iter()
-        .flat_map(|s| s.1.iter().map(|p| p.1))
-        .fold(0.0, f64::max);
-    let mut ch = Chart::new((0.0, xh + 1.0), nice(0.0, yh, true));
-    let mut legend = Vec::new();
-    for (id, pts) in &series {
-        let k = col(id);
-        ch.polyline(pts, k, &label(r, id));
-        for (x, y) in pts {
-            ch.point(
-                *x,
-                *y,
-                k,
-                &format!("{} at C{}: {:.1} {}", label(r, id), x, y, CONCURRENCY.unit),
-            );
-        }
-        legend.push((label(r, id), k));
-    }
-    Some(ch.finish(
-        "concurrency (streams)",
-        &format!("aggregate output {}", CONCURRENCY.unit),
-        &legend,
-        "aggregate throughput against concurrency",
-    ))
-}
-
-fn gpu(r: &CampaignResult, s: &Series) -> Option<String> {
-    let col = arm_colors(r);
-    let mut pts: Vec<(String, String, f64)> = s
-        .gpu
-        .iter()
-        .map(|g| (g.arm.clone(), g.step.clone(), g.used_mib))
-        .collect();
-    if pts.is_empty() {
-        pts = r
-            .arms
-            .iter()
-            .filter_map(|a| {
-                Some((
-                    a.id.clone(),
-                    format!("{} peak", a.id),
-                    a.gpu_peak_used_mib? as f64,
-                ))
-            })
-            .collect();
-    }
-    if pts.is_empty() {
-        return None;
-    }
-    let yh = pts.iter().map(|p| p.2).fold(0.0, f64::max);
-    let mut ch = Chart::new((0.0, pts.len() as f64), nice(0.0, yh, true));
-    let mut legend: Vec<(String, &str)> = Vec::new();
-    for (i, (arm, step, used)) in pts.iter().enumerate() {
-        let k = col(arm);
-        ch.rect(
-            i as f64 + 0.1,
-            i as f64 + 0.9,
-            *used,
-            k,
-            &format!("{step}: {used:.0} MiB"),
-        );
-        if !legend.iter().any(|(l, _)| *l == label(r, arm)) {
-            legend.push((label(r, arm), k));
         }
     }
-    Some(ch.finish(
-        "timed steps in run order",
-        "GPU memory used, MiB (max over the step)",
-        &legend,
-        "GPU memory over the run",
-    ))
+    let json = serde_json::to_string(&specs)
+        .unwrap_or_else(|_| "[]".into())
+        .replace('<', "\\u003c");
+    (o, json)
 }
 
 fn v2s(v: &Value) -> String {
@@ -330,49 +152,14 @@ pub fn render(v: &Verdict, r: &CampaignResult, s: &Series, summary: &Value) -> S
             esc(&v2s(&h["decision"]))
         );
     }
-    o.push_str("</table><h2>Plots</h2><div class=\"charts\">");
-    let mut n = 0;
-    let mut fig = |o: &mut String, svg: Option<String>, cap: &str, missing: &str| match svg {
-        Some(svg) => {
-            n += 1;
-            let _ = write!(
-                o,
-                "<figure>{svg}<figcaption>{}</figcaption></figure>",
-                esc(cap)
-            );
-        }
-        None => {
-            let _ = write!(o, "<figure><p>{}</p></figure>", esc(missing));
-        }
-    };
-    fig(&mut o, scatter(r), "Warm median TTFT against warm median decode speed per arm; bars are the intervals of the medians (order-statistic CIs from 6 requests, ranges [min, max] below; the table gives each one's coverage).", "No arm has warm TTFT and decode measurements.");
-    let (c, exact) = match cdfs(r, s) {
-        Some((svg, e)) => (Some(svg), e),
-        None => (None, true),
-    };
-    fig(
-        &mut o,
-        c,
-        if exact {
-            "End-to-end latency CDF per arm, from every warm request's own value."
-        } else {
-            "End-to-end latency CDF per arm; some arms are drawn from percentiles only (their timing files carry no per-request values)."
-        },
-        "No per-arm latency samples were recorded.",
+    let mut plots = charts::plots(r, s);
+    plots.push(timeline::plot(r, s));
+    let (figs, specs) = figures(&plots);
+    let _ = write!(
+        o,
+        "</table><h2>Plots</h2><div class=\"charts\">{figs}</div><pre id=\"chart-status\" hidden></pre>\
+         <script type=\"application/json\" id=\"chart-specs\">{specs}</script>"
     );
-    fig(
-        &mut o,
-        throughput(r),
-        "Aggregate output throughput at each concurrency level (C1 is the warm run).",
-        "No aggregate throughput was recorded.",
-    );
-    fig(
-        &mut o,
-        gpu(r, s),
-        "GPU memory used during each timed step, in run order.",
-        "GPU memory was not measured in this campaign (no GPU in the lane, or no telemetry).",
-    );
-    o.push_str("</div>");
     o.push_str("<h2>Failures</h2>");
     if v.failures.is_empty() {
         o.push_str("<p>None.</p>");
@@ -411,8 +198,9 @@ pub fn render(v: &Verdict, r: &CampaignResult, s: &Series, summary: &Value) -> S
     o.push_str("</table><p>Re-check: <code>bakeoff verify DIR</code> re-hashes every evidence file; <code>bakeoff report DIR</code> re-derives this page.</p>");
     let _ = write!(
         o,
-        "<script>(function(){{var n=document.querySelectorAll('svg').length;\
-         document.title=(window.__errs.length===0&&n>={n})?'ok':'error: '+window.__errs.join('; ')+' svg='+n;}})();</script></body></html>"
+        "<script>{}</script><script>{}</script></body></html>",
+        charts::chart_js(),
+        charts::GLUE_JS
     );
     o
 }

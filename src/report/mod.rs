@@ -1,6 +1,7 @@
 //! The verdict's documents, derived from an evidence bundle alone:
 //! `decision-summary.json` (schema `anvil-serving.benchmark-decision-summary/v1`),
-//! `publication-summary.md` and `report.html` (self-contained, hand-written SVG).
+//! `publication-summary.md` and `report.html` (self-contained: the vendored Chart.js and the
+//! charts' data inline, see `charts.rs`).
 //!
 //! [`render_all`] first verifies the bundle (every file against its sealed manifest) and
 //! cross-checks the deciding figures of `campaign-result.json` against the per-step evidence
@@ -9,13 +10,14 @@
 //! reads the policy (older bundles: the bundle's `campaign.toml` copy), decides, writes the three
 //! files atomically and rewrites the manifest so `bakeoff verify` still passes.
 
+pub mod charts;
 pub mod compare;
 pub mod csv;
 pub mod html;
 pub mod markdown;
 pub mod series;
 pub mod summary;
-pub mod svg;
+pub mod timeline;
 
 use crate::decide::{self, Verdict};
 use crate::evidence::bundle;
@@ -37,7 +39,7 @@ pub struct Bundle {
     pub policy: Policy,
     /// The manifest as it was before rendering (empty when the bundle has none yet).
     pub manifest: Manifest,
-    /// Per-arm timing series read from the timing evidence files (CDFs, GPU memory).
+    /// Per-step timing series read from the timing evidence files (distributions, timeline, GPU).
     pub series: series::Series,
     /// Problems met while loading (policy fallback), shown as limitations.
     pub notes: Vec<String>,

@@ -34,7 +34,7 @@ mod prompt {
     mod sizing;
 }
 mod report {
-    mod html;
+    mod browser;
     mod summary;
 }
 mod selftest;
