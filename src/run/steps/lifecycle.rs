@@ -120,7 +120,7 @@ async fn launch_arm(
     match lane::launch(&cx.lane, &spec).await {
         Ok(running) => {
             // Test-only: started, its pid not yet recorded.
-            crate::run::testhook::pause("launch-unrecorded").await;
+            crate::run::testhook::pause_for("launch-unrecorded", &arm.id).await;
             if let Some(i) = journal {
                 cx.rec.journal_started(i, &running);
             }
