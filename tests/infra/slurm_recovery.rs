@@ -60,7 +60,8 @@ fn killed_while_the_slurm_candidate_serves(
     }
     let mut run = c.spawn().unwrap();
     let t0 = Instant::now();
-    let launched = b.join("sl-launch.json");
+    // Ready: the journal has the job's node by then (written before the ready evidence).
+    let launched = b.join("sl-ready.json");
     loop {
         let ready = match pause {
             Some(_) => marker.exists(),
@@ -137,6 +138,13 @@ fn sigkill_while_a_slurm_candidate_serves_then_resume_cancels_its_job_and_comple
     assert_eq!(e["state"], "started", "{e:#}");
     assert_eq!(e["slurm"]["job_id"], id.as_str(), "{e:#}");
     assert_eq!(e["slurm"]["job_name"], name.as_str(), "{e:#}");
+    // Once the job ran, its node too.
+    let host = Command::new("hostname").arg("-s").output().unwrap();
+    assert_eq!(
+        e["slurm"]["node"],
+        String::from_utf8_lossy(&host.stdout).trim(),
+        "{e:#}"
+    );
     // SAFETY: getuid only reads this process's user id.
     assert_eq!(e["slurm"]["uid"], unsafe { libc::getuid() }, "{e:#}");
     if let Some(c) = inc.as_mut() {
