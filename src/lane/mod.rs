@@ -17,6 +17,7 @@
 //! the raw file.
 
 pub mod adopt;
+pub mod adopt_slurm;
 pub mod container;
 pub mod lock;
 pub mod logs;

@@ -1,11 +1,13 @@
 //! The launch journal (`launch-journal.json`): before anything is started on the lane (an arm,
 //! its relaunch, the restored incumbent) the run records what it is about to start; once it
-//! started, its pid, process group, start time and argv (or container name and labels); once
+//! started, its pid, process group, start time and argv (or container name and labels; or the
+//! Slurm job's name, submitting uid and, once sbatch answered, its id); once
 //! stopped, that. Every change is written and synced (file and directory) by the recorder
 //! before the run goes on, so a run killed at any point leaves a journal that names everything
 //! it may have left running (see [`super::recover`]).
 
 use crate::lane::adopt::{self, ProcessMark};
+use crate::lane::adopt_slurm::SlurmMark;
 use crate::lane::{LaneSpec, LaunchSpec, Running};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -73,6 +75,10 @@ pub struct Entry {
     pub process: Option<ProcessMark>,
     #[serde(default)]
     pub container: Option<ContainerMark>,
+    /// A Slurm arm: the job name bakeoff gave, the uid and time of the submission, then the job
+    /// id (found again by id, proven by name, user and submit time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm: Option<SlurmMark>,
     /// What a recovery did about it.
     #[serde(default)]
     pub recovery: Option<String>,
@@ -109,6 +115,16 @@ impl Journal {
             }),
             _ => None,
         };
+        let slurm = match spec {
+            LaunchSpec::Slurm(s) => Some(SlurmMark::intent(
+                &s.job_name,
+                s.sbatch_argv
+                    .first()
+                    .map(String::as_str)
+                    .unwrap_or("sbatch"),
+            )),
+            _ => None,
+        };
         let now = crate::clock::wall_rfc3339();
         self.entries.push(Entry {
             seq: self.entries.len() as u32 + 1,
@@ -124,6 +140,7 @@ impl Journal {
             intent_ticks: adopt::now_ticks(),
             process: None,
             container,
+            slurm,
             recovery: None,
         });
         self.entries.len() - 1
@@ -136,7 +153,10 @@ impl Journal {
         };
         e.state = State::Started;
         e.updated_at = crate::clock::wall_rfc3339();
-        if e.container.is_none() {
+        if let (Some(m), Some(job)) = (e.slurm.as_mut(), r.slurm.as_ref()) {
+            m.job_id = job.job_id.clone();
+            m.node = job.node.clone();
+        } else if e.container.is_none() {
             if let Some(pid) = r.pid {
                 e.process = Some(adopt::mark(pid, e.argv.clone()));
             }

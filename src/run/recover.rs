@@ -6,6 +6,8 @@
 //! leftovers (bakeoff run --resume, bakeoff recover): for each journal entry still open
 //!   arm / relaunch ─▶ prove (pid + start time + argv, same boot) ─▶ own: stop its group
 //!                                                               ─▶ not ours: left alone, said
+//!   Slurm arm ─▶ prove (scontrol: job id + job name + uid + submit time) ─▶ own: scancel, wait
+//!                until Slurm lists it ended and the port is free   ─▶ not ours: left alone, said
 //!   restore-incumbent ─▶ own and alive: it is the incumbent (kept; waited for until it listens)
 //! recover (bakeoff recover only): leftovers, then the restoration steps (launch unless the
 //!   incumbent serves, identity, preflight), `recovery-<n>.json`, the manifest
@@ -19,6 +21,7 @@ use super::{Notify, Options};
 use crate::campaign::{Campaign, Plan, StepKind};
 use crate::evidence::bundle;
 use crate::lane::adopt::{self, Found};
+use crate::lane::adopt_slurm::{self, Job, SlurmMark};
 use crate::lane::procnet;
 use anyhow::Result;
 use serde_json::{json, Value};
@@ -36,6 +39,10 @@ pub struct Recovery {
     pub unproven: Vec<String>,
     /// Journal entries to update: (index, new state, what was done).
     changes: Vec<(usize, State, String)>,
+    /// Slurm jobs of the dead run this recovery cancelled (their ids).
+    pub cancelled_jobs: Vec<String>,
+    /// What the last Slurm entry's proof and cancel found (moved into its `found` entry).
+    slurm_facts: Option<Value>,
     /// The evidence (`recovery-<n>.json`'s `found`).
     pub evidence: Value,
 }
@@ -88,9 +95,12 @@ pub fn leftovers(dir: &Path, c: &Campaign) -> Result<Recovery> {
         let (state, what) = one(e, c, grace, &mut r);
         found.push(json!({
             "seq": e.seq, "arm": e.arm, "purpose": e.purpose, "invocation": e.invocation,
-            "recorded": e.process, "container": e.container,
+            "recorded": e.process, "container": e.container, "slurm": e.slurm,
             "state": state, "detail": what,
         }));
+        if let (Some(x), Some(v)) = (found.last_mut(), r.slurm_facts.take()) {
+            x["slurm_jobs"] = v;
+        }
         r.lines.push(what.clone());
         if let Some(s) = state {
             r.changes.push((i, s, what));
@@ -122,6 +132,9 @@ fn one(e: &Entry, c: &Campaign, grace: Duration, r: &mut Recovery) -> (Option<St
         e.seq,
         e.invocation
     );
+    if let Some(m) = &e.slurm {
+        return slurm_one(e, m, &who, c, grace, r);
+    }
     if let Some(ct) = &e.container {
         if e.purpose == Purpose::RestoreIncumbent {
             // The restored incumbent: kept (the lane check after the recovery sees if it serves).
@@ -231,6 +244,111 @@ fn one(e: &Entry, c: &Campaign, grace: Duration, r: &mut Recovery) -> (Option<St
     (state, words.join("; "))
 }
 
+/// One open journal entry of a Slurm job: the recorded job id proven (scontrol: id, name, uid,
+/// submit time) and cancelled; without a recorded id (the run died before sbatch's answer was
+/// recorded), the live jobs of the recorded name, each proven the same way (submitted no earlier
+/// than the intent).
+fn slurm_one(
+    e: &Entry,
+    m: &SlurmMark,
+    who: &str,
+    c: &Campaign,
+    grace: Duration,
+    r: &mut Recovery,
+) -> (Option<State>, String) {
+    let by_id = !m.job_id.is_empty();
+    let ids = if by_id {
+        vec![m.job_id.clone()]
+    } else {
+        match adopt_slurm::named(m) {
+            Ok(ids) if ids.is_empty() => {
+                r.slurm_facts = Some(json!([]));
+                return (
+                    Some(State::Gone),
+                    format!(
+                        "{who}: recorded as about to be submitted as Slurm job `{}` (its id was never recorded), and Slurm lists no live job of that name",
+                        m.job_name
+                    ),
+                );
+            }
+            Ok(ids) => ids,
+            Err(err) => {
+                let msg = format!(
+                    "{who}: recorded as about to be submitted as Slurm job `{}` (its id was never recorded), and Slurm cannot be asked ({err}); NOT cancelled: if a job of that name is a leftover of this run, cancel it yourself (`squeue --name {}`, then `scancel ID`)",
+                    m.job_name, m.job_name
+                );
+                r.unproven.push(msg.clone());
+                return (None, msg);
+            }
+        }
+    };
+    let mut words = Vec::new();
+    let mut facts = Vec::new();
+    let mut state = None;
+    for id in &ids {
+        match adopt_slurm::prove(m, id) {
+            Job::Gone(why) => {
+                words.push(format!("{who}: Slurm job {id} is already gone ({why})"));
+                state.get_or_insert(State::Gone);
+                facts.push(json!({"job_id": id, "found": "gone", "why": why}));
+            }
+            Job::NotOurs(why) => {
+                let msg = format!(
+                    "{who}: Slurm job {id} NOT cancelled: {why}; bakeoff cancels only a job it can prove the dead run submitted (recorded id, name `{}`, uid {}, submitted after the run meant to); if it is a leftover of this run, cancel it yourself (`scancel {id}`)",
+                    m.job_name, m.uid
+                );
+                // Found by name only: a job of that name submitted earlier is not this launch's.
+                if by_id {
+                    r.unproven.push(msg.clone());
+                }
+                words.push(msg);
+                state.get_or_insert(State::Gone);
+                facts.push(json!({"job_id": id, "found": "not-ours", "why": why}));
+            }
+            Job::Own(seen) if e.purpose == Purpose::RestoreIncumbent => {
+                words.push(format!(
+                    "{who}: Slurm job {id} `{}` is still {} (proven by its id, name, user and submit time): kept",
+                    seen.job_name, seen.state
+                ));
+                facts.push(json!({"job_id": id, "found": "own", "seen": seen, "kept": true}));
+            }
+            Job::Own(seen) => {
+                let st = adopt_slurm::cancel(m, &seen, grace, c.lane.port);
+                let port = match (st.port_free, &st.port_host) {
+                    (Some(true), Some(h)) => format!("; port {h}:{} is free", c.lane.port),
+                    (Some(false), Some(h)) => format!(
+                        "; port {h}:{} still answers 10 s after the job ended",
+                        c.lane.port
+                    ),
+                    _ => String::new(),
+                };
+                words.push(format!(
+                    "{who}: Slurm job {id} `{}` ({}, {}, node {}) left running by the dead run (proven by its id, name, user and submit time): {}; Slurm lists it {}{port}",
+                    seen.job_name,
+                    seen.state,
+                    seen.user,
+                    seen.node.as_deref().unwrap_or("none yet"),
+                    st.commands.join(", then "),
+                    if st.state.is_empty() { "no more" } else { &st.state },
+                ));
+                if st.ended {
+                    state = Some(State::StoppedByRecovery);
+                    r.cancelled_jobs.push(id.clone());
+                } else {
+                    r.unproven.push(format!(
+                        "{who}: Slurm job {id} is still listed as {} after scancel; check it with `squeue -j {id}` and cancel it with `scancel {id}`",
+                        st.state
+                    ));
+                    state = Some(State::Started);
+                }
+                facts.push(json!({"job_id": id, "found": "own", "seen": seen, "cancel": st}));
+            }
+        }
+    }
+    r.slurm_facts = Some(json!(facts));
+    (state, words.join("; "))
+}
+
 fn stop_words(st: &adopt::GroupStop) -> String {
     format!(
         "SIGTERM to process group {}{}; {}",
@@ -291,7 +409,14 @@ pub(super) fn record(rec: &mut Recorder, r: &Recovery, extra: Value) -> String {
         .changes
         .iter()
         .filter(|c| c.1 == State::StoppedByRecovery)
-        .count();
+        .count()
+        .saturating_sub(r.cancelled_jobs.len());
+    if !r.cancelled_jobs.is_empty() {
+        notes.push(format!(
+            "invocation {inv} cancelled Slurm job(s) {} the dead run left running (see {name})",
+            r.cancelled_jobs.join(", ")
+        ));
+    }
     if stopped > 0 {
         notes.push(format!(
             "invocation {inv} stopped {stopped} process group(s) the dead run left running (see {name})"

@@ -2,7 +2,8 @@
 //! makes the run, on reaching the named point, create FILE (holding its pid) and wait there for an
 //! hour, so a test can kill bakeoff at exactly that point. TEST-ONLY: never set it in production.
 //!
-//! Points: `launch-unrecorded` (an arm was started, its pid not yet in the launch journal),
+//! Points: `launch-unrecorded` (an arm was started, its pid or job id not yet in the launch
+//! journal; `launch-unrecorded@ARM`: only arm ARM's launch),
 //! `incumbent-stopped` (the incumbent was stopped, the step not yet recorded),
 //! `restoration-launched` (the restored incumbent was started, not yet ready).
 
@@ -13,11 +14,21 @@ pub const ENV: &str = "BAKEOFF_TEST_PAUSE_AT";
 
 /// Pauses here when [`ENV`] names `point`.
 pub async fn pause(point: &str) {
+    pause_for(point, "").await
+}
+
+/// Pauses here when [`ENV`] names `point`, or `point@ARM` with `arm` (a point that several arms
+/// reach: `launch-unrecorded@sl` pauses at arm `sl`'s launch only).
+pub async fn pause_for(point: &str, arm: &str) {
     let Ok(v) = std::env::var(ENV) else { return };
     let Some((p, file)) = v.split_once(':') else {
         return;
     };
-    if p != point {
+    let at = match p.split_once('@') {
+        Some((p, a)) => p == point && a == arm,
+        None => p == point,
+    };
+    if !at {
         return;
     }
     let _ = std::fs::write(file, std::process::id().to_string());

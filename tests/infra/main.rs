@@ -9,3 +9,4 @@ mod support;
 mod docker;
 mod mixed;
 mod slurm;
+mod slurm_recovery;

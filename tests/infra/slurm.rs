@@ -12,7 +12,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 pub(crate) const FAST: &str = "ttft_ms = 10\ndecode_tok_s = 400\ncontext_tokens = 4096";
 /// A slow decode: the arm's timing steps take seconds, time to act during the arm.
-const SLOW: &str = "ttft_ms = 10\ndecode_tok_s = 20\ncontext_tokens = 4096";
+pub(crate) const SLOW: &str = "ttft_ms = 10\ndecode_tok_s = 20\ncontext_tokens = 4096";
 
 /// The cluster's state folder (under the crate's target/).
 fn state_dir() -> PathBuf {
@@ -57,7 +57,7 @@ pub(crate) fn squeue(needle: &str) -> Vec<String> {
 }
 
 /// `scontrol show job -o ID` fields.
-fn job(id: &str) -> std::collections::BTreeMap<String, String> {
+pub(crate) fn job(id: &str) -> std::collections::BTreeMap<String, String> {
     let o = Command::new("scontrol")
         .args(["show", "job", "-o", id])
         .output()
@@ -118,7 +118,7 @@ required_gates = ["smoke", "streaming", "restoration"]
 }
 
 /// A reference-engine process arm (the incumbent the test starts itself).
-fn reference_arm(id: &str, role: &str) -> String {
+pub(crate) fn reference_arm(id: &str, role: &str) -> String {
     format!(
         "\n[[arms]]\nid = \"{id}\"\nrole = \"{role}\"\nengine = \"reference\"\nmodel = \"m\"\n[arms.reference]\nprofile = \"{id}.toml\"\n"
     )

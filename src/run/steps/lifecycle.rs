@@ -53,6 +53,7 @@ pub async fn ready(cx: &mut Cx, arm: &Arm, s: &PlanStep, live: &mut Option<Live>
     }
     let l = live.as_mut().expect("launched");
     let (out, mut ev) = ready_arm(cx, arm, l).await;
+    journal_node(cx, l);
     if endpoint {
         // An endpoint arm has no launch file: its URL (and, for https, how its certificate was
         // checked) is recorded here.
@@ -120,7 +121,7 @@ async fn launch_arm(
     match lane::launch(&cx.lane, &spec).await {
         Ok(running) => {
             // Test-only: started, its pid not yet recorded.
-            crate::run::testhook::pause("launch-unrecorded").await;
+            crate::run::testhook::pause_for("launch-unrecorded", &arm.id).await;
             if let Some(i) = journal {
                 cx.rec.journal_started(i, &running);
             }
@@ -155,6 +156,15 @@ fn launch_evidence(cx: &Cx, arm: &Arm, l: &Live) -> Value {
         "plan_argv_env_hash": cx.c().argv_env_hash(arm),
         "engine_log": l.log_name,
     })
+}
+
+/// A Slurm arm's node, known once its job runs, goes into the launch journal (durably).
+fn journal_node(cx: &mut Cx, l: &Live) {
+    if let (Some(i), Some(job)) = (l.journal, l.running.slurm.as_ref()) {
+        if job.node.is_some() {
+            cx.rec.journal_started(i, &l.running);
+        }
+    }
 }
 
 /// Waits until the arm is ready (cancellable); checks it serves the declared model and context.
@@ -229,6 +239,7 @@ pub async fn relaunch(cx: &mut Cx, id: &str) -> Result<Live, Failure> {
     };
     let mut ev = launch_evidence(cx, &arm, &l);
     let (out, rev) = ready_arm(cx, &arm, &mut l).await;
+    journal_node(cx, &l);
     ev["ready"] = rev;
     cx.rec.write_json_or_warn(&name, &ev);
     let w = t.elapsed().as_secs_f64() * 1e3;
