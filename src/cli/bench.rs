@@ -123,6 +123,9 @@ pub struct BenchArgs {
     /// Never show a progress bar.
     #[arg(long)]
     pub no_progress: bool,
+    /// Dataset and synthetic-length sources (`cli/bench_source.rs`).
+    #[command(flatten)]
+    pub source: super::bench_source::SourceArgs,
 }
 
 pub fn read_api_key(var: Option<&str>) -> Result<Option<String>> {
@@ -326,7 +329,32 @@ pub async fn bench_levels(
         Some(s) => crate::workload::filler::nonce_base_from_seed(s),
         None => crate::workload::filler::random_nonce_base(),
     };
+    let work = super::bench_source::prepare(
+        &args.source,
+        &super::bench_source::RunShape {
+            prompt_tokens: args.prompt_tokens,
+            max_tokens: args.max_tokens,
+            requests: args.requests.or(args.duration.is_none().then_some(32)),
+            warmup: args.warmup,
+            seed,
+        },
+        &crate::workload::items::SizeCtx {
+            target: &target,
+            model: &model,
+            endpoint,
+            tokenizer: args.tokenizer.as_deref(),
+            api_key: api_key.as_deref(),
+            nonce,
+            timeout: Duration::from_secs_f64(args.timeout.min(300.0)),
+            extra_body: extra.as_ref(),
+        },
+    )
+    .await?;
     let (matched, prompt_record) = match &args.prompt {
+        _ if work.is_some() => (
+            None,
+            work.as_ref().map(|w| w.record.clone()).unwrap_or_default(),
+        ),
         Some(text) => (
             None,
             json!({"strategy": "literal", "nonce": nonce, "chars": text.chars().count()}),
@@ -371,6 +399,7 @@ pub async fn bench_levels(
     let sampling = Value::Object(base.clone());
 
     let prompt_text = || match (&matched, &args.prompt) {
+        _ if work.is_some() => PromptText::Work(work.clone().expect("checked")),
         (Some(m), _) => PromptText::Matched(m.clone()),
         (None, text) => PromptText::Literal {
             text: text.clone().unwrap_or_default(),
@@ -451,6 +480,11 @@ pub async fn bench_levels(
             level > 0,
         )?;
         sink.level = sweep.then_some((level, concurrency));
+        sink.annotate = work.clone().map(|w| {
+            Box::new(move |t: &crate::client::Trace, line: &mut Value| {
+                super::bench_source::annotate(&w, offset, t, line)
+            }) as super::bench_output::Annotate
+        });
         eprintln!(
             "running {} against {target} (model {model}) ...",
             match mode {
@@ -486,6 +520,10 @@ pub async fn bench_levels(
             }
         }
         warnings.extend(session::client_limit_warning(&stats, &out.reads));
+        warnings.extend(
+            work.as_deref()
+                .and_then(|w| super::bench_source::eos_note(w, args.ignore_eos)),
+        );
         if target.tls == Some(crate::client::Trust::Insecure) {
             warnings.push(crate::client::tls::insecure_note(&target.to_string()));
         }

@@ -85,10 +85,15 @@ pub fn sweep_table(reports: &[BenchReport]) -> String {
     s
 }
 
+/// Adds fields to a `--requests-jsonl` line (a dataset's source item: `cli/bench_source.rs`).
+pub type Annotate = Box<dyn Fn(&Trace, &mut Value) + Send>;
+
 /// Bench's view of each trace: a `--requests-jsonl` line and the progress bar.
 pub struct BenchSink {
     /// In a sweep: the level's number and concurrency, added to each `--requests-jsonl` line.
     pub level: Option<(usize, usize)>,
+    /// Fields a workload source adds to each `--requests-jsonl` line.
+    pub annotate: Option<Annotate>,
     out: Option<std::io::BufWriter<std::fs::File>>,
     bar: Option<indicatif::ProgressBar>,
     run_start: Option<u64>,
@@ -122,6 +127,7 @@ impl BenchSink {
         });
         Ok(BenchSink {
             level: None,
+            annotate: None,
             out,
             bar,
             run_start: None,
@@ -137,6 +143,9 @@ impl Sink for BenchSink {
             if let Some((level, concurrency)) = self.level {
                 line["sweep_level"] = json!(level);
                 line["concurrency"] = json!(concurrency);
+            }
+            if let Some(f) = &self.annotate {
+                f(&t, &mut line);
             }
             serde_json::to_writer(&mut *w, &line)?;
             w.write_all(b"\n")
@@ -195,6 +204,7 @@ pub fn print_report(r: &BenchReport) {
     };
     let prompt = match r.prompt["strategy"].as_str() {
         Some("literal") => "literal prompt".to_string(),
+        Some("dataset" | "synthetic") => r.prompt["describe"].as_str().unwrap_or("").to_string(),
         Some(strategy) => format!(
             "{} prompt tokens, sized by {strategy}",
             r.prompt["target_tokens"]

@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod bench_export;
 pub mod bench_output;
+pub mod bench_source;
 pub mod compare;
 pub mod engine;
 pub mod gate;

@@ -4,6 +4,7 @@
 use super::{Prepared, Source};
 use crate::client::{post_request_bytes, Target};
 use crate::workload::filler::nonce_number;
+use crate::workload::items::WorkSet;
 use crate::workload::prompt::MatchedPrompt;
 use crate::workload::request::insert_input;
 use crate::workload::Endpoint;
@@ -17,13 +18,26 @@ pub enum PromptText {
     /// A literal text; with `nonce`, a line `[bakeoff NNNNNNN]` (the request number) goes first so
     /// prefix caches can't serve one request from another.
     Literal { text: String, nonce: bool },
+    /// A work set (dataset or synthetic lengths): load request `k` sends item `k mod n`, with its
+    /// own expected prompt tokens and `max_tokens`.
+    Work(Arc<WorkSet>),
 }
 
 impl PromptText {
-    /// The text of request `index` and its expected prompt tokens (matched prompts only).
+    /// The text of request `index` and its expected prompt tokens (a work set: the text of its
+    /// first item, a `messages` list as JSON; `RequestSource` sends each request's own item).
     pub fn text(&self, index: u64) -> (String, Option<u64>) {
         match self {
             PromptText::Matched(m) => (m.text(index), Some(m.target_tokens)),
+            PromptText::Work(w) => {
+                let mut b = Map::new();
+                let e = w.fill(&mut b, crate::workload::Endpoint::Completions, 0, index);
+                let text = match b.get("prompt") {
+                    Some(Value::String(s)) => s.clone(),
+                    _ => b.get("messages").map(|m| m.to_string()).unwrap_or_default(),
+                };
+                (text, e)
+            }
             PromptText::Literal { text, nonce } => {
                 if *nonce {
                     (format!("[bakeoff {index:07}]\n{text}"), None)
@@ -38,7 +52,7 @@ impl PromptText {
     pub fn expected_tokens(&self) -> Option<u64> {
         match self {
             PromptText::Matched(m) => Some(m.target_tokens),
-            PromptText::Literal { .. } => None,
+            PromptText::Literal { .. } | PromptText::Work(_) => None,
         }
     }
 }
@@ -62,9 +76,15 @@ pub struct RequestSource {
 impl Source for RequestSource {
     fn prepare(&self, index: u64) -> Prepared {
         let number = nonce_number(self.nonce_base, self.offset + index);
-        let (text, tokens) = self.prompt.text(number);
         let mut body = self.base.clone();
-        insert_input(&mut body, self.endpoint, text);
+        let tokens = match &self.prompt {
+            PromptText::Work(w) => w.fill(&mut body, self.endpoint, self.offset + index, number),
+            p => {
+                let (text, tokens) = p.text(number);
+                insert_input(&mut body, self.endpoint, text);
+                tokens
+            }
+        };
         let bytes = serde_json::to_vec(&body).expect("JSON body");
         Prepared {
             bytes: post_request_bytes(

@@ -3,10 +3,13 @@
 //! request bodies that carry them (`request`).
 
 pub mod backend;
+pub mod dataset;
 pub mod filler;
+pub mod items;
 pub mod prompt;
 pub mod request;
 pub mod streamed;
+pub mod synthetic;
 
 use serde::Serialize;
 

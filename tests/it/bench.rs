@@ -381,6 +381,7 @@ fn bench_and_campaign_timing_run_one_load_path_and_agree() {
         csv: None,
         export_vllm: None,
         no_progress: true,
+        source: Default::default(),
     };
     let rt = bakeoff::load::pace::client_runtime().unwrap();
     let n0 = session::sessions();

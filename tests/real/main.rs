@@ -7,6 +7,7 @@
 mod support;
 
 mod bench;
+mod bench_dataset;
 mod campaign_run;
 mod gate;
 mod lane;

@@ -1,0 +1,550 @@
+//! A work set: the prompts of a dataset or synthetic workload, each with the prompt tokens the
+//! endpoint must report for it (counted before anything is sent) and its output length. Request
+//! `k` of a load uses item `k mod n` (its nonce line still goes first, unless prefix caching is
+//! allowed), so every request records which item it sent.
+//!
+//! Dataset items are counted with the same counter as matched prompts: a local `tokenizer.json`
+//! (`--tokenizer`), else the server's `/tokenize`; the template overhead (chat role markers, BOS)
+//! is measured once per message shape (the roles in order) with one real request (`max_tokens`
+//! 1, the reserved sizing request number). With no counter at all the expected counts are left
+//! out and only the server's usage is recorded (the record says so).
+//!
+//! Synthetic prompts are matched prompts (`workload::prompt`), sized once per distinct length.
+
+use super::dataset::{approx_tokens, Dataset, ItemInput, Message, OutputLen};
+use super::filler::NonceFormat;
+use super::prompt::{
+    self, Backend, HttpBackend, MatchedPrompt, PromptSpec, SizingMode, SIZING_INDEX,
+};
+use super::request::{merge_extra, BodySpec, Precedence};
+use super::synthetic::{Dist, INPUT_SALT, OUTPUT_SALT};
+use super::Endpoint;
+use crate::client::Target;
+use serde_json::{json, Map, Value};
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What an item sends.
+#[derive(Debug, Clone)]
+pub enum Content {
+    Text(String),
+    Messages(Vec<Message>),
+    /// A sized prompt (synthetic lengths): its own nonce line.
+    Matched(Arc<MatchedPrompt>),
+}
+
+/// One prompt of a work set.
+#[derive(Debug, Clone)]
+pub struct WorkItem {
+    pub content: Content,
+    /// `usage.prompt_tokens` the endpoint must report (None: no counter was available).
+    pub expected_tokens: Option<u64>,
+    /// Sent as `max_tokens` (None: the load's `--max-tokens`).
+    pub max_tokens: Option<u64>,
+    /// Where it came from, written on each request's line (dataset digest, index, id; or the
+    /// synthetic draw).
+    pub source: Value,
+}
+
+/// The prompts of a load.
+#[derive(Debug, Clone)]
+pub struct WorkSet {
+    pub items: Vec<WorkItem>,
+    /// The nonce line put before dataset texts (None: `--allow-prefix-cache`).
+    pub nonce: Option<NonceFormat>,
+    /// What the bench artifact keeps (the `prompt` record).
+    pub record: Value,
+}
+
+impl WorkSet {
+    /// The item of load request `k` (offset included).
+    pub fn item(&self, k: u64) -> &WorkItem {
+        &self.items[(k % self.items.len() as u64) as usize]
+    }
+
+    /// Puts the input of load request `k` (nonce number `number`) into `body`, and its
+    /// `max_tokens` when the item has one; returns the expected prompt tokens.
+    pub fn fill(
+        &self,
+        body: &mut Map<String, Value>,
+        endpoint: Endpoint,
+        k: u64,
+        number: u64,
+    ) -> Option<u64> {
+        let item = self.item(k);
+        if let Some(m) = item.max_tokens {
+            body.insert("max_tokens".into(), json!(m));
+        }
+        put_input(body, endpoint, &item.content, self.nonce, number);
+        item.expected_tokens
+    }
+}
+
+fn nonce_line(nonce: Option<NonceFormat>, number: u64) -> String {
+    nonce.map(|f| f.line(number)).unwrap_or_default()
+}
+
+/// The input of `content` with the nonce line of `number` first.
+fn put_input(
+    body: &mut Map<String, Value>,
+    endpoint: Endpoint,
+    content: &Content,
+    nonce: Option<NonceFormat>,
+    number: u64,
+) {
+    match content {
+        Content::Matched(m) => m.insert_input(body, number),
+        Content::Text(t) => {
+            super::request::insert_input(body, endpoint, nonce_line(nonce, number) + t)
+        }
+        Content::Messages(list) => {
+            let msgs: Vec<Value> = list
+                .iter()
+                .enumerate()
+                .map(|(i, m)| {
+                    let c = if i == 0 {
+                        nonce_line(nonce, number) + &m.content
+                    } else {
+                        m.content.clone()
+                    };
+                    json!({"role": m.role, "content": c})
+                })
+                .collect();
+            body.insert("messages".into(), Value::Array(msgs));
+        }
+    }
+}
+
+/// Where and how to size.
+#[derive(Debug, Clone)]
+pub struct SizeCtx<'a> {
+    pub target: &'a Target,
+    pub model: &'a str,
+    pub endpoint: Endpoint,
+    pub tokenizer: Option<&'a Path>,
+    pub api_key: Option<&'a str>,
+    pub nonce: bool,
+    pub timeout: Duration,
+    pub extra_body: Option<&'a Map<String, Value>>,
+}
+
+/// Sampling and filters of a dataset.
+#[derive(Debug, Clone, Default)]
+pub struct DatasetOpts {
+    /// `--dataset-sample`: take this many items (in a seeded order); all, in file order, when None.
+    pub sample: Option<usize>,
+    pub seed: u64,
+    pub min_prompt_tokens: Option<u64>,
+    pub max_prompt_tokens: Option<u64>,
+    pub max_output_tokens: Option<u64>,
+    /// `--max-tokens`: the output length of items that give none.
+    pub default_max_tokens: u64,
+}
+
+enum Counter {
+    Local(Box<tokenizers::Tokenizer>),
+    Server,
+    None,
+}
+
+struct Sizer<'a> {
+    ctx: &'a SizeCtx<'a>,
+    backend: HttpBackend<'a>,
+    counter: Counter,
+    tokenize_requests: u64,
+    usage_requests: u64,
+}
+
+impl Sizer<'_> {
+    async fn count(&mut self, text: &str) -> Result<Option<u64>, String> {
+        match &self.counter {
+            Counter::Local(t) => t
+                .encode_fast(text, false)
+                .map(|e| Some(e.len() as u64))
+                .map_err(|e| format!("the tokenizer could not encode a dataset prompt: {e}")),
+            Counter::Server => {
+                self.tokenize_requests += 1;
+                match self.backend.tokenize(text).await? {
+                    Some(n) => Ok(Some(n)),
+                    None => Err("the server's /tokenize stopped answering while the dataset was being counted".into()),
+                }
+            }
+            Counter::None => Ok(None),
+        }
+    }
+
+    /// Content tokens of an input with the nonce line of `number`.
+    async fn content_tokens(
+        &mut self,
+        input: &ItemInput,
+        nonce: Option<NonceFormat>,
+        number: u64,
+    ) -> Result<Option<u64>, String> {
+        let line = nonce_line(nonce, number);
+        match input {
+            ItemInput::Text(t) => self.count(&(line + t)).await,
+            ItemInput::Messages(list) => {
+                let mut total = 0;
+                for (i, m) in list.iter().enumerate() {
+                    let c = if i == 0 {
+                        line.clone() + &m.content
+                    } else {
+                        m.content.clone()
+                    };
+                    match self.count(&c).await? {
+                        Some(n) => total += n,
+                        None => return Ok(None),
+                    }
+                }
+                Ok(Some(total))
+            }
+        }
+    }
+
+    /// `usage.prompt_tokens` of one real request (`max_tokens` 1) with this input.
+    async fn usage(
+        &mut self,
+        content: &Content,
+        nonce: Option<NonceFormat>,
+    ) -> Result<u64, String> {
+        self.usage_requests += 1;
+        let mut body = BodySpec {
+            model: self.ctx.model,
+            max_tokens: 1,
+            ..Default::default()
+        }
+        .build();
+        body.insert("temperature".into(), json!(0));
+        put_input(&mut body, self.ctx.endpoint, content, nonce, SIZING_INDEX);
+        if let Some(extra) = self.ctx.extra_body {
+            merge_extra(&mut body, extra, Precedence::BodyWins);
+        }
+        let path = self.ctx.endpoint.path();
+        let mut tries = 0;
+        loop {
+            let r = super::streamed::prompt_tokens(
+                self.ctx.target,
+                path,
+                &body,
+                self.ctx.api_key,
+                self.ctx.timeout,
+            )
+            .await;
+            match r {
+                Ok(n) => return Ok(n),
+                Err(super::streamed::Failure::Status(s, _)) if matches!(s, 500 | 502 | 503 | 504) && tries < 3 => {
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_millis(250 << tries)).await;
+                }
+                Err(e) => return Err(format!("{}{path}: a request measuring the template overhead of a dataset prompt failed: {e:?}", self.ctx.target)),
+            }
+        }
+    }
+}
+
+/// Counts, filters and samples a dataset into a work set.
+pub async fn size_dataset(
+    ds: &Dataset,
+    opts: &DatasetOpts,
+    ctx: &SizeCtx<'_>,
+) -> Result<WorkSet, String> {
+    let name = ds.path.display().to_string();
+    let mut notes: Vec<String> = Vec::new();
+    let counter = match ctx.tokenizer {
+        Some(p) => Counter::Local(Box::new(prompt::load_tokenizer(p)?)),
+        None => Counter::Server,
+    };
+    let mut s = Sizer {
+        ctx,
+        backend: HttpBackend {
+            target: ctx.target,
+            model: ctx.model,
+            endpoint: ctx.endpoint,
+            api_key: ctx.api_key,
+            timeout: ctx.timeout,
+            extra_body: ctx.extra_body,
+            mode: SizingMode::default(),
+            retried: Vec::new(),
+        },
+        counter,
+        tokenize_requests: 0,
+        usage_requests: 0,
+    };
+    if matches!(s.counter, Counter::Server) {
+        s.tokenize_requests += 1;
+        if s.backend.tokenize("[bakeoff probe] hello").await?.is_none() {
+            s.counter = Counter::None;
+            notes.push("no token counter: the server has no usable /tokenize and no --tokenizer was given, so the expected prompt tokens of the requests are not computed; the server's usage.prompt_tokens is recorded only (pass --tokenizer FILE to count them)".into());
+        }
+    }
+    let counted = !matches!(s.counter, Counter::None);
+    if !counted && (opts.min_prompt_tokens.is_some() || opts.max_prompt_tokens.is_some()) {
+        return Err("--dataset-min-prompt-tokens / --dataset-max-prompt-tokens need a token counter, and the server has no usable /tokenize; pass --tokenizer FILE (the served model's tokenizer.json) or drop the filters".into());
+    }
+    if let Some(bad) = ds
+        .items
+        .iter()
+        .find(|i| matches!(i.input, ItemInput::Messages(_)))
+        .filter(|_| ctx.endpoint == Endpoint::Completions)
+    {
+        return Err(format!("{}: a `messages` item cannot go to --endpoint completions (it takes one prompt text); use --endpoint chat, or give `prompt` instead", bad.at));
+    }
+
+    // The nonce line: a format whose token count does not depend on the request number.
+    let mut nonce = ctx.nonce.then_some(NonceFormat::Compact);
+    if ctx.nonce && counted {
+        let first = &ds.items[0].input;
+        let mut chosen = None;
+        for f in [NonceFormat::Compact, NonceFormat::Spaced] {
+            let mut counts = Vec::new();
+            for n in [SIZING_INDEX, 0, 1, 12_345_678] {
+                counts.push(s.content_tokens(first, Some(f), n).await?);
+            }
+            if counts.iter().all(|c| *c == counts[0]) {
+                chosen = Some(f);
+                break;
+            }
+        }
+        nonce = Some(chosen.ok_or_else(|| format!("{}: the endpoint's tokenizer gives the request nonce line a different length for different request numbers, so the prompt counts could not be exact; pass --allow-prefix-cache to send the dataset without a nonce", ds.items[0].at))?);
+    }
+
+    let shuffle = opts.sample.is_some();
+    let order = ds.order(shuffle, opts.seed);
+    let want = opts.sample.unwrap_or(ds.items.len());
+    let mut overhead: BTreeMap<String, i64> = BTreeMap::new();
+    let mut dropped = [0usize; 3];
+    let mut considered = 0usize;
+    let mut items = Vec::new();
+    let mut listed = Vec::new();
+    let mut approximated = 0usize;
+    for &k in &order {
+        if items.len() >= want {
+            break;
+        }
+        let it = &ds.items[k];
+        considered += 1;
+        let content = match &it.input {
+            ItemInput::Text(t) => Content::Text(t.clone()),
+            ItemInput::Messages(m) => Content::Messages(m.clone()),
+        };
+        let expected = match s.content_tokens(&it.input, nonce, SIZING_INDEX).await? {
+            None => None,
+            Some(c) => {
+                let shape = match &it.input {
+                    ItemInput::Text(_) => "text".to_string(),
+                    ItemInput::Messages(m) => m
+                        .iter()
+                        .map(|m| m.role.as_str())
+                        .collect::<Vec<_>>()
+                        .join(","),
+                };
+                let o = match overhead.get(&shape) {
+                    Some(o) => *o,
+                    None => {
+                        let u = s
+                            .usage(&content, nonce)
+                            .await
+                            .map_err(|e| format!("{}: {e}", it.at))?;
+                        let o = u as i64 - c as i64;
+                        overhead.insert(shape, o);
+                        o
+                    }
+                };
+                Some((c as i64 + o).max(0) as u64)
+            }
+        };
+        let output = match &it.output {
+            OutputLen::Unset => opts.default_max_tokens,
+            OutputLen::Tokens(n) => *n,
+            OutputLen::Reply(r) => match s.count(r).await? {
+                Some(n) => n.max(1),
+                None => {
+                    approximated += 1;
+                    approx_tokens(r)
+                }
+            },
+        };
+        if let (Some(min), Some(e)) = (opts.min_prompt_tokens, expected) {
+            if e < min {
+                dropped[0] += 1;
+                continue;
+            }
+        }
+        if let (Some(max), Some(e)) = (opts.max_prompt_tokens, expected) {
+            if e > max {
+                dropped[1] += 1;
+                continue;
+            }
+        }
+        if let Some(max) = opts.max_output_tokens {
+            if output > max {
+                dropped[2] += 1;
+                continue;
+            }
+        }
+        let source = json!({
+            "dataset_sha256": ds.sha256,
+            "item": it.index,
+            "id": it.id,
+        });
+        listed.push(json!({"item": it.index, "id": it.id, "at": it.at, "prompt_tokens": expected, "output_tokens": output}));
+        items.push(WorkItem {
+            content,
+            expected_tokens: expected,
+            max_tokens: Some(output),
+            source,
+        });
+    }
+    if items.is_empty() {
+        return Err(format!(
+            "{name}: no item left after the filters: of {considered} considered, {} were shorter than --dataset-min-prompt-tokens {}, {} longer than --dataset-max-prompt-tokens {}, {} had more output tokens than --dataset-max-output-tokens {}; widen the filters",
+            dropped[0], opt(opts.min_prompt_tokens), dropped[1], opt(opts.max_prompt_tokens), dropped[2], opt(opts.max_output_tokens)
+        ));
+    }
+    if items.len() < want {
+        notes.push(format!("--dataset-sample {want} asked for more items than passed the filters: {} of the file's {} items were used (requests cycle through them)", items.len(), ds.items.len()));
+    }
+    if approximated > 0 {
+        notes.push(format!("the output length of {approximated} ShareGPT items is an approximation (about 4 characters a token of the reply), as no token counter was available"));
+    }
+    notes.extend(s.backend.take_notes());
+    let counter = match s.counter {
+        Counter::Local(_) => "local-tokenizer",
+        Counter::Server => "server-tokenize",
+        Counter::None => "none",
+    };
+    let record = json!({
+        "strategy": "dataset",
+        "describe": format!("dataset {} ({} items{}), counted by {counter}", ds.path.display(), items.len(), if shuffle { format!(", seed {}", opts.seed) } else { String::new() }),
+        "dataset": {
+            "path": ds.path.display().to_string(),
+            "sha256": ds.sha256,
+            "format": ds.format,
+            "items_in_file": ds.items.len(),
+            "skipped_conversations": ds.skipped,
+            "sample": opts.sample,
+            "order": if shuffle { "seeded-shuffle" } else { "file" },
+            "seed": opts.seed,
+            "considered": considered,
+            "filters": {
+                "min_prompt_tokens": opts.min_prompt_tokens,
+                "max_prompt_tokens": opts.max_prompt_tokens,
+                "max_output_tokens": opts.max_output_tokens,
+            },
+            "dropped": {
+                "below_min_prompt_tokens": dropped[0],
+                "above_max_prompt_tokens": dropped[1],
+                "above_max_output_tokens": dropped[2],
+            },
+        },
+        "counter": counter,
+        "nonce": nonce.is_some(),
+        "nonce_format": nonce,
+        "template_overhead": overhead,
+        "sizing_requests": s.usage_requests,
+        "tokenize_requests": s.tokenize_requests,
+        "notes": notes,
+        "items": listed,
+    });
+    Ok(WorkSet {
+        items,
+        nonce,
+        record,
+    })
+}
+
+fn opt(v: Option<u64>) -> String {
+    v.map(|x| x.to_string()).unwrap_or("(unset)".into())
+}
+
+/// Synthetic lengths: `pool` draws of the input and output distributions from `seed`; each
+/// distinct input length sized once as a matched prompt (exact: verified against usage).
+/// Without an input distribution every prompt is `prompt_tokens` long.
+pub async fn size_synthetic(
+    input: Option<Dist>,
+    output: Option<Dist>,
+    prompt_tokens: u64,
+    pool: usize,
+    seed: u64,
+    ctx: &SizeCtx<'_>,
+    mut progress: impl FnMut(usize, usize, u64),
+) -> Result<WorkSet, String> {
+    let ins = match input {
+        Some(d) => d.draws(pool, seed, INPUT_SALT),
+        None => vec![prompt_tokens; pool],
+    };
+    let outs = output.map(|d| d.draws(pool, seed, OUTPUT_SALT));
+    let mut distinct: Vec<u64> = ins.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    let mut sized: HashMap<u64, Arc<MatchedPrompt>> = HashMap::new();
+    let (mut sizing, mut tokenize) = (0, 0);
+    let mut strategies = Vec::new();
+    let mut notes = Vec::new();
+    for (i, &len) in distinct.iter().enumerate() {
+        progress(i, distinct.len(), len);
+        let m = prompt::build(&PromptSpec {
+            target: ctx.target,
+            model: ctx.model,
+            endpoint: ctx.endpoint,
+            tokens: len,
+            tokenizer: ctx.tokenizer,
+            api_key: ctx.api_key,
+            nonce: ctx.nonce,
+            timeout: ctx.timeout,
+            extra_body: ctx.extra_body,
+        })
+        .await
+        .map_err(|e| match input {
+            Some(_) => format!("--input-tokens-dist drew a prompt of {len} tokens that could not be sized: {e} (raise the distribution's lower end)"),
+            None => e,
+        })?;
+        sizing += m.sizing_requests;
+        tokenize += m.tokenize_requests;
+        if !strategies.contains(&m.strategy.as_str()) {
+            strategies.push(m.strategy.as_str());
+        }
+        for n in &m.notes {
+            if !notes.contains(n) {
+                notes.push(n.clone());
+            }
+        }
+        sized.insert(len, Arc::new(m));
+    }
+    let items: Vec<WorkItem> = ins
+        .iter()
+        .enumerate()
+        .map(|(k, &len)| WorkItem {
+            content: Content::Matched(sized[&len].clone()),
+            expected_tokens: Some(len),
+            max_tokens: outs.as_ref().map(|o| o[k]),
+            source: json!({"synthetic": k, "input_tokens": len, "output_tokens": outs.as_ref().map(|o| o[k])}),
+        })
+        .collect();
+    let record = json!({
+        "strategy": "synthetic",
+        "describe": format!("synthetic lengths (input {}, output {}; seed {seed}), sized by {}",
+            input.map(|d| format!("{d:?}")).unwrap_or(format!("fixed {prompt_tokens}")),
+            output.map(|d| format!("{d:?}")).unwrap_or("--max-tokens".into()),
+            strategies.join("+")),
+        "input_tokens_dist": input,
+        "output_tokens_dist": output,
+        "seed": seed,
+        "pool": pool,
+        "distinct_input_lengths": distinct.len(),
+        "sized_by": strategies,
+        "sizing_requests": sizing,
+        "tokenize_requests": tokenize,
+        "nonce": ctx.nonce,
+        "notes": notes,
+        "input_tokens": ins,
+        "output_tokens": outs,
+    });
+    Ok(WorkSet {
+        items,
+        nonce: None,
+        record,
+    })
+}
