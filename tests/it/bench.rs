@@ -367,7 +367,7 @@ fn bench_and_campaign_timing_run_one_load_path_and_agree() {
         seed: Some(0),
         ignore_eos: true,
         concurrency: vec![concurrency as usize],
-        rate: None,
+        rate: vec![],
         arrival: ArrivalArg::Constant,
         requests: Some(requests as u64),
         duration: None,
@@ -379,6 +379,7 @@ fn bench_and_campaign_timing_run_one_load_path_and_agree() {
         json: None,
         requests_jsonl: None,
         no_progress: true,
+        shape: Default::default(),
     };
     let rt = bakeoff::load::pace::client_runtime().unwrap();
     let n0 = session::sessions();

@@ -560,7 +560,7 @@ async fn bench_against_a_stream_only_endpoint_sends_exactly_sized_prompts() {
         seed: None,
         ignore_eos: false,
         concurrency: vec![2],
-        rate: None,
+        rate: vec![],
         arrival: ArrivalArg::Constant,
         requests: Some(6),
         duration: None,
@@ -572,6 +572,7 @@ async fn bench_against_a_stream_only_endpoint_sends_exactly_sized_prompts() {
         json: None,
         requests_jsonl: None,
         no_progress: true,
+        shape: Default::default(),
     };
     let (_keep, never) = tokio::sync::watch::channel(false);
     let r = bench(args, never).await.unwrap();
