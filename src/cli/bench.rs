@@ -2,6 +2,7 @@
 
 use super::bench_output::{print_report, sweep_table, BenchSink};
 pub use super::bench_output::{BenchReport, EndpointArg};
+use super::bench_sweep;
 use crate::client::control::{models_answer, ModelsAnswer};
 use crate::client::{StreamOpts, Target};
 use crate::load::session::{self, Session, Telemetry};
@@ -71,17 +72,13 @@ pub struct BenchArgs {
     #[arg(long)]
     pub ignore_eos: bool,
     /// Closed loop: this many requests in flight at all times; a comma list (1,2,4) sweeps the
-    /// levels in turn with one prompt, one result per level.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "1",
-        conflicts_with = "rate"
-    )]
+    /// levels in turn with one prompt, one result per level [default: 1].
+    #[arg(long, value_delimiter = ',')]
     pub concurrency: Vec<usize>,
-    /// Open loop: start requests at this rate (requests/second) regardless of completions.
-    #[arg(long)]
-    pub rate: Option<f64>,
+    /// Open loop: start requests at this rate (requests/second) regardless of completions; a
+    /// comma list (1,2,4) sweeps the rates in turn, one result per rate.
+    #[arg(long, value_delimiter = ',')]
+    pub rate: Vec<f64>,
     /// Open-loop arrival process.
     #[arg(long, value_enum, default_value = "constant", requires = "rate")]
     pub arrival: ArrivalArg,
@@ -126,6 +123,20 @@ pub struct BenchArgs {
     /// Dataset and synthetic-length sources (`cli/bench_source.rs`).
     #[command(flatten)]
     pub source: super::bench_source::SourceArgs,
+    /// Load shapes and SLOs (cli/bench_sweep.rs).
+    #[command(flatten)]
+    pub shape: super::bench_sweep::LoadShapeArgs,
+}
+
+impl BenchArgs {
+    /// The flags that decide the run's levels (cli/bench_sweep.rs).
+    pub fn sweep(&self) -> bench_sweep::Sweep {
+        bench_sweep::Sweep {
+            concurrency: self.concurrency.clone(),
+            rate: self.rate.clone(),
+            flags: self.shape.clone(),
+        }
+    }
 }
 
 pub fn read_api_key(var: Option<&str>) -> Result<Option<String>> {
@@ -166,20 +177,23 @@ pub fn run(args: BenchArgs) -> Result<()> {
             println!();
         }
         print_report(report);
+        bench_sweep::print_slo(report);
     }
     if reports.len() > 1 {
         println!();
         print!("{}", sweep_table(&reports));
     }
+    bench_sweep::print_saturation(&args.sweep(), &reports);
     if let Some(p) = &args.json {
-        let bytes = if reports.len() == 1 {
+        let bytes = if !bench_sweep::is_sweep(&args.sweep()) {
             serde_json::to_vec_pretty(&reports[0])?
         } else {
             serde_json::to_vec_pretty(&json!({
                 "bakeoff_version": crate::VERSION,
                 "tool": "bakeoff bench",
-                "sweep": "concurrency",
+                "sweep": bench_sweep::axis(&args.sweep()),
                 "levels": reports,
+                "saturation": bench_sweep::saturation(&args.sweep(), &reports),
             }))?
         };
         crate::evidence::write_atomic(p, &bytes)?;
@@ -187,10 +201,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
     }
     super::bench_export::write(&reports, args.csv.as_deref(), args.export_vllm.as_deref())?;
     for report in &reports {
-        let level = match (reports.len(), &report.load["concurrency"]) {
-            (1, _) => String::new(),
-            (_, c) => format!(" at concurrency {c}"),
-        };
+        let level = bench_sweep::level_label(&reports, report);
         if report.interrupted {
             bail!(
                 "interrupted{level}; the summary above covers the {} requests that completed",
@@ -203,6 +214,9 @@ pub fn run(args: BenchArgs) -> Result<()> {
                 report.stats.failed
             );
         }
+    }
+    if let Some(e) = bench_sweep::strict_failure(&args.sweep(), &reports) {
+        bail!("{e}");
     }
     Ok(())
 }
@@ -235,14 +249,7 @@ pub fn tls_target(url: &str, ca_file: Option<&Path>, insecure: bool) -> Result<T
 
 fn validate(args: &BenchArgs) -> Result<(Target, Option<serde_json::Map<String, Value>>)> {
     let target = tls_target(&args.url, args.ca_file.as_deref(), args.insecure)?;
-    if args.concurrency.is_empty() || args.concurrency.contains(&0) {
-        bail!("--concurrency must be at least 1 (or a comma list of levels, each at least 1, like 1,2,4)");
-    }
-    if let Some(r) = args.rate {
-        if !(r > 0.0 && r.is_finite()) {
-            bail!("--rate must be a positive number of requests per second, got {r}");
-        }
-    }
+    bench_sweep::validate(&args.sweep())?;
     if let Some(d) = args.duration {
         if !(d > 0.0 && d.is_finite()) {
             bail!("--duration must be a positive number of seconds, got {d}");
@@ -279,15 +286,16 @@ fn validate(args: &BenchArgs) -> Result<(Target, Option<serde_json::Map<String, 
 /// Runs the bench load (`run` adds the signal handling, the printing and the files); `stop`
 /// turning true stops it, and the report says it was interrupted.
 pub async fn bench(args: BenchArgs, stop: watch::Receiver<bool>) -> Result<BenchReport> {
-    if args.rate.is_none() && args.concurrency.len() > 1 {
-        bail!("bench() runs one level; use bench_levels for a --concurrency sweep");
+    if bench_sweep::is_sweep(&args.sweep()) {
+        bail!("bench() runs one level; use bench_levels for a sweep");
     }
     let mut reports = bench_levels(args, stop).await?;
     Ok(reports.remove(0))
 }
 
-/// Runs one bench load per `--concurrency` level (one with `--rate`), sizing the prompt once;
-/// an interrupt ends the sweep after the level it stopped.
+/// Runs one bench load per level (`--concurrency` or `--rate` list, or the `--find-saturation`
+/// walk: cli/bench_sweep.rs), sizing the prompt once; an interrupt ends the sweep after the
+/// level it stopped.
 pub async fn bench_levels(
     args: BenchArgs,
     stop: watch::Receiver<bool>,
@@ -406,18 +414,14 @@ pub async fn bench_levels(
             nonce,
         },
     };
-    // One closed-loop level per --concurrency value (a sweep); one open-loop run with --rate.
-    let levels: Vec<usize> = match args.rate {
-        Some(_) => vec![args.concurrency[0]],
-        None => args.concurrency.clone(),
-    };
-    let sweep = levels.len() > 1;
-    let mut reports = Vec::with_capacity(levels.len());
+    let sweep = bench_sweep::is_sweep(&args.sweep());
+    let mut reports = Vec::new();
     // Each level's nonce numbers follow the last level's, so no level meets an earlier one's
     // prompts in a prefix cache.
     let mut offset = 0u64;
-    for (level, &concurrency) in levels.iter().enumerate() {
-        let mode = match args.rate {
+    while let Some(lv) = bench_sweep::next_level(&args.sweep(), &reports) {
+        let (level, concurrency) = (reports.len(), lv.concurrency);
+        let mode = match lv.rate {
             Some(rate) => Mode::Open {
                 rate,
                 arrival: match args.arrival {
@@ -436,12 +440,16 @@ pub async fn bench_levels(
             requests,
             duration: args.duration.map(Duration::from_secs_f64),
             warmup: args.warmup,
+            warmup_duration: args.shape.warmup_duration.map(Duration::from_secs_f64),
+            max_in_flight: lv.max_in_flight,
         };
-        let load_record = json!({
+        let mut load_record = json!({
             "mode": match mode { Mode::Closed{..} => "closed-loop", Mode::Open{..} => "open-loop" },
-            "concurrency": if args.rate.is_none() { Some(concurrency) } else { None },
-            "rate_per_s": args.rate,
-            "arrival": args.rate.map(|_| args.arrival),
+            "concurrency": if lv.rate.is_none() { Some(concurrency) } else { None },
+            "rate_per_s": lv.rate,
+            "max_concurrency": lv.max_in_flight,
+            "arrival": lv.rate.map(|_| args.arrival),
+            "warmup_duration_s": args.shape.warmup_duration,
             "requests": requests,
             "duration_s": args.duration,
             "warmup": args.warmup,
@@ -453,7 +461,9 @@ pub async fn bench_levels(
             "seed": args.seed,
             "api_key_env": args.api_key_env,
             "sweep_level": sweep.then_some(level),
-            "sweep_concurrency": sweep.then(|| levels.clone()),
+            "sweep_concurrency": (sweep && lv.rate.is_none()).then(|| args.concurrency.clone()),
+            "sweep_rate": (sweep && lv.rate.is_some()).then(|| args.rate.clone()),
+            "find_saturation": args.shape.find_saturation,
         });
 
         let source = Arc::new(RequestSource {
@@ -471,7 +481,9 @@ pub async fn bench_levels(
             collect: false,
         };
         let started_at = crate::clock::wall_rfc3339();
-        let total = requests.map(|r| r + args.warmup);
+        let total = requests
+            .map(|r| r + args.warmup)
+            .filter(|_| args.shape.warmup_duration.is_none());
         let show_progress = !args.no_progress && std::io::stderr().is_terminal();
         let mut sink = BenchSink::new(
             args.requests_jsonl.as_deref(),
@@ -485,11 +497,15 @@ pub async fn bench_levels(
                 super::bench_source::annotate(&w, offset, t, line)
             }) as super::bench_output::Annotate
         });
+        sink.level_rate = lv.rate.filter(|_| sweep);
         eprintln!(
             "running {} against {target} (model {model}) ...",
             match mode {
                 Mode::Closed { concurrency } => format!("closed loop at concurrency {concurrency}"),
-                Mode::Open { rate, .. } => format!("open loop at {rate} requests/s"),
+                Mode::Open { rate, .. } => match lv.max_in_flight {
+                    Some(c) => format!("open loop at {rate} requests/s, at most {c} in flight"),
+                    None => format!("open loop at {rate} requests/s"),
+                },
             }
         );
         let out = session::run(
@@ -502,12 +518,14 @@ pub async fn bench_levels(
                 telemetry: Telemetry::None,
                 seed,
             },
-            sink,
+            bench_sweep::SloSink::new(sink, args.shape.slo.is_some()),
         )
         .await?;
-        if let Err(e) = &out.window {
-            bail!("{e}");
-        }
+        let window = match &out.window {
+            Ok(w) => *w,
+            Err(e) => bail!("{e}"),
+        };
+        bench_sweep::record_window(&mut load_record, &window);
         let stats = out.stats();
         offset += stats.ok + stats.failed + stats.warmup_excluded;
         let mut warnings = Vec::new();
@@ -519,7 +537,12 @@ pub async fn bench_levels(
             });
             }
         }
-        warnings.extend(session::client_limit_warning(&stats, &out.reads));
+        warnings.extend(bench_sweep::limit_warnings(
+            &stats,
+            &out.reads,
+            &window,
+            lv.max_in_flight,
+        ));
         warnings.extend(
             work.as_deref()
                 .and_then(|w| super::bench_source::eos_note(w, args.ignore_eos)),
@@ -534,7 +557,7 @@ pub async fn bench_levels(
         );
         }
         let interrupted = out.interrupted;
-        reports.push(BenchReport {
+        let mut report = BenchReport {
             bakeoff_version: crate::VERSION,
             tool: "bakeoff bench",
             started_at,
@@ -549,7 +572,11 @@ pub async fn bench_levels(
             warnings,
             tls: target.tls.as_ref().map(|t| t.record()),
             stats,
-        });
+            slo: None,
+            goodput: None,
+        };
+        bench_sweep::judge(&args.sweep(), &mut report, &out.sink.ok)?;
+        reports.push(report);
         if interrupted {
             break;
         }

@@ -218,7 +218,9 @@ pub fn write(reports: &[BenchReport], csv_path: Option<&Path>, vllm: Option<&Pat
     }
     if let Some(p) = vllm {
         for (r, path) in reports.iter().zip(vllm_paths(p, reports)) {
-            let bytes = serde_json::to_vec_pretty(&vllm_result(r, None))?;
+            // vLLM's request_goodput: the level's goodput under `--slo` (null without one).
+            let goodput = r.goodput.as_ref().and_then(|g| g["goodput_req_s"].as_f64());
+            let bytes = serde_json::to_vec_pretty(&vllm_result(r, goodput))?;
             crate::evidence::write_atomic(&path, &bytes)
                 .with_context(|| format!("cannot write --export-vllm {}", path.display()))?;
             eprintln!("vLLM-format result written to {}", path.display());
@@ -274,6 +276,8 @@ mod tests {
             warnings: vec![],
             tls: None,
             stats,
+            slo: None,
+            goodput: None,
         }
     }
 

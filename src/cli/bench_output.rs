@@ -45,17 +45,28 @@ pub struct BenchReport {
     pub tls: Option<Value>,
     #[serde(flatten)]
     pub stats: RunStats,
+    /// `--slo`: `{"met", "checks": [{"limit", "observed_ms", "met", "text"}]}` (cli/bench_sweep.rs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slo: Option<Value>,
+    /// `--slo`: successful requests whose own latencies met every limit, and per second.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub goodput: Option<Value>,
 }
 
-/// One line per level of a `--concurrency` sweep.
+/// One line per level of a `--concurrency` or `--rate` sweep (with `--slo`: goodput and the
+/// verdict).
 pub fn sweep_table(reports: &[BenchReport]) -> String {
+    let by_rate = reports
+        .first()
+        .is_some_and(|r| r.load["rate_per_s"].is_number());
+    let slo = reports.iter().any(|r| r.slo.is_some());
     let f = |x: Option<f64>| x.map(|x| format!("{x:.1}")).unwrap_or("-".into());
     let p = |r: &BenchReport, m: &str, q: fn(&crate::metrics::stats::Distribution) -> f64| {
         f(r.stats.metrics.get(m).map(q))
     };
     let mut s = format!(
-        "{:<12}{:>6}{:>8}{:>12}{:>12}{:>10}{:>12}{:>12}{:>12}\n",
-        "concurrency",
+        "{:<12}{:>6}{:>8}{:>12}{:>12}{:>10}{:>12}{:>12}{:>12}",
+        if by_rate { "rate/s" } else { "concurrency" },
         "ok",
         "failed",
         "out tok/s",
@@ -65,10 +76,14 @@ pub fn sweep_table(reports: &[BenchReport]) -> String {
         "ttft p95",
         "itl p50"
     );
+    if slo {
+        s.push_str(&format!("{:>10}{:>8}", "goodput", "slo"));
+    }
+    s.push('\n');
     for r in reports {
         s.push_str(&format!(
-            "{:<12}{:>6}{:>8}{:>12}{:>12}{:>10}{:>12}{:>12}{:>12}\n",
-            r.load["concurrency"].to_string(),
+            "{:<12}{:>6}{:>8}{:>12}{:>12}{:>10}{:>12}{:>12}{:>12}",
+            r.load[if by_rate { "rate_per_s" } else { "concurrency" }].to_string(),
             r.stats.ok,
             r.stats.failed,
             f(r.stats.aggregate_output_tok_s),
@@ -81,6 +96,20 @@ pub fn sweep_table(reports: &[BenchReport]) -> String {
             p(r, "ttft_ms", |d| d.p95),
             p(r, "itl_ms", |d| d.p50),
         ));
+        if slo {
+            let good = r.goodput.as_ref().and_then(|g| g["goodput_req_s"].as_f64());
+            let met = r.slo.as_ref().map(|v| v["met"] == true);
+            s.push_str(&format!(
+                "{:>10}{:>8}",
+                good.map(|x| format!("{x:.2}")).unwrap_or("-".into()),
+                match met {
+                    Some(true) => "met",
+                    Some(false) => "BROKEN",
+                    None => "-",
+                }
+            ));
+        }
+        s.push('\n');
     }
     s
 }
@@ -94,6 +123,8 @@ pub struct BenchSink {
     pub level: Option<(usize, usize)>,
     /// Fields a workload source adds to each `--requests-jsonl` line.
     pub annotate: Option<Annotate>,
+    /// In a `--rate` sweep: the level's rate, added to each `--requests-jsonl` line.
+    pub level_rate: Option<f64>,
     out: Option<std::io::BufWriter<std::fs::File>>,
     bar: Option<indicatif::ProgressBar>,
     run_start: Option<u64>,
@@ -128,6 +159,7 @@ impl BenchSink {
         Ok(BenchSink {
             level: None,
             annotate: None,
+            level_rate: None,
             out,
             bar,
             run_start: None,
@@ -146,6 +178,10 @@ impl Sink for BenchSink {
             }
             if let Some(f) = &self.annotate {
                 f(&t, &mut line);
+            }
+            if let Some(rate) = self.level_rate {
+                line["concurrency"] = Value::Null;
+                line["rate_per_s"] = json!(rate);
             }
             serde_json::to_writer(&mut *w, &line)?;
             w.write_all(b"\n")
@@ -196,9 +232,13 @@ pub fn print_report(r: &BenchReport) {
     let s = &r.stats;
     let load = match r.load["mode"].as_str() {
         Some("open-loop") => format!(
-            "open loop at {} req/s ({})",
+            "open loop at {} req/s ({}){}",
             r.load["rate_per_s"],
-            r.load["arrival"].as_str().unwrap_or("constant")
+            r.load["arrival"].as_str().unwrap_or("constant"),
+            match r.load["max_concurrency"].as_u64() {
+                Some(c) => format!(", at most {c} in flight"),
+                None => String::new(),
+            }
         ),
         _ => format!("closed loop at concurrency {}", r.load["concurrency"]),
     };

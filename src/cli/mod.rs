@@ -4,6 +4,7 @@ pub mod bench;
 pub mod bench_export;
 pub mod bench_output;
 pub mod bench_source;
+pub mod bench_sweep;
 pub mod compare;
 pub mod engine;
 pub mod gate;

@@ -275,6 +275,8 @@ async fn level(
             requests: Some(c as u64 * args.waves),
             duration: None,
             warmup: 0,
+            warmup_duration: None,
+            max_in_flight: None,
         },
         source: Arc::new(selftest_source(target, args.max_tokens)),
         opts: StreamOpts {

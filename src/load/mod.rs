@@ -36,6 +36,14 @@ pub struct Plan {
     pub requests: Option<u64>,
     pub duration: Option<Duration>,
     pub warmup: u64,
+    /// Warm-up by time: every request started within this long of the load's start is also
+    /// warm-up (with `warmup`, the warm-up lasts until both are done). Open loop: by intended
+    /// start.
+    pub warmup_duration: Option<Duration>,
+    /// Open loop only: at most this many requests in flight. A request whose start time comes
+    /// while the cap is full waits for a slot; its wait shows as schedule lag (intended start to
+    /// actual send), never in its latencies, which run from the actual send.
+    pub max_in_flight: Option<usize>,
 }
 
 /// One request ready to send.
@@ -54,6 +62,14 @@ pub trait Source: Send + Sync + 'static {
 pub struct RunWindow {
     pub start_ns: u64,
     pub end_ns: u64,
+    /// Requests of the warm-up (by count and by time).
+    pub warmup_requests: u64,
+    /// Open loop with `max_in_flight`: measured requests whose start time came while the cap
+    /// was full, so they waited for a slot.
+    pub cap_delayed: u64,
+    /// The most requests the client had in flight at once (open loop; the closed loop's is its
+    /// concurrency).
+    pub peak_in_flight: u64,
 }
 
 /// Runs the plan; sends every trace (warmup ones flagged) to `out`.
@@ -187,8 +203,10 @@ async fn closed(
     let concurrency = concurrency.max(1);
     let conns = open_conns(&target, concurrency, Duration::from_secs(30)).await?;
     let mut slots: Vec<Option<Conn>> = conns.into_iter().map(Some).collect();
+    let load_start = mono_ns();
+    let mut next = 0u64;
     if plan.warmup > 0 {
-        slots = closed_phase(
+        (slots, next) = closed_phase(
             &target,
             slots,
             0,
@@ -202,25 +220,39 @@ async fn closed(
         )
         .await;
     }
+    if let Some(w) = plan.warmup_duration {
+        // Requests started within the warm-up time are warm-up too (none if the count
+        // warm-up already outlasted it).
+        let until = load_start + w.as_nanos() as u64;
+        if mono_ns() < until {
+            (slots, next) = closed_phase(
+                &target,
+                slots,
+                next,
+                u64::MAX,
+                Some(until),
+                true,
+                &source,
+                &opts,
+                &out,
+                &cancel,
+            )
+            .await;
+        }
+    }
     let start = mono_ns();
     let deadline = plan.duration.map(|d| start + d.as_nanos() as u64);
-    let end_index = plan.requests.map(|r| plan.warmup + r).unwrap_or(u64::MAX);
+    let end_index = plan.requests.map(|r| next + r).unwrap_or(u64::MAX);
     closed_phase(
-        &target,
-        slots,
-        plan.warmup,
-        end_index,
-        deadline,
-        false,
-        &source,
-        &opts,
-        &out,
-        &cancel,
+        &target, slots, next, end_index, deadline, false, &source, &opts, &out, &cancel,
     )
     .await;
     Ok(RunWindow {
         start_ns: start,
         end_ns: mono_ns(),
+        warmup_requests: next,
+        cap_delayed: 0,
+        peak_in_flight: concurrency as u64,
     })
 }
 
@@ -236,7 +268,7 @@ async fn closed_phase(
     opts: &StreamOpts,
     out: &UnboundedSender<Trace>,
     cancel: &watch::Receiver<bool>,
-) -> Vec<Option<Conn>> {
+) -> (Vec<Option<Conn>>, u64) {
     let next = Arc::new(AtomicU64::new(from));
     let mut set = tokio::task::JoinSet::new();
     for mut conn in slots {
@@ -251,10 +283,12 @@ async fn closed_phase(
                 if deadline.is_some_and(|d| mono_ns() >= d) || *cancel.borrow() {
                     break;
                 }
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= to {
+                // Only indices that run are taken, so the next phase starts right after them.
+                let Ok(i) = next.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |i| {
+                    (i < to).then_some(i + 1)
+                }) else {
                     break;
-                }
+                };
                 let t = one(&mut conn, &target, &*source, i, warmup, None, &opts).await;
                 if out.send(t).is_err() {
                     break;
@@ -263,7 +297,9 @@ async fn closed_phase(
             conn
         });
     }
-    collect_workers(set, cancel.clone()).await
+    let conns = collect_workers(set, cancel.clone()).await;
+    let next = next.load(Ordering::Relaxed);
+    (conns, next)
 }
 
 /// Waits for the closed-loop workers and hands back their connections. On cancellation the
@@ -324,6 +360,16 @@ pub fn schedule(rate: f64, arrival: Arrival, n: u64) -> Vec<u64> {
     v
 }
 
+/// How many of the first scheduled requests are warm-up: at least `count`, and every one whose
+/// intended start falls within `duration` of the start (the offsets are sorted).
+pub fn warmup_count(offsets: &[u64], count: u64, duration: Option<Duration>) -> u64 {
+    let by_time = duration.map_or(0, |d| {
+        let d = d.as_nanos() as u64;
+        offsets.partition_point(|&o| o < d) as u64
+    });
+    count.max(by_time)
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn open(
     target: Target,
@@ -335,23 +381,40 @@ async fn open(
     out: UnboundedSender<Trace>,
     mut cancel: watch::Receiver<bool>,
 ) -> Result<RunWindow, RequestError> {
-    // Enough warm connections for about a second of arrivals; more are opened on demand.
-    let warm = (rate.ceil() as usize).clamp(1, 256);
+    // Enough warm connections for about a second of arrivals (or the cap); more are opened on
+    // demand.
+    let cap = plan.max_in_flight.map(|c| c.max(1));
+    let warm = (rate.ceil() as usize)
+        .min(cap.unwrap_or(usize::MAX))
+        .clamp(1, 256);
     let pool: Arc<Mutex<Vec<Conn>>> = Arc::new(Mutex::new(
         open_conns(&target, warm, Duration::from_secs(30)).await?,
     ));
+    // The schedule's prefix does not depend on its length, so the warm-up by time is counted
+    // on a schedule long enough to hold it, then the measured requests follow.
+    let warmup = match plan.warmup_duration {
+        None => plan.warmup,
+        Some(d) => {
+            let n = plan.warmup + (d.as_secs_f64() * rate * 3.0).ceil() as u64 + 16;
+            warmup_count(&schedule(rate, arrival, n), plan.warmup, Some(d))
+        }
+    };
     let total = match (plan.requests, plan.duration) {
-        (Some(r), _) => plan.warmup + r,
-        (None, Some(d)) => plan.warmup + (d.as_secs_f64() * rate * 3.0).ceil() as u64 + 16,
-        (None, None) => plan.warmup + 1,
+        (Some(r), _) => warmup + r,
+        (None, Some(d)) => warmup + (d.as_secs_f64() * rate * 3.0).ceil() as u64 + 16,
+        (None, None) => warmup + 1,
     };
     let offsets = schedule(rate, arrival, total);
     let start = mono_ns();
-    let measured_start = start + offsets.get(plan.warmup as usize).copied().unwrap_or(0);
+    let measured_start = start + offsets.get(warmup as usize).copied().unwrap_or(0);
     let deadline = plan.duration.map(|d| measured_start + d.as_nanos() as u64);
+    let slots = cap.map(|c| Arc::new(tokio::sync::Semaphore::new(c)));
+    let in_flight = Arc::new(AtomicU64::new(0));
+    let peak = Arc::new(AtomicU64::new(0));
+    let mut cap_delayed = 0u64;
     let mut set = tokio::task::JoinSet::new();
     let base = tokio::time::Instant::now();
-    for (i, off) in offsets.into_iter().enumerate() {
+    'arrivals: for (i, off) in offsets.into_iter().enumerate() {
         let intended = start + off;
         if deadline.is_some_and(|d| intended >= d) {
             break;
@@ -361,12 +424,32 @@ async fn open(
             _ = cancelled(&mut cancel) => break,
             _ = tokio::time::sleep_until(base + Duration::from_nanos(off)) => {}
         }
+        let is_warmup = (i as u64) < warmup;
+        // With a cap, the request waits here for a slot; requests behind it wait in order.
+        let permit = match &slots {
+            None => None,
+            Some(sem) => match sem.clone().try_acquire_owned() {
+                Ok(p) => Some(p),
+                Err(_) => {
+                    if !is_warmup {
+                        cap_delayed += 1;
+                    }
+                    tokio::select! {
+                        biased;
+                        _ = cancelled(&mut cancel) => break 'arrivals,
+                        p = sem.clone().acquire_owned() => Some(p.expect("the semaphore is never closed")),
+                    }
+                }
+            },
+        };
+        let now = in_flight.fetch_add(1, Ordering::Relaxed) + 1;
+        peak.fetch_max(now, Ordering::Relaxed);
         let pool = pool.clone();
         let source = source.clone();
         let opts = opts.clone();
         let out = out.clone();
         let target = target.clone();
-        let warmup = (i as u64) < plan.warmup;
+        let in_flight = in_flight.clone();
         set.spawn(async move {
             let mut conn = pool.lock().expect("pool lock").pop();
             let t = one(
@@ -374,7 +457,7 @@ async fn open(
                 &target,
                 &*source,
                 i as u64,
-                warmup,
+                is_warmup,
                 Some(intended),
                 &opts,
             )
@@ -384,6 +467,9 @@ async fn open(
                     pool.lock().expect("pool lock").push(c);
                 }
             }
+            in_flight.fetch_sub(1, Ordering::Relaxed);
+            // The slot frees before the trace is handed on: the request is over.
+            drop(permit);
             let _ = out.send(t);
         });
         // Reap finished tasks so a long run doesn't accumulate handles.
@@ -404,6 +490,9 @@ async fn open(
     Ok(RunWindow {
         start_ns: measured_start,
         end_ns: mono_ns(),
+        warmup_requests: warmup,
+        cap_delayed,
+        peak_in_flight: peak.load(Ordering::Relaxed),
     })
 }
 
@@ -426,5 +515,164 @@ mod tests {
         let rate = 4999.0 / secs;
         assert!((rate - 50.0).abs() < 3.0, "rate {rate}");
         assert!(a.windows(2).all(|w| w[0] <= w[1]));
+    }
+    #[test]
+    fn warmup_by_time_counts_the_scheduled_starts_within_it() {
+        let s = schedule(10.0, Arrival::Constant, 50);
+        // Starts at 0, 100, ..., 900 ms fall within one second.
+        assert_eq!(warmup_count(&s, 0, Some(Duration::from_secs(1))), 10);
+        assert_eq!(warmup_count(&s, 12, Some(Duration::from_secs(1))), 12);
+        assert_eq!(warmup_count(&s, 3, None), 3);
+        assert_eq!(warmup_count(&s, 0, Some(Duration::from_millis(1))), 1);
+    }
+
+    /// A server that answers every request with a short SSE stream after `hold`, counting the
+    /// requests it is serving at once (its own in-flight record).
+    async fn slow_server(hold: Duration) -> (Target, Arc<AtomicU64>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = l.local_addr().unwrap().port();
+        let now = Arc::new(AtomicU64::new(0));
+        let peak = Arc::new(AtomicU64::new(0));
+        let peak2 = peak.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut s, _)) = l.accept().await else {
+                    return;
+                };
+                let (now, peak) = (now.clone(), peak2.clone());
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 65536];
+                    loop {
+                        match s.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(_) => {}
+                        }
+                        let n = now.fetch_add(1, Ordering::SeqCst) + 1;
+                        peak.fetch_max(n, Ordering::SeqCst);
+                        tokio::time::sleep(hold).await;
+                        let mut body = String::new();
+                        for e in [
+                            "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n",
+                            "data: [DONE]\n\n",
+                        ] {
+                            body.push_str(&format!("{:x}\r\n{e}\r\n", e.len()));
+                        }
+                        body.push_str("0\r\n\r\n");
+                        now.fetch_sub(1, Ordering::SeqCst);
+                        let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n";
+                        if s.write_all(format!("{head}{body}").as_bytes())
+                            .await
+                            .is_err()
+                        {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        let t = Target::parse(&format!("http://127.0.0.1:{port}")).unwrap();
+        (t, peak)
+    }
+
+    struct Req(Target);
+    impl Source for Req {
+        fn prepare(&self, _: u64) -> Prepared {
+            Prepared {
+                bytes: crate::client::post_request_bytes(
+                    &self.0,
+                    "/v1/chat/completions",
+                    b"{}",
+                    None,
+                    true,
+                ),
+                prompt_tokens: None,
+            }
+        }
+    }
+
+    async fn capped(
+        rate: f64,
+        cap: Option<usize>,
+        n: u64,
+        hold: Duration,
+    ) -> (RunWindow, Vec<Trace>, u64) {
+        let (target, server_peak) = slow_server(hold).await;
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let plan = Plan {
+            mode: Mode::Open {
+                rate,
+                arrival: Arrival::Constant,
+            },
+            requests: Some(n),
+            duration: None,
+            warmup: 0,
+            warmup_duration: None,
+            max_in_flight: cap,
+        };
+        let w = run(
+            target.clone(),
+            plan,
+            Arc::new(Req(target)),
+            StreamOpts::default(),
+            tx,
+        )
+        .await
+        .unwrap();
+        let mut traces = Vec::new();
+        while let Ok(t) = rx.try_recv() {
+            traces.push(t);
+        }
+        (w, traces, server_peak.load(Ordering::SeqCst))
+    }
+
+    #[tokio::test]
+    async fn the_cap_holds_and_its_wait_is_schedule_lag_not_latency() {
+        // 100 arrivals/s for 12 requests, each served in 100 ms, at most 2 in flight: without the
+        // cap about 10 would overlap.
+        let hold = Duration::from_millis(100);
+        let (w, traces, server_peak) = capped(100.0, Some(2), 12, hold).await;
+        assert_eq!(traces.len(), 12);
+        assert!(
+            traces.iter().all(|t| t.error.is_none()),
+            "{:?}",
+            traces[0].error
+        );
+        assert!(
+            server_peak <= 2,
+            "the server saw {server_peak} requests at once"
+        );
+        assert!(w.peak_in_flight <= 2, "{w:?}");
+        // Two start on time; most of the other ten come while the cap is full (how many exactly
+        // depends on when slots free up against the 10 ms arrivals on a loaded host).
+        assert!((6..=10).contains(&w.cap_delayed), "{w:?}");
+        // TTFT runs from the actual send: about the server's 100 ms, never the queueing.
+        for t in &traces {
+            let ttft = RequestMetricsView::ttft_ms(t);
+            assert!(
+                (95.0..250.0).contains(&ttft),
+                "request {}: TTFT {ttft} ms includes the wait for a slot",
+                t.index
+            );
+        }
+        // The wait is the schedule lag: the last requests waited about 5 rounds of 100 ms.
+        let lag = |t: &Trace| t.send_ns.saturating_sub(t.intended_ns.unwrap()) as f64 / 1e6;
+        let max_lag = traces.iter().map(lag).fold(0.0, f64::max);
+        assert!(max_lag > 350.0, "max schedule lag {max_lag} ms");
+
+        // The same load without the cap overlaps on the server.
+        let (w, _, server_peak) = capped(100.0, None, 12, hold).await;
+        assert!(server_peak >= 5, "uncapped peak {server_peak}");
+        assert_eq!(w.cap_delayed, 0);
+        assert!(w.peak_in_flight >= 5, "{w:?}");
+    }
+
+    struct RequestMetricsView;
+    impl RequestMetricsView {
+        fn ttft_ms(t: &Trace) -> f64 {
+            crate::metrics::RequestMetrics::from_trace(t)
+                .ttft_ms
+                .expect("a first token")
+        }
     }
 }

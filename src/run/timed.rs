@@ -58,6 +58,8 @@ pub async fn run(inp: TimingInput) -> Result<TimingOutput, String> {
             requests: Some(inp.requests as u64),
             duration: None,
             warmup: 0,
+            warmup_duration: None,
+            max_in_flight: None,
         },
         source,
         opts: StreamOpts {

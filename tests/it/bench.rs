@@ -367,7 +367,7 @@ fn bench_and_campaign_timing_run_one_load_path_and_agree() {
         seed: Some(0),
         ignore_eos: true,
         concurrency: vec![concurrency as usize],
-        rate: None,
+        rate: vec![],
         arrival: ArrivalArg::Constant,
         requests: Some(requests as u64),
         duration: None,
@@ -382,6 +382,7 @@ fn bench_and_campaign_timing_run_one_load_path_and_agree() {
         export_vllm: None,
         no_progress: true,
         source: Default::default(),
+        shape: Default::default(),
     };
     let rt = bakeoff::load::pace::client_runtime().unwrap();
     let n0 = session::sessions();

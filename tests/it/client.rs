@@ -241,6 +241,8 @@ async fn a_stale_keep_alive_connection_is_retried_once() {
         requests: Some(1),
         duration: None,
         warmup: 0,
+        warmup_duration: None,
+        max_in_flight: None,
     };
     tokio::time::sleep(Duration::from_millis(50)).await;
     load::run(

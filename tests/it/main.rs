@@ -9,6 +9,7 @@ mod architecture;
 mod bench;
 mod bench_dataset;
 mod bench_export;
+mod bench_load;
 mod campaign {
     mod availability;
     mod bounds;

@@ -560,7 +560,7 @@ async fn bench_against_a_stream_only_endpoint_sends_exactly_sized_prompts() {
         seed: None,
         ignore_eos: false,
         concurrency: vec![2],
-        rate: None,
+        rate: vec![],
         arrival: ArrivalArg::Constant,
         requests: Some(6),
         duration: None,
@@ -575,6 +575,7 @@ async fn bench_against_a_stream_only_endpoint_sends_exactly_sized_prompts() {
         export_vllm: None,
         no_progress: true,
         source: Default::default(),
+        shape: Default::default(),
     };
     let (_keep, never) = tokio::sync::watch::channel(false);
     let r = bench(args, never).await.unwrap();
