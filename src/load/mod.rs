@@ -7,7 +7,7 @@ pub mod pace;
 pub mod session;
 pub mod source;
 
-use crate::client::{Conn, ErrorClass, RequestError, StreamOpts, Target, Trace};
+use crate::client::{Conn, ErrorClass, Reader, RequestError, StreamOpts, Target, Trace};
 use crate::clock::mono_ns;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -123,6 +123,7 @@ async fn open_conns(
     Ok(conns)
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn one(
     conn: &mut Option<Conn>,
     target: &Target,
@@ -131,6 +132,7 @@ async fn one(
     warmup: bool,
     intended_ns: Option<u64>,
     opts: &StreamOpts,
+    reader: Option<&Reader>,
 ) -> Trace {
     let prepared = source.prepare(index);
     let mut trace = Trace {
@@ -160,7 +162,8 @@ async fn one(
             }
         }
         let c = conn.as_mut().expect("connected above");
-        c.stream(&prepared.bytes, opts, &mut trace).await;
+        c.stream_via(&prepared.bytes, opts, &mut trace, reader)
+            .await;
         let stale = !fresh
             && trace.first_byte_ns.is_none()
             && matches!(&trace.error, Some(e) if e.class == ErrorClass::Io);
@@ -186,6 +189,7 @@ async fn closed(
 ) -> Result<RunWindow, RequestError> {
     let concurrency = concurrency.max(1);
     let conns = open_conns(&target, concurrency, Duration::from_secs(30)).await?;
+    let reader = shared_reader();
     let mut slots: Vec<Option<Conn>> = conns.into_iter().map(Some).collect();
     if plan.warmup > 0 {
         slots = closed_phase(
@@ -199,6 +203,7 @@ async fn closed(
             &opts,
             &out,
             &cancel,
+            reader.as_ref(),
         )
         .await;
     }
@@ -216,6 +221,7 @@ async fn closed(
         &opts,
         &out,
         &cancel,
+        reader.as_ref(),
     )
     .await;
     Ok(RunWindow {
@@ -236,6 +242,7 @@ async fn closed_phase(
     opts: &StreamOpts,
     out: &UnboundedSender<Trace>,
     cancel: &watch::Receiver<bool>,
+    reader: Option<&Reader>,
 ) -> Vec<Option<Conn>> {
     let next = Arc::new(AtomicU64::new(from));
     let mut set = tokio::task::JoinSet::new();
@@ -246,6 +253,7 @@ async fn closed_phase(
         let out = out.clone();
         let target = target.clone();
         let cancel = cancel.clone();
+        let reader = reader.cloned();
         set.spawn(async move {
             loop {
                 if deadline.is_some_and(|d| mono_ns() >= d) || *cancel.borrow() {
@@ -255,7 +263,17 @@ async fn closed_phase(
                 if i >= to {
                     break;
                 }
-                let t = one(&mut conn, &target, &*source, i, warmup, None, &opts).await;
+                let t = one(
+                    &mut conn,
+                    &target,
+                    &*source,
+                    i,
+                    warmup,
+                    None,
+                    &opts,
+                    reader.as_ref(),
+                )
+                .await;
                 if out.send(t).is_err() {
                     break;
                 }
@@ -299,6 +317,13 @@ async fn collect_workers(
             }
         }
     }
+}
+
+/// The load's shared reader (`client::Reader`): one task reads every streaming response. Where
+/// it cannot start, each request's task reads its own response, as before, with the same
+/// timing and parsing.
+fn shared_reader() -> Option<Reader> {
+    Reader::start().ok()
 }
 
 /// Intended send offsets (ns after start) for an open-loop run.
@@ -346,6 +371,7 @@ async fn open(
         (None, None) => plan.warmup + 1,
     };
     let offsets = schedule(rate, arrival, total);
+    let reader = shared_reader();
     let start = mono_ns();
     let measured_start = start + offsets.get(plan.warmup as usize).copied().unwrap_or(0);
     let deadline = plan.duration.map(|d| measured_start + d.as_nanos() as u64);
@@ -367,6 +393,7 @@ async fn open(
         let out = out.clone();
         let target = target.clone();
         let warmup = (i as u64) < plan.warmup;
+        let reader = reader.clone();
         set.spawn(async move {
             let mut conn = pool.lock().expect("pool lock").pop();
             let t = one(
@@ -377,6 +404,7 @@ async fn open(
                 warmup,
                 Some(intended),
                 &opts,
+                reader.as_ref(),
             )
             .await;
             if let Some(c) = conn {
