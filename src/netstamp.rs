@@ -164,19 +164,42 @@ pub async fn read(stream: &TcpStream, buf: &mut Vec<u8>) -> io::Result<(usize, u
         };
         // SAFETY: recvmsg initialised the first n bytes of the spare capacity.
         unsafe { buf.set_len(buf.len() + n) };
-        if n > 0 {
-            let (at, kernel, read_at) = arrival(stamp);
-            if kernel {
-                STAMPED.fetch_add(1, Relaxed);
-                MAX_LAG_NS.fetch_max(read_at - at, Relaxed);
-                LAG_HIST[lag_bucket(read_at - at)].fetch_add(1, Relaxed);
-            } else {
-                UNSTAMPED.fetch_add(1, Relaxed);
-            }
-            return Ok((n, at));
-        }
-        return Ok((0, mono_ns()));
+        return Ok((n, account(n, stamp)));
     }
+}
+
+/// The arrival time of a read of `n` bytes with the kernel's `stamp`, counted in the process's
+/// read statistics (EOF, `n == 0`: the read time, not counted).
+fn account(n: usize, stamp: Option<i128>) -> u64 {
+    if n == 0 {
+        return mono_ns();
+    }
+    let (at, kernel, read_at) = arrival(stamp);
+    if kernel {
+        STAMPED.fetch_add(1, Relaxed);
+        MAX_LAG_NS.fetch_max(read_at - at, Relaxed);
+        LAG_HIST[lag_bucket(read_at - at)].fetch_add(1, Relaxed);
+    } else {
+        UNSTAMPED.fetch_add(1, Relaxed);
+    }
+    at
+}
+
+/// Reads once, without waiting, into the spare capacity of `buf` (appending; `buf` must have
+/// some). `Ok(None)`: nothing to read now. Otherwise the byte count (0 at EOF) and when the
+/// bytes arrived, on CLOCK_MONOTONIC, counted like [`read`]'s.
+pub fn read_now(fd: libc::c_int, buf: &mut Vec<u8>) -> io::Result<Option<(usize, u64)>> {
+    let (n, stamp) = loop {
+        match recv_once(fd, buf.spare_capacity_mut()) {
+            Ok(r) => break r,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    };
+    // SAFETY: recvmsg initialised the first n bytes of the spare capacity.
+    unsafe { buf.set_len(buf.len() + n) };
+    Ok(Some((n, account(n, stamp))))
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! One keep-alive HTTP/1.1 connection: write a request, read the response with a timestamp per
 //! `read()`, decode the body framing by hand.
 
-use super::sse::{ChunkSink, Flow, SseParser};
+use super::reader::{Finished, Job, Reader};
+use super::response::{parse_head, Framing, Head, Response, Step};
 use super::trace::{ErrorClass, RequestError, Trace};
 use super::Target;
 use crate::clock::mono_ns;
@@ -35,7 +36,8 @@ impl Default for StreamOpts {
 }
 
 pub struct Conn {
-    stream: TcpStream,
+    /// `None` only while the shared reader holds the socket, or after it could not be taken back.
+    stream: Option<TcpStream>,
     /// `https://`: the TLS state (the socket then carries ciphertext).
     tls: Option<Box<super::tls::Tls>>,
     buf: Vec<u8>,
@@ -93,7 +95,7 @@ impl Conn {
             )),
         };
         Ok(Conn {
-            stream,
+            stream: Some(stream),
             tls,
             buf: Vec::with_capacity(READ_CHUNK),
             watch: Box::pin(tokio::time::sleep(Duration::from_secs(3600))),
@@ -142,9 +144,12 @@ impl Conn {
                 biased;
                 // Appends into spare capacity (no zero-filling); cancel-safe.
                 r = async {
+                    let Some(stream) = &self.stream else {
+                        return Err(lost());
+                    };
                     match &mut self.tls {
-                        None => crate::netstamp::read(&self.stream, &mut self.buf).await,
-                        Some(tls) => tls.read(&self.stream, &mut self.buf).await,
+                        None => crate::netstamp::read(stream, &mut self.buf).await,
+                        Some(tls) => tls.read(stream, &mut self.buf).await,
                     }
                 } => {
                     return match r {
@@ -168,6 +173,18 @@ impl Conn {
     /// Sends `request` and streams the SSE response into `trace`. The trace's `send_ns` is set
     /// right before the write. Never panics on bad input: every problem becomes `trace.error`.
     pub async fn stream(&mut self, request: &[u8], opts: &StreamOpts, trace: &mut Trace) {
+        self.stream_via(request, opts, trace, None).await
+    }
+
+    /// [`Conn::stream`], with the response read by the load's shared `reader` where it can be:
+    /// plain HTTP, no text kept (`opts.collect` off), nothing buffered from before.
+    pub async fn stream_via(
+        &mut self,
+        request: &[u8],
+        opts: &StreamOpts,
+        trace: &mut Trace,
+        reader: Option<&Reader>,
+    ) {
         trace.send_ns = mono_ns();
         self.last_ns = trace.send_ns;
         let deadline = trace.send_ns + opts.timeout.as_nanos() as u64;
@@ -179,7 +196,13 @@ impl Conn {
             ));
             return;
         }
-        if let Err(e) = self.stream_response(opts, trace, deadline).await {
+        let res = match reader {
+            Some(r) if self.tls.is_none() && !opts.collect && self.buf.is_empty() => {
+                self.stream_shared(r, opts, trace, deadline).await
+            }
+            _ => self.stream_response(opts, trace, deadline).await,
+        };
+        if let Err(e) = res {
             self.reusable = false;
             if trace.end_ns.is_none() {
                 trace.end_ns = Some(mono_ns().saturating_sub(trace.send_ns));
@@ -191,9 +214,63 @@ impl Conn {
     }
 
     async fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        let Some(stream) = &mut self.stream else {
+            return Err(lost());
+        };
         match &mut self.tls {
-            None => self.stream.write_all(bytes).await,
-            Some(tls) => tls.write_all(&mut self.stream, bytes).await,
+            None => stream.write_all(bytes).await,
+            Some(tls) => tls.write_all(stream, bytes).await,
+        }
+    }
+
+    /// The response, read by the shared reader: the socket leaves this task's runtime
+    /// registration for the reader's, and comes back when the response ended.
+    async fn stream_shared(
+        &mut self,
+        reader: &Reader,
+        opts: &StreamOpts,
+        trace: &mut Trace,
+        deadline: u64,
+    ) -> Result<(), RequestError> {
+        let std = match self.stream.take().map(|s| s.into_std()) {
+            Some(Ok(s)) => s,
+            Some(Err(e)) => return Err(RequestError::new(ErrorClass::Io, format!("{e}"))),
+            None => return Err(RequestError::new(ErrorClass::Io, lost().to_string())),
+        };
+        let job = Job {
+            stream: std,
+            buf: std::mem::take(&mut self.buf),
+            resp: Response::new(trace.send_ns, opts.collect),
+            trace: std::mem::take(trace),
+            last_ns: self.last_ns,
+        };
+        let Finished { job, result } = reader.read(job, deadline, opts.stall).await;
+        self.buf = job.buf;
+        *trace = job.trace;
+        self.last_ns = job.last_ns;
+        match TcpStream::from_std(job.stream) {
+            Ok(s) => self.stream = Some(s),
+            Err(e) => {
+                self.reusable = false;
+                if result.is_ok() {
+                    return Err(RequestError::new(
+                        ErrorClass::Io,
+                        format!("the connection could not be taken back: {e}"),
+                    ));
+                }
+            }
+        }
+        match result {
+            Ok(Step::Done { reusable }) => {
+                self.reusable &= reusable;
+                Ok(())
+            }
+            Ok(Step::Unusual(head)) => Err(self.unusual(head, deadline, opts).await),
+            Ok(Step::More) => unreachable!("the reader hands back finished responses only"),
+            Err(e) => {
+                self.reusable = false;
+                Err(e)
+            }
         }
     }
 
@@ -203,16 +280,37 @@ impl Conn {
         trace: &mut Trace,
         deadline: u64,
     ) -> Result<(), RequestError> {
-        let send = trace.send_ns;
-        let head = self
-            .read_head(deadline, opts.stall, |t| {
-                trace.first_byte_ns = Some(t - send);
-            })
-            .await?;
-        trace.status = Some(head.status);
-        if head.request_id.is_some() {
-            trace.response_id = head.request_id.clone();
+        let mut resp = Response::new(trace.send_ns, opts.collect);
+        // Bytes already buffered (none, normally) carry the send time.
+        let mut t = trace.send_ns;
+        loop {
+            match resp.advance(&mut self.buf, t, trace) {
+                Ok(Step::More) => {}
+                Ok(Step::Done { reusable }) => {
+                    self.reusable &= reusable;
+                    return Ok(());
+                }
+                Ok(Step::Unusual(head)) => return Err(self.unusual(head, deadline, opts).await),
+                Err(e) => {
+                    self.reusable = false;
+                    return Err(e);
+                }
+            }
+            let (n, at) = self.read_some(deadline, opts.stall).await?;
+            if n == 0 {
+                self.reusable = false;
+                return match resp.eof(trace)? {
+                    Step::Done { .. } => Ok(()),
+                    _ => unreachable!("eof ends the response or fails"),
+                };
+            }
+            resp.on_read(at, trace);
+            t = at;
         }
+    }
+
+    /// A head that is not a 2xx SSE answer: the error, with an excerpt of the body.
+    async fn unusual(&mut self, head: Head, deadline: u64, opts: &StreamOpts) -> RequestError {
         if !(200..300).contains(&head.status) {
             let body = self.read_body_excerpt(&head, deadline, opts.stall).await;
             let mut e = RequestError::new(
@@ -220,136 +318,30 @@ impl Conn {
                 format!("HTTP {}: {}", head.status, body),
             );
             e.status = Some(head.status);
-            return Err(e);
+            return e;
         }
-        if !head.content_type.starts_with("text/event-stream") {
-            let body = self.read_body_excerpt(&head, deadline, opts.stall).await;
-            self.reusable = false;
-            return Err(RequestError::new(
-                ErrorClass::NotSse,
-                format!(
-                    "expected an SSE stream (text/event-stream), got '{}': {}",
-                    head.content_type, body
-                ),
-            ));
-        }
-        if let Some(cap) = estimate_events(trace) {
-            trace.events.reserve(cap);
-        }
-        let mut parser = SseParser::default();
-        let mut framing = Framing::new(&head);
-        // Bytes after the head that arrived with it carry the head's timestamp.
-        let mut t = head.t_ns;
-        loop {
-            let pending = std::mem::take(&mut self.buf);
-            let mut sink = ChunkSink {
-                trace: &mut *trace,
-                collect: opts.collect,
-            };
-            let mut stop = false;
-            let res = framing.decode(&pending, &mut |data: &[u8]| {
-                if !stop && parser.feed(data, t - send, &mut sink) == Flow::Stop {
-                    stop = true;
-                }
-            });
-            self.buf = pending;
-            let consumed = match res {
-                Ok(c) => c,
-                Err(msg) => {
-                    return Err(RequestError::new(ErrorClass::Incomplete, msg));
-                }
-            };
-            self.buf.drain(..consumed);
-            if stop || trace.error.is_some() {
-                self.reusable = false;
-                return Ok(());
-            }
-            if framing.finished() {
-                break;
-            }
-            match self.read_some(deadline, opts.stall).await {
-                Ok((0, _)) => {
-                    if matches!(framing, Framing::Close) {
-                        break;
-                    }
-                    self.reusable = false;
-                    return Err(self.incomplete(
-                        &parser,
-                        trace,
-                        "the server closed the connection",
-                    ));
-                }
-                Ok((_, at)) => t = at,
-                Err(e) => return Err(e),
-            }
-        }
-        if matches!(framing, Framing::Close) || head.close {
-            self.reusable = false;
-        }
-        if !parser.done {
-            return Err(self.incomplete(&parser, trace, "the stream ended"));
-        }
-        Ok(())
-    }
-
-    fn incomplete(&self, parser: &SseParser, trace: &Trace, how: &str) -> RequestError {
-        let partial = if parser.has_partial() {
-            " in the middle of an event"
-        } else {
-            ""
-        };
+        let body = self.read_body_excerpt(&head, deadline, opts.stall).await;
+        self.reusable = false;
         RequestError::new(
-            ErrorClass::Incomplete,
+            ErrorClass::NotSse,
             format!(
-                "{how}{partial} before data: [DONE] after {} events",
-                trace.events.len()
+                "expected an SSE stream (text/event-stream), got '{}': {}",
+                head.content_type, body
             ),
         )
     }
 
-    async fn read_head(
-        &mut self,
-        deadline: u64,
-        stall: Duration,
-        mut on_first_byte: impl FnMut(u64),
-    ) -> Result<Head, RequestError> {
-        let mut first = true;
-        let mut t = 0;
+    async fn read_head(&mut self, deadline: u64, stall: Duration) -> Result<Head, RequestError> {
         loop {
-            if !self.buf.is_empty() {
-                let mut headers = [httparse::EMPTY_HEADER; 64];
-                let mut resp = httparse::Response::new(&mut headers);
-                match resp.parse(&self.buf) {
-                    Ok(httparse::Status::Complete(n)) => {
-                        let head = Head::from_parsed(&resp, t);
-                        self.buf.drain(..n);
-                        if head.status == 100 {
-                            continue;
-                        }
-                        return Ok(head);
-                    }
-                    Ok(httparse::Status::Partial) => {
-                        if self.buf.len() > 64 * 1024 {
-                            self.reusable = false;
-                            return Err(RequestError::new(
-                                ErrorClass::NotSse,
-                                "response head larger than 64 KiB",
-                            ));
-                        }
-                    }
-                    Err(e) => {
-                        self.reusable = false;
-                        return Err(RequestError::new(
-                            ErrorClass::NotSse,
-                            format!(
-                                "the server did not answer with HTTP ({e}): {}",
-                                String::from_utf8_lossy(&self.buf[..self.buf.len().min(120)])
-                            ),
-                        ));
-                    }
+            match parse_head(&mut self.buf) {
+                Ok(Some(head)) => return Ok(head),
+                Ok(None) => {}
+                Err(e) => {
+                    self.reusable = false;
+                    return Err(e);
                 }
             }
-            let (n, at) = self.read_some(deadline, stall).await?;
+            let (n, _) = self.read_some(deadline, stall).await?;
             if n == 0 {
                 self.reusable = false;
                 return Err(RequestError::new(
@@ -357,11 +349,6 @@ impl Conn {
                     "the server closed the connection without answering",
                 ));
             }
-            if first {
-                on_first_byte(at);
-                first = false;
-            }
-            t = at;
         }
     }
 
@@ -445,226 +432,12 @@ impl Conn {
                 format!("could not send the request: {e}"),
             ));
         }
-        let head = self.read_head(deadline, timeout, |_| {}).await?;
+        let head = self.read_head(deadline, timeout).await?;
         let body = self.read_body(&head, deadline, timeout, limit).await?;
         Ok((head.status, body))
     }
 }
 
-fn estimate_events(trace: &Trace) -> Option<usize> {
-    // Reserve once per request to keep reallocation off the hot path.
-    if trace.events.capacity() == 0 {
-        Some(64)
-    } else {
-        None
-    }
-}
-
-struct Head {
-    status: u16,
-    content_type: String,
-    chunked: bool,
-    content_length: Option<u64>,
-    close: bool,
-    request_id: Option<String>,
-    t_ns: u64,
-}
-
-impl Head {
-    fn from_parsed(resp: &httparse::Response<'_, '_>, t_ns: u64) -> Head {
-        let mut h = Head {
-            status: resp.code.unwrap_or(0),
-            content_type: String::new(),
-            chunked: false,
-            content_length: None,
-            close: resp.version == Some(0),
-            request_id: None,
-            t_ns,
-        };
-        for hd in resp.headers.iter() {
-            let v = String::from_utf8_lossy(hd.value);
-            if hd.name.eq_ignore_ascii_case("content-type") {
-                h.content_type = v.to_ascii_lowercase();
-            } else if hd.name.eq_ignore_ascii_case("transfer-encoding") {
-                h.chunked = v.to_ascii_lowercase().contains("chunked");
-            } else if hd.name.eq_ignore_ascii_case("content-length") {
-                h.content_length = v.trim().parse().ok();
-            } else if hd.name.eq_ignore_ascii_case("connection") {
-                let v = v.to_ascii_lowercase();
-                if v.contains("close") {
-                    h.close = true;
-                } else if v.contains("keep-alive") {
-                    h.close = false;
-                }
-            } else if hd.name.eq_ignore_ascii_case("x-request-id") {
-                h.request_id = Some(v.into_owned());
-            }
-        }
-        h
-    }
-}
-
-/// Response body framing (RFC 9112 §6).
-enum Framing {
-    Length(u64),
-    Chunked(ChunkState),
-    Close,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum ChunkState {
-    Size,
-    Data(u64),
-    DataEnd,
-    Trailer,
-    Done,
-}
-
-impl Framing {
-    fn new(head: &Head) -> Framing {
-        if head.chunked {
-            Framing::Chunked(ChunkState::Size)
-        } else if let Some(n) = head.content_length {
-            Framing::Length(n)
-        } else if head.status == 204 || head.status == 304 {
-            Framing::Length(0)
-        } else {
-            Framing::Close
-        }
-    }
-
-    fn finished(&self) -> bool {
-        matches!(
-            self,
-            Framing::Length(0) | Framing::Chunked(ChunkState::Done)
-        )
-    }
-
-    /// Decodes what it can from `buf`, handing body bytes to `emit`; returns bytes consumed.
-    fn decode(&mut self, buf: &[u8], emit: &mut dyn FnMut(&[u8])) -> Result<usize, String> {
-        match self {
-            Framing::Close => {
-                if !buf.is_empty() {
-                    emit(buf);
-                }
-                Ok(buf.len())
-            }
-            Framing::Length(left) => {
-                let take = (*left).min(buf.len() as u64) as usize;
-                if take > 0 {
-                    emit(&buf[..take]);
-                }
-                *left -= take as u64;
-                Ok(take)
-            }
-            Framing::Chunked(state) => {
-                let mut i = 0;
-                loop {
-                    match *state {
-                        ChunkState::Size => {
-                            let Some(nl) = memchr::memchr(b'\n', &buf[i..]) else {
-                                if buf.len() - i > 1024 {
-                                    return Err(
-                                        "invalid chunked encoding (size line too long)".into()
-                                    );
-                                }
-                                return Ok(i);
-                            };
-                            let line = &buf[i..i + nl];
-                            let line = line.strip_suffix(b"\r").unwrap_or(line);
-                            let hex = line.split(|&b| b == b';').next().unwrap_or(b"");
-                            let hex = std::str::from_utf8(hex).unwrap_or("").trim();
-                            let size = u64::from_str_radix(hex, 16).map_err(|_| {
-                                format!(
-                                    "invalid chunked encoding: bad chunk size '{}'",
-                                    String::from_utf8_lossy(&line[..line.len().min(40)])
-                                )
-                            })?;
-                            i += nl + 1;
-                            *state = if size == 0 {
-                                ChunkState::Trailer
-                            } else {
-                                ChunkState::Data(size)
-                            };
-                        }
-                        ChunkState::Data(left) => {
-                            let take = left.min((buf.len() - i) as u64) as usize;
-                            if take == 0 {
-                                return Ok(i);
-                            }
-                            emit(&buf[i..i + take]);
-                            i += take;
-                            *state = if left == take as u64 {
-                                ChunkState::DataEnd
-                            } else {
-                                ChunkState::Data(left - take as u64)
-                            };
-                        }
-                        ChunkState::DataEnd => {
-                            let rest = &buf[i..];
-                            if rest.starts_with(b"\r\n") {
-                                i += 2;
-                            } else if rest.starts_with(b"\n") {
-                                i += 1;
-                            } else if rest.len() < 2 {
-                                return Ok(i);
-                            } else {
-                                return Err(
-                                    "invalid chunked encoding: missing CRLF after chunk".into()
-                                );
-                            }
-                            *state = ChunkState::Size;
-                        }
-                        ChunkState::Trailer => {
-                            let Some(nl) = memchr::memchr(b'\n', &buf[i..]) else {
-                                return Ok(i);
-                            };
-                            let empty = nl == 0 || (nl == 1 && buf[i] == b'\r');
-                            i += nl + 1;
-                            if empty {
-                                *state = ChunkState::Done;
-                            }
-                        }
-                        ChunkState::Done => return Ok(i),
-                    }
-                }
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn decode_all(parts: &[&[u8]]) -> (Vec<u8>, bool) {
-        let mut f = Framing::Chunked(ChunkState::Size);
-        let mut out = Vec::new();
-        let mut pending: Vec<u8> = Vec::new();
-        for p in parts {
-            pending.extend_from_slice(p);
-            let n = f
-                .decode(&pending, &mut |d| out.extend_from_slice(d))
-                .unwrap();
-            pending.drain(..n);
-        }
-        (out, f.finished())
-    }
-
-    #[test]
-    fn chunked_across_arbitrary_splits() {
-        let whole: &[u8] = b"5\r\nhello\r\n7;ext=1\r\n, world\r\n0\r\n\r\n";
-        for cut in 0..whole.len() {
-            let (out, done) = decode_all(&[&whole[..cut], &whole[cut..]]);
-            assert_eq!(out, b"hello, world", "cut at {cut}");
-            assert!(done);
-        }
-    }
-
-    #[test]
-    fn chunked_rejects_garbage() {
-        let mut f = Framing::Chunked(ChunkState::Size);
-        let err = f.decode(b"zz\r\n", &mut |_| {}).unwrap_err();
-        assert!(err.contains("bad chunk size"));
-    }
+fn lost() -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::NotConnected, "the connection was lost")
 }

@@ -8,11 +8,14 @@
 mod conn;
 pub mod control;
 mod fastchunk;
+mod reader;
+mod response;
 mod sse;
 pub mod tls;
 pub mod trace;
 
 pub use conn::{Conn, StreamOpts};
+pub use reader::Reader;
 pub use tls::Trust;
 pub use trace::{ErrorClass, Event, Output, RequestError, ToolCall, Trace, Usage};
 

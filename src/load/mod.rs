@@ -7,7 +7,7 @@ pub mod pace;
 pub mod session;
 pub mod source;
 
-use crate::client::{Conn, ErrorClass, RequestError, StreamOpts, Target, Trace};
+use crate::client::{Conn, ErrorClass, Reader, RequestError, StreamOpts, Target, Trace};
 use crate::clock::mono_ns;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -139,6 +139,7 @@ async fn open_conns(
     Ok(conns)
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn one(
     conn: &mut Option<Conn>,
     target: &Target,
@@ -147,6 +148,7 @@ async fn one(
     warmup: bool,
     intended_ns: Option<u64>,
     opts: &StreamOpts,
+    reader: Option<&Reader>,
 ) -> Trace {
     let prepared = source.prepare(index);
     let mut trace = Trace {
@@ -176,7 +178,8 @@ async fn one(
             }
         }
         let c = conn.as_mut().expect("connected above");
-        c.stream(&prepared.bytes, opts, &mut trace).await;
+        c.stream_via(&prepared.bytes, opts, &mut trace, reader)
+            .await;
         let stale = !fresh
             && trace.first_byte_ns.is_none()
             && matches!(&trace.error, Some(e) if e.class == ErrorClass::Io);
@@ -202,6 +205,7 @@ async fn closed(
 ) -> Result<RunWindow, RequestError> {
     let concurrency = concurrency.max(1);
     let conns = open_conns(&target, concurrency, Duration::from_secs(30)).await?;
+    let reader = shared_reader();
     let mut slots: Vec<Option<Conn>> = conns.into_iter().map(Some).collect();
     let load_start = mono_ns();
     let mut next = 0u64;
@@ -217,6 +221,7 @@ async fn closed(
             &opts,
             &out,
             &cancel,
+            reader.as_ref(),
         )
         .await;
     }
@@ -236,6 +241,7 @@ async fn closed(
                 &opts,
                 &out,
                 &cancel,
+                reader.as_ref(),
             )
             .await;
         }
@@ -244,7 +250,17 @@ async fn closed(
     let deadline = plan.duration.map(|d| start + d.as_nanos() as u64);
     let end_index = plan.requests.map(|r| next + r).unwrap_or(u64::MAX);
     closed_phase(
-        &target, slots, next, end_index, deadline, false, &source, &opts, &out, &cancel,
+        &target,
+        slots,
+        next,
+        end_index,
+        deadline,
+        false,
+        &source,
+        &opts,
+        &out,
+        &cancel,
+        reader.as_ref(),
     )
     .await;
     Ok(RunWindow {
@@ -268,6 +284,7 @@ async fn closed_phase(
     opts: &StreamOpts,
     out: &UnboundedSender<Trace>,
     cancel: &watch::Receiver<bool>,
+    reader: Option<&Reader>,
 ) -> (Vec<Option<Conn>>, u64) {
     let next = Arc::new(AtomicU64::new(from));
     let mut set = tokio::task::JoinSet::new();
@@ -278,6 +295,7 @@ async fn closed_phase(
         let out = out.clone();
         let target = target.clone();
         let cancel = cancel.clone();
+        let reader = reader.cloned();
         set.spawn(async move {
             loop {
                 if deadline.is_some_and(|d| mono_ns() >= d) || *cancel.borrow() {
@@ -289,7 +307,17 @@ async fn closed_phase(
                 }) else {
                     break;
                 };
-                let t = one(&mut conn, &target, &*source, i, warmup, None, &opts).await;
+                let t = one(
+                    &mut conn,
+                    &target,
+                    &*source,
+                    i,
+                    warmup,
+                    None,
+                    &opts,
+                    reader.as_ref(),
+                )
+                .await;
                 if out.send(t).is_err() {
                     break;
                 }
@@ -335,6 +363,13 @@ async fn collect_workers(
             }
         }
     }
+}
+
+/// The load's shared reader (`client::Reader`): one task reads every streaming response. Where
+/// it cannot start, each request's task reads its own response, as before, with the same
+/// timing and parsing.
+fn shared_reader() -> Option<Reader> {
+    Reader::start().ok()
 }
 
 /// Intended send offsets (ns after start) for an open-loop run.
@@ -405,6 +440,7 @@ async fn open(
         (None, None) => warmup + 1,
     };
     let offsets = schedule(rate, arrival, total);
+    let reader = shared_reader();
     let start = mono_ns();
     let measured_start = start + offsets.get(warmup as usize).copied().unwrap_or(0);
     let deadline = plan.duration.map(|d| measured_start + d.as_nanos() as u64);
@@ -450,6 +486,7 @@ async fn open(
         let out = out.clone();
         let target = target.clone();
         let in_flight = in_flight.clone();
+        let reader = reader.clone();
         set.spawn(async move {
             let mut conn = pool.lock().expect("pool lock").pop();
             let t = one(
@@ -460,6 +497,7 @@ async fn open(
                 is_warmup,
                 Some(intended),
                 &opts,
+                reader.as_ref(),
             )
             .await;
             if let Some(c) = conn {

@@ -2,7 +2,7 @@
 //! never a panic and never a latency sample.
 
 use bakeoff::client::trace::kind;
-use bakeoff::client::{post_request_bytes, Conn, ErrorClass, StreamOpts, Target, Trace};
+use bakeoff::client::{post_request_bytes, Conn, ErrorClass, Reader, StreamOpts, Target, Trace};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -46,16 +46,48 @@ fn chunked(events: &[&str]) -> Vec<Vec<u8>> {
 }
 
 async fn one(target: &Target, stall: Duration) -> Trace {
+    let (t, reusable) = one_via(target, stall, None).await;
+    // The same response read as a load reads it, by the shared reader and without keeping text,
+    // must end the same way: the same events, the same failure, the same connection state.
+    let reader = Reader::start().unwrap();
+    let (s, s_reusable) = one_via(target, stall, Some(&reader)).await;
+    let kinds = |t: &Trace| t.events.iter().map(|e| e.kind).collect::<Vec<_>>();
+    assert_eq!(
+        kinds(&s),
+        kinds(&t),
+        "event kinds, shared reader vs own task"
+    );
+    assert_eq!(s.error, t.error, "failure, shared reader vs own task");
+    assert_eq!(
+        (s.status, &s.response_id, &s.finish_reason, &s.usage),
+        (t.status, &t.response_id, &t.finish_reason, &t.usage)
+    );
+    assert_eq!(
+        (s.first_byte_ns.is_some(), s.end_ns.is_some()),
+        (t.first_byte_ns.is_some(), t.end_ns.is_some())
+    );
+    assert_eq!(
+        s_reusable, reusable,
+        "connection reusable after the response"
+    );
+    if let (Some(f), Some(e)) = (s.first_byte_ns, s.events.first()) {
+        assert!(f <= e.t_ns);
+    }
+    t
+}
+
+/// One request on a fresh connection: read by its own task with text kept, or by `reader`.
+async fn one_via(target: &Target, stall: Duration, reader: Option<&Reader>) -> (Trace, bool) {
     let mut c = Conn::connect(target, Duration::from_secs(5)).await.unwrap();
     let req = post_request_bytes(target, "/v1/chat/completions", b"{}", None, true);
     let mut t = Trace::default();
     let opts = StreamOpts {
         timeout: Duration::from_secs(10),
         stall,
-        collect: true,
+        collect: reader.is_none(),
     };
-    c.stream(&req, &opts, &mut t).await;
-    t
+    c.stream_via(&req, &opts, &mut t, reader).await;
+    (t, c.reusable)
 }
 
 const CONTENT: &str = "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\n";
@@ -72,6 +104,54 @@ async fn a_good_stream_is_measured() {
     assert!(t.first_byte_ns.unwrap() <= t.events[0].t_ns);
     assert_eq!(t.usage.unwrap().completion_tokens, Some(1));
     assert_eq!(t.output.unwrap().content, "hi");
+}
+
+#[tokio::test]
+async fn a_stream_ended_by_closing_the_connection_is_complete() {
+    // No length, no chunked encoding: the body ends when the server closes; an interim
+    // `100 Continue` head comes first.
+    let mut parts = vec![
+        b"HTTP/1.1 100 Continue\r\n\r\n".to_vec(),
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n".to_vec(),
+    ];
+    for e in [CONTENT, CONTENT, USAGE, "data: [DONE]\n\n"] {
+        parts.push(e.as_bytes().to_vec());
+    }
+    let t = one(&serve(parts, Duration::ZERO).await, Duration::from_secs(5)).await;
+    assert!(t.error.is_none(), "{:?}", t.error);
+    assert_eq!(t.events.len(), 4);
+    assert_eq!(t.status, Some(200));
+}
+
+#[tokio::test]
+async fn a_shared_reader_reads_many_streams_at_once() {
+    let mut parts = chunked(&[CONTENT, CONTENT, USAGE, "data: [DONE]\n\n"]);
+    parts.push(b"0\r\n\r\n".to_vec());
+    let target = serve(parts, Duration::from_secs(5)).await;
+    let reader = Reader::start().unwrap();
+    let mut set = tokio::task::JoinSet::new();
+    for _ in 0..64 {
+        let (target, reader) = (target.clone(), reader.clone());
+        set.spawn(async move {
+            let mut c = Conn::connect(&target, Duration::from_secs(5))
+                .await
+                .unwrap();
+            let req = post_request_bytes(&target, "/v1/chat/completions", b"{}", None, true);
+            let mut t = Trace::default();
+            c.stream_via(&req, &StreamOpts::default(), &mut t, Some(&reader))
+                .await;
+            (t, c.reusable)
+        });
+    }
+    let mut n = 0;
+    while let Some(r) = set.join_next().await {
+        let (t, reusable) = r.unwrap();
+        assert!(t.error.is_none(), "{:?}", t.error);
+        assert_eq!(t.events.len(), 4);
+        assert!(reusable);
+        n += 1;
+    }
+    assert_eq!(n, 64);
 }
 
 #[tokio::test]
