@@ -115,6 +115,9 @@ pub struct BenchArgs {
     /// Never show a progress bar.
     #[arg(long)]
     pub no_progress: bool,
+    /// Multi-turn conversations and shared-prefix groups (`bench_conv`).
+    #[command(flatten)]
+    pub conv: super::bench_conv::ConvArgs,
 }
 
 pub fn read_api_key(var: Option<&str>) -> Result<Option<String>> {
@@ -252,6 +255,7 @@ fn validate(args: &BenchArgs) -> Result<(Target, Option<serde_json::Map<String, 
             Err(e) => bail!("--extra-body is not valid JSON ({e}); quote it for the shell, like '{{\"top_p\": 0.9}}'"),
         },
     };
+    super::bench_conv::validate(&args.conv, args.prompt_tokens)?;
     if let Some(t) = &args.tokenizer {
         if !t.is_file() {
             bail!(
@@ -316,31 +320,41 @@ pub async fn bench_levels(
         Some(s) => crate::workload::filler::nonce_base_from_seed(s),
         None => crate::workload::filler::random_nonce_base(),
     };
-    let (matched, prompt_record) = match &args.prompt {
+    let (matched, prompt_record, prefix) = match &args.prompt {
         Some(text) => (
             None,
             json!({"strategy": "literal", "nonce": nonce, "chars": text.chars().count()}),
+            None,
         ),
         None => {
-            eprintln!(
-                "sizing a {}-token matched prompt against {target} ...",
-                args.prompt_tokens
-            );
-            let m = prompt::build(&PromptSpec {
+            let tokens = super::bench_conv::sized_tokens(&args.conv, args.prompt_tokens);
+            eprintln!("sizing a {tokens}-token matched prompt against {target} ...");
+            let spec = PromptSpec {
                 target: &target,
                 model: &model,
                 endpoint,
-                tokens: args.prompt_tokens,
+                tokens,
                 tokenizer: args.tokenizer.as_deref(),
                 api_key: api_key.as_deref(),
                 nonce,
                 timeout: Duration::from_secs_f64(args.timeout.min(300.0)),
                 extra_body: extra.as_ref(),
-            })
-            .await
-            .map_err(|e| anyhow::anyhow!("matched prompt: {e}"))?;
-            let rec = serde_json::to_value(&m)?;
-            (Some(Arc::new(m)), rec)
+            };
+            let m = prompt::build(&spec)
+                .await
+                .map_err(|e| anyhow::anyhow!("matched prompt: {e}"))?;
+            let mut rec = serde_json::to_value(&m)?;
+            let prefix = super::bench_conv::size_prefix(
+                &args.conv,
+                args.prompt_tokens,
+                args.seed,
+                &spec,
+                Some(&m),
+                nonce_base,
+                &mut rec,
+            )
+            .await?;
+            (Some(Arc::new(m)), rec, prefix)
         }
     };
 
@@ -398,7 +412,7 @@ pub async fn bench_levels(
             duration: args.duration.map(Duration::from_secs_f64),
             warmup: args.warmup,
         };
-        let load_record = json!({
+        let mut load_record = json!({
             "mode": match mode { Mode::Closed{..} => "closed-loop", Mode::Open{..} => "open-loop" },
             "concurrency": if args.rate.is_none() { Some(concurrency) } else { None },
             "rate_per_s": args.rate,
@@ -416,16 +430,31 @@ pub async fn bench_levels(
             "sweep_level": sweep.then_some(level),
             "sweep_concurrency": sweep.then(|| levels.clone()),
         });
+        super::bench_conv::load_fields(&args.conv, &mut load_record);
 
-        let source = Arc::new(RequestSource {
-            target: target.clone(),
+        let parts = super::bench_conv::SourceParts {
+            target: &target,
             endpoint,
-            base: base.clone(),
+            base: &base,
             prompt: prompt_text(),
             api_key: api_key.clone(),
             offset,
             nonce_base,
-        });
+            level,
+        };
+        let source: Arc<dyn crate::load::Source> =
+            match super::bench_conv::source(&args.conv, prefix.as_ref(), parts) {
+                Some(s) => s,
+                None => Arc::new(RequestSource {
+                    target: target.clone(),
+                    endpoint,
+                    base: base.clone(),
+                    prompt: prompt_text(),
+                    api_key: api_key.clone(),
+                    offset,
+                    nonce_base,
+                }),
+            };
         let opts = StreamOpts {
             timeout: Duration::from_secs_f64(args.timeout),
             stall: Duration::from_secs_f64(args.stall_timeout),
@@ -458,7 +487,7 @@ pub async fn bench_levels(
                 telemetry: Telemetry::None,
                 seed,
             },
-            sink,
+            super::bench_conv::ConvSink::new(sink),
         )
         .await?;
         if let Err(e) = &out.window {
@@ -467,7 +496,8 @@ pub async fn bench_levels(
         let stats = out.stats();
         offset += stats.ok + stats.failed + stats.warmup_excluded;
         let mut warnings = Vec::new();
-        if nonce {
+        // Multi-turn and shared-prefix loads are meant to hit the cache.
+        if nonce && !args.conv.active() {
             if let Some(w) = stats.prefix_cache.defeated_cache_warning() {
                 warnings.push(match args.seed {
                 Some(s) => format!("{w}; --seed {s} repeats the nonce numbers of an earlier run with the same seed"),
@@ -500,6 +530,7 @@ pub async fn bench_levels(
             arrival_clock: out.reads.evidence(),
             warnings,
             tls: target.tls.as_ref().map(|t| t.record()),
+            workload: out.sink.summary(&args.conv),
             stats,
         });
         if interrupted {

@@ -3,11 +3,12 @@
 //! Connections are opened before the clock starts so the first wave measures the engine, not
 //! TCP setup. Each finished request's trace goes to a channel; the caller aggregates.
 
+pub mod conversation;
 pub mod pace;
 pub mod session;
 pub mod source;
 
-use crate::client::{Conn, ErrorClass, RequestError, StreamOpts, Target, Trace};
+use crate::client::{Conn, ErrorClass, Place, RequestError, StreamOpts, Target, Trace};
 use crate::clock::mono_ns;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -47,6 +48,24 @@ pub struct Prepared {
 /// Builds request `index` (called by the workers, before the request's clock starts).
 pub trait Source: Send + Sync + 'static {
     fn prepare(&self, index: u64) -> Prepared;
+
+    /// Where request `index` sits in a structured workload (a shared-prefix group), recorded on
+    /// its trace. Independent requests have none.
+    fn place(&self, _index: u64) -> Option<Place> {
+        None
+    }
+
+    /// A multi-turn source: in a closed loop each stream then runs conversations, each turn
+    /// built from the stream's history (`conversation`). Independent requests: `None`.
+    fn conversations(&self) -> Option<&conversation::ConversationSource> {
+        None
+    }
+}
+
+/// What one closed-loop stream keeps between its requests (a multi-turn conversation's history).
+#[derive(Debug, Default)]
+pub struct StreamState {
+    conversation: conversation::Conversation,
 }
 
 /// Times of the measured phase (CLOCK_MONOTONIC ns).
@@ -133,6 +152,21 @@ async fn one(
     opts: &StreamOpts,
 ) -> Trace {
     let prepared = source.prepare(index);
+    let mut trace = send(conn, target, prepared, index, warmup, intended_ns, opts).await;
+    trace.place = source.place(index);
+    trace
+}
+
+/// Sends one prepared request on `conn` (a fresh connection when it has none or can't be reused).
+async fn send(
+    conn: &mut Option<Conn>,
+    target: &Target,
+    prepared: Prepared,
+    index: u64,
+    warmup: bool,
+    intended_ns: Option<u64>,
+    opts: &StreamOpts,
+) -> Trace {
     let mut trace = Trace {
         index,
         warmup,
@@ -247,6 +281,7 @@ async fn closed_phase(
         let target = target.clone();
         let cancel = cancel.clone();
         set.spawn(async move {
+            let mut state = StreamState::default();
             loop {
                 if deadline.is_some_and(|d| mono_ns() >= d) || *cancel.borrow() {
                     break;
@@ -255,7 +290,19 @@ async fn closed_phase(
                 if i >= to {
                     break;
                 }
-                let t = one(&mut conn, &target, &*source, i, warmup, None, &opts).await;
+                let t = match source.conversations() {
+                    None => one(&mut conn, &target, &*source, i, warmup, None, &opts).await,
+                    Some(c) => {
+                        // The pause before a conversation's next turn, then the same checks
+                        // as before any request.
+                        conversation::think(c, &mut state).await;
+                        if deadline.is_some_and(|d| mono_ns() >= d) || *cancel.borrow() {
+                            break;
+                        }
+                        conversation::turn(c, &mut state, &mut conn, &target, i, warmup, &opts)
+                            .await
+                    }
+                };
                 if out.send(t).is_err() {
                     break;
                 }

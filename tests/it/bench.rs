@@ -379,6 +379,7 @@ fn bench_and_campaign_timing_run_one_load_path_and_agree() {
         json: None,
         requests_jsonl: None,
         no_progress: true,
+        conv: Default::default(),
     };
     let rt = bakeoff::load::pace::client_runtime().unwrap();
     let n0 = session::sessions();

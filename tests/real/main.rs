@@ -8,6 +8,7 @@ mod support;
 
 mod bench;
 mod campaign_run;
+mod conversation;
 mod gate;
 mod lane;
 mod prompt;

@@ -572,6 +572,7 @@ async fn bench_against_a_stream_only_endpoint_sends_exactly_sized_prompts() {
         json: None,
         requests_jsonl: None,
         no_progress: true,
+        conv: Default::default(),
     };
     let (_keep, never) = tokio::sync::watch::channel(false);
     let r = bench(args, never).await.unwrap();
