@@ -126,6 +126,9 @@ pub struct BenchArgs {
     /// Load shapes and SLOs (cli/bench_sweep.rs).
     #[command(flatten)]
     pub shape: super::bench_sweep::LoadShapeArgs,
+    /// Multi-turn conversations and shared-prefix groups (`bench_conv`).
+    #[command(flatten)]
+    pub conv: super::bench_conv::ConvArgs,
 }
 
 impl BenchArgs {
@@ -272,6 +275,10 @@ fn validate(args: &BenchArgs) -> Result<(Target, Option<serde_json::Map<String, 
             Err(e) => bail!("--extra-body is not valid JSON ({e}); quote it for the shell, like '{{\"top_p\": 0.9}}'"),
         },
     };
+    super::bench_conv::validate(&args.conv, args.prompt_tokens)?;
+    if args.conv.active() && args.source.active() {
+        bail!("--multi-turn / --shared-prefix-tokens build their own prompts and can't be combined with --dataset or --input-tokens-dist / --output-tokens-dist yet; run them separately");
+    }
     if let Some(t) = &args.tokenizer {
         if !t.is_file() {
             bail!(
@@ -358,35 +365,46 @@ pub async fn bench_levels(
         },
     )
     .await?;
-    let (matched, prompt_record) = match &args.prompt {
+    let (matched, prompt_record, prefix) = match &args.prompt {
         _ if work.is_some() => (
             None,
             work.as_ref().map(|w| w.record.clone()).unwrap_or_default(),
+            None,
         ),
         Some(text) => (
             None,
             json!({"strategy": "literal", "nonce": nonce, "chars": text.chars().count()}),
+            None,
         ),
         None => {
-            eprintln!(
-                "sizing a {}-token matched prompt against {target} ...",
-                args.prompt_tokens
-            );
-            let m = prompt::build(&PromptSpec {
+            let tokens = super::bench_conv::sized_tokens(&args.conv, args.prompt_tokens);
+            eprintln!("sizing a {tokens}-token matched prompt against {target} ...");
+            let spec = PromptSpec {
                 target: &target,
                 model: &model,
                 endpoint,
-                tokens: args.prompt_tokens,
+                tokens,
                 tokenizer: args.tokenizer.as_deref(),
                 api_key: api_key.as_deref(),
                 nonce,
                 timeout: Duration::from_secs_f64(args.timeout.min(300.0)),
                 extra_body: extra.as_ref(),
-            })
-            .await
-            .map_err(|e| anyhow::anyhow!("matched prompt: {e}"))?;
-            let rec = serde_json::to_value(&m)?;
-            (Some(Arc::new(m)), rec)
+            };
+            let m = prompt::build(&spec)
+                .await
+                .map_err(|e| anyhow::anyhow!("matched prompt: {e}"))?;
+            let mut rec = serde_json::to_value(&m)?;
+            let prefix = super::bench_conv::size_prefix(
+                &args.conv,
+                args.prompt_tokens,
+                args.seed,
+                &spec,
+                Some(&m),
+                nonce_base,
+                &mut rec,
+            )
+            .await?;
+            (Some(Arc::new(m)), rec, prefix)
         }
     };
 
@@ -465,16 +483,31 @@ pub async fn bench_levels(
             "sweep_rate": (sweep && lv.rate.is_some()).then(|| args.rate.clone()),
             "find_saturation": args.shape.find_saturation,
         });
+        super::bench_conv::load_fields(&args.conv, &mut load_record);
 
-        let source = Arc::new(RequestSource {
-            target: target.clone(),
+        let parts = super::bench_conv::SourceParts {
+            target: &target,
             endpoint,
-            base: base.clone(),
+            base: &base,
             prompt: prompt_text(),
             api_key: api_key.clone(),
             offset,
             nonce_base,
-        });
+            level,
+        };
+        let source: Arc<dyn crate::load::Source> =
+            match super::bench_conv::source(&args.conv, prefix.as_ref(), parts) {
+                Some(s) => s,
+                None => Arc::new(RequestSource {
+                    target: target.clone(),
+                    endpoint,
+                    base: base.clone(),
+                    prompt: prompt_text(),
+                    api_key: api_key.clone(),
+                    offset,
+                    nonce_base,
+                }),
+            };
         let opts = StreamOpts {
             timeout: Duration::from_secs_f64(args.timeout),
             stall: Duration::from_secs_f64(args.stall_timeout),
@@ -518,7 +551,10 @@ pub async fn bench_levels(
                 telemetry: Telemetry::None,
                 seed,
             },
-            bench_sweep::SloSink::new(sink, args.shape.slo.is_some()),
+            super::bench_conv::ConvSink::new(bench_sweep::SloSink::new(
+                sink,
+                args.shape.slo.is_some(),
+            )),
         )
         .await?;
         let window = match &out.window {
@@ -529,7 +565,8 @@ pub async fn bench_levels(
         let stats = out.stats();
         offset += stats.ok + stats.failed + stats.warmup_excluded;
         let mut warnings = Vec::new();
-        if nonce {
+        // Multi-turn and shared-prefix loads are meant to hit the cache.
+        if nonce && !args.conv.active() {
             if let Some(w) = stats.prefix_cache.defeated_cache_warning() {
                 warnings.push(match args.seed {
                 Some(s) => format!("{w}; --seed {s} repeats the nonce numbers of an earlier run with the same seed"),
@@ -571,11 +608,12 @@ pub async fn bench_levels(
             arrival_clock: out.reads.evidence(),
             warnings,
             tls: target.tls.as_ref().map(|t| t.record()),
+            workload: out.sink.summary(&args.conv),
             stats,
             slo: None,
             goodput: None,
         };
-        bench_sweep::judge(&args.sweep(), &mut report, &out.sink.ok)?;
+        bench_sweep::judge(&args.sweep(), &mut report, &out.sink.inner.ok)?;
         reports.push(report);
         if interrupted {
             break;

@@ -278,6 +278,7 @@ mod tests {
             stats,
             slo: None,
             goodput: None,
+            workload: None,
         }
     }
 

@@ -43,6 +43,10 @@ pub struct BenchReport {
     /// "insecure"}`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tls: Option<Value>,
+    /// Multi-turn / shared-prefix runs: per-turn and per-group rows and the cached tokens share
+    /// (`bench_conv`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workload: Option<Value>,
     #[serde(flatten)]
     pub stats: RunStats,
     /// `--slo`: `{"met", "checks": [{"limit", "observed_ms", "met", "text"}]}` (cli/bench_sweep.rs).
@@ -209,7 +213,7 @@ impl Sink for BenchSink {
 /// One line of `--requests-jsonl`: the metrics and the raw per-chunk arrival offsets.
 pub fn request_line(t: &Trace, run_start: u64) -> Value {
     let m = crate::metrics::RequestMetrics::from_trace(t);
-    json!({
+    let mut line = json!({
         "index": t.index,
         "warmup": t.warmup,
         "ok": t.ok(),
@@ -225,7 +229,9 @@ pub fn request_line(t: &Trace, run_start: u64) -> Value {
         "client_prompt_tokens": t.client_prompt_tokens,
         "chunk_offsets_ns": t.events.iter().map(|e| e.t_ns).collect::<Vec<_>>(),
         "chunk_kinds": t.events.iter().map(|e| e.kind).collect::<Vec<_>>(),
-    })
+    });
+    super::bench_conv::place_fields(&mut line, t);
+    line
 }
 
 pub fn print_report(r: &BenchReport) {
@@ -299,4 +305,5 @@ pub fn print_report(r: &BenchReport) {
         );
     }
     print!("{}", s.table());
+    super::bench_conv::print_rows(r.workload.as_ref());
 }

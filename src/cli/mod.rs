@@ -1,6 +1,7 @@
 //! One file per subcommand.
 
 pub mod bench;
+pub mod bench_conv;
 pub mod bench_export;
 pub mod bench_output;
 pub mod bench_source;

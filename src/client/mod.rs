@@ -17,7 +17,7 @@ pub mod trace;
 pub use conn::{Conn, StreamOpts};
 pub use reader::Reader;
 pub use tls::Trust;
-pub use trace::{ErrorClass, Event, Output, RequestError, ToolCall, Trace, Usage};
+pub use trace::{ErrorClass, Event, Output, Place, RequestError, ToolCall, Trace, Usage};
 
 use std::fmt;
 

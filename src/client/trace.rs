@@ -144,6 +144,25 @@ pub struct Trace {
     pub output: Option<Output>,
     /// Prompt tokens the client intended to send (matched prompt), when known.
     pub client_prompt_tokens: Option<u64>,
+    /// Where the request sits in a structured workload (multi-turn conversation, shared-prefix
+    /// group); `None` for independent requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub place: Option<Place>,
+}
+
+/// A request's place in a structured workload (`bakeoff bench --multi-turn`,
+/// `--shared-prefix-tokens`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Place {
+    /// The conversation this request is a turn of (numbered from 0 within the load).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation: Option<u64>,
+    /// The turn, from 1: turn k resends turns 1..k−1 and their replies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<u32>,
+    /// The shared-prefix group whose system prompt the request starts with (from 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix_group: Option<u32>,
 }
 
 impl Trace {

@@ -3,11 +3,12 @@
 //! Connections are opened before the clock starts so the first wave measures the engine, not
 //! TCP setup. Each finished request's trace goes to a channel; the caller aggregates.
 
+pub mod conversation;
 pub mod pace;
 pub mod session;
 pub mod source;
 
-use crate::client::{Conn, ErrorClass, Reader, RequestError, StreamOpts, Target, Trace};
+use crate::client::{Conn, ErrorClass, Place, Reader, RequestError, StreamOpts, Target, Trace};
 use crate::clock::mono_ns;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -55,6 +56,24 @@ pub struct Prepared {
 /// Builds request `index` (called by the workers, before the request's clock starts).
 pub trait Source: Send + Sync + 'static {
     fn prepare(&self, index: u64) -> Prepared;
+
+    /// Where request `index` sits in a structured workload (a shared-prefix group), recorded on
+    /// its trace. Independent requests have none.
+    fn place(&self, _index: u64) -> Option<Place> {
+        None
+    }
+
+    /// A multi-turn source: in a closed loop each stream then runs conversations, each turn
+    /// built from the stream's history (`conversation`). Independent requests: `None`.
+    fn conversations(&self) -> Option<&conversation::ConversationSource> {
+        None
+    }
+}
+
+/// What one closed-loop stream keeps between its requests (a multi-turn conversation's history).
+#[derive(Debug, Default)]
+pub struct StreamState {
+    conversation: conversation::Conversation,
 }
 
 /// Times of the measured phase (CLOCK_MONOTONIC ns).
@@ -151,6 +170,34 @@ async fn one(
     reader: Option<&Reader>,
 ) -> Trace {
     let prepared = source.prepare(index);
+    let mut trace = send(
+        conn,
+        target,
+        prepared,
+        index,
+        warmup,
+        intended_ns,
+        opts,
+        reader,
+    )
+    .await;
+    trace.place = source.place(index);
+    trace
+}
+
+/// Sends one prepared request on `conn` (a fresh connection when it has none or can't be reused);
+/// with `reader`, the load's shared reader reads the response.
+#[allow(clippy::too_many_arguments)]
+async fn send(
+    conn: &mut Option<Conn>,
+    target: &Target,
+    prepared: Prepared,
+    index: u64,
+    warmup: bool,
+    intended_ns: Option<u64>,
+    opts: &StreamOpts,
+    reader: Option<&Reader>,
+) -> Trace {
     let mut trace = Trace {
         index,
         warmup,
@@ -297,6 +344,7 @@ async fn closed_phase(
         let cancel = cancel.clone();
         let reader = reader.cloned();
         set.spawn(async move {
+            let mut state = StreamState::default();
             loop {
                 if deadline.is_some_and(|d| mono_ns() >= d) || *cancel.borrow() {
                     break;
@@ -307,17 +355,31 @@ async fn closed_phase(
                 }) else {
                     break;
                 };
-                let t = one(
-                    &mut conn,
-                    &target,
-                    &*source,
-                    i,
-                    warmup,
-                    None,
-                    &opts,
-                    reader.as_ref(),
-                )
-                .await;
+                let t = match source.conversations() {
+                    None => {
+                        one(
+                            &mut conn,
+                            &target,
+                            &*source,
+                            i,
+                            warmup,
+                            None,
+                            &opts,
+                            reader.as_ref(),
+                        )
+                        .await
+                    }
+                    Some(c) => {
+                        // The pause before a conversation's next turn, then the same checks
+                        // as before any request.
+                        conversation::think(c, &mut state).await;
+                        if deadline.is_some_and(|d| mono_ns() >= d) || *cancel.borrow() {
+                            break;
+                        }
+                        conversation::turn(c, &mut state, &mut conn, &target, i, warmup, &opts)
+                            .await
+                    }
+                };
                 if out.send(t).is_err() {
                     break;
                 }

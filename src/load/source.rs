@@ -57,6 +57,13 @@ impl PromptText {
     }
 }
 
+/// The user turns of a multi-turn load, or the per-request part of a shared-prefix one.
+impl crate::workload::conversation::UserTurns for PromptText {
+    fn turn(&self, number: u64) -> (String, Option<u64>) {
+        self.text(number)
+    }
+}
+
 /// The request source of a load: one shared body, the prompt of request `offset + index`
 /// inserted per request, sent as an HTTP/1.1 keep-alive POST.
 pub struct RequestSource {

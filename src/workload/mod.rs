@@ -3,6 +3,7 @@
 //! request bodies that carry them (`request`).
 
 pub mod backend;
+pub mod conversation;
 pub mod dataset;
 pub mod filler;
 pub mod items;

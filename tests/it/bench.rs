@@ -383,6 +383,7 @@ fn bench_and_campaign_timing_run_one_load_path_and_agree() {
         no_progress: true,
         source: Default::default(),
         shape: Default::default(),
+        conv: Default::default(),
     };
     let rt = bakeoff::load::pace::client_runtime().unwrap();
     let n0 = session::sessions();

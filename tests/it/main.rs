@@ -7,6 +7,7 @@ mod support;
 
 mod architecture;
 mod bench;
+mod bench_conv;
 mod bench_dataset;
 mod bench_export;
 mod bench_load;

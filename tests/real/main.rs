@@ -9,6 +9,7 @@ mod support;
 mod bench;
 mod bench_dataset;
 mod campaign_run;
+mod conversation;
 mod gate;
 mod lane;
 mod prompt;

@@ -576,6 +576,7 @@ async fn bench_against_a_stream_only_endpoint_sends_exactly_sized_prompts() {
         no_progress: true,
         source: Default::default(),
         shape: Default::default(),
+        conv: Default::default(),
     };
     let (_keep, never) = tokio::sync::watch::channel(false);
     let r = bench(args, never).await.unwrap();

@@ -1,0 +1,461 @@
+//! `bakeoff bench --multi-turn` and `--shared-prefix-tokens`: the flags, the prefix sizing, the
+//! request source of each level, and the per-turn / per-group summary rows (the cache effect).
+
+use crate::client::{Target, Trace};
+use crate::load::conversation::{ConversationSource, PrefixSource};
+use crate::load::session::Sink;
+use crate::load::source::PromptText;
+use crate::load::Source;
+use crate::metrics::stats::nearest_rank;
+use crate::metrics::summary::Collector;
+use crate::workload::conversation::{GroupOrder, SharedPrefix};
+use crate::workload::filler::{nonce_base_from_seed, nonce_number};
+use crate::workload::prompt::{self, MatchedPrompt, PromptSpec};
+use crate::workload::Endpoint;
+use anyhow::{bail, Result};
+use clap::Args;
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Args, Debug, Clone, Default)]
+pub struct ConvArgs {
+    /// Multi-turn conversations of this many turns: each concurrent stream runs conversations,
+    /// turn k resending turns 1..k-1 with the model's actual replies plus a new user turn of
+    /// --prompt-tokens (closed loop only). The summary shows prompt and cached tokens per turn.
+    #[arg(long, value_name = "TURNS", conflicts_with = "rate")]
+    pub multi_turn: Option<u32>,
+    /// With --multi-turn: pause between a reply and the conversation's next turn, milliseconds.
+    #[arg(
+        long,
+        value_name = "MS",
+        default_value_t = 0.0,
+        requires = "multi_turn"
+    )]
+    pub think_time: f64,
+    /// Every request starts with one of --prefix-groups shared prompts of exactly this many tokens,
+    /// counted in --prompt-tokens (the request's own part, with its nonce line, fills the rest).
+    #[arg(long, value_name = "P", conflicts_with_all = ["multi_turn", "prompt"])]
+    pub shared_prefix_tokens: Option<u64>,
+    /// With --shared-prefix-tokens: the number of distinct shared prompts; request i uses group
+    /// i mod G.
+    #[arg(
+        long,
+        value_name = "G",
+        default_value_t = 1,
+        requires = "shared_prefix_tokens"
+    )]
+    pub prefix_groups: u32,
+    /// With --shared-prefix-tokens: draw each request's group at random (seeded by --seed)
+    /// instead of i mod G.
+    #[arg(long, requires = "shared_prefix_tokens")]
+    pub prefix_random: bool,
+}
+
+impl ConvArgs {
+    /// Any structured workload asked for.
+    pub fn active(&self) -> bool {
+        self.multi_turn.is_some() || self.shared_prefix_tokens.is_some()
+    }
+}
+
+/// Checks the flags (clap checked which go together) against `--prompt-tokens`.
+pub fn validate(c: &ConvArgs, prompt_tokens: u64) -> Result<()> {
+    if let Some(t) = c.multi_turn {
+        if t == 0 {
+            bail!("--multi-turn must be at least 1 turn per conversation (e.g. --multi-turn 4)");
+        }
+    }
+    if !(c.think_time >= 0.0 && c.think_time.is_finite()) {
+        bail!(
+            "--think-time must be zero or a positive number of milliseconds, got {}",
+            c.think_time
+        );
+    }
+    if let Some(p) = c.shared_prefix_tokens {
+        if c.prefix_groups == 0 {
+            bail!("--prefix-groups must be at least 1");
+        }
+        if p == 0 || p >= prompt_tokens {
+            bail!(
+                "--shared-prefix-tokens {p} must be at least 1 and less than --prompt-tokens {prompt_tokens} (the prefix is part of each prompt; the rest holds the request's own nonce line)"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Prompt tokens of the matched prompt bench sizes: the whole prompt, or with a shared prefix
+/// the request's own part.
+pub fn sized_tokens(c: &ConvArgs, prompt_tokens: u64) -> u64 {
+    prompt_tokens - c.shared_prefix_tokens.unwrap_or(0)
+}
+
+/// The shared prefix of a run: its prompt sized once, its groups' numbers per level.
+pub struct PrefixPlan {
+    prompt: MatchedPrompt,
+    groups: u32,
+    order: GroupOrder,
+    /// Where the groups' nonce numbers start (apart from the requests' own numbers).
+    base: u64,
+    total_tokens: u64,
+}
+
+/// Sizes the shared prefix when one is asked for: a matched prompt whose content (group nonce
+/// line and filler, plus the newline that ends it) is exactly `--shared-prefix-tokens` of the
+/// endpoint's tokenizer. `rest` is the request's own part, sized first; its measured template
+/// overhead is what the prefix's sizing target adds. Also fills the prompt record. `seed`:
+/// `--seed` (the random group order's).
+pub async fn size_prefix(
+    c: &ConvArgs,
+    prompt_tokens: u64,
+    seed: Option<u64>,
+    spec: &PromptSpec<'_>,
+    rest: Option<&MatchedPrompt>,
+    nonce_base: u64,
+    record: &mut Value,
+) -> Result<Option<PrefixPlan>> {
+    let Some(p) = c.shared_prefix_tokens else {
+        return Ok(None);
+    };
+    let Some(rest) = rest else {
+        bail!("--shared-prefix-tokens needs a sized prompt (drop --prompt)");
+    };
+    let content = (p - 1) as i64;
+    let target = content + rest.template_overhead;
+    if target < 1 {
+        bail!("--shared-prefix-tokens {p}: too small for this endpoint's template; use a larger value");
+    }
+    eprintln!(
+        "sizing the {p}-token shared prefix of {} group(s) ...",
+        c.prefix_groups
+    );
+    let m = prompt::build(&PromptSpec {
+        tokens: target as u64,
+        nonce: true,
+        ..spec.clone()
+    })
+    .await
+    .map_err(|e| anyhow::anyhow!("--shared-prefix-tokens {p}: sizing the shared prefix: {e}"))?;
+    if m.template_overhead != rest.template_overhead {
+        bail!(
+            "--shared-prefix-tokens {p}: the endpoint's template overhead differed between the two sizings ({} and {} tokens); the prefix can't be sized exactly",
+            rest.template_overhead,
+            m.template_overhead
+        );
+    }
+    let order = if c.prefix_random {
+        GroupOrder::Random {
+            seed: seed.unwrap_or(0),
+        }
+    } else {
+        GroupOrder::RoundRobin
+    };
+    record["target_tokens"] = json!(prompt_tokens);
+    record["shared_prefix"] = json!({
+        "tokens": p,
+        "groups": c.prefix_groups,
+        "order": if c.prefix_random { "random" } else { "round-robin" },
+        "what": "each prompt is its group's shared prefix (a group nonce line and filler, ending with a newline: exactly `tokens` of content), then the request's own part (the matched prompt below: its nonce line and filler)",
+        "prompt": serde_json::to_value(&m)?,
+        "rest_target_tokens": rest.target_tokens,
+    });
+    Ok(Some(PrefixPlan {
+        groups: c.prefix_groups,
+        order,
+        base: nonce_base_from_seed(nonce_base ^ 0x7072_6566_6978),
+        total_tokens: prompt_tokens,
+        prompt: m,
+    }))
+}
+
+/// What every level's source is made of.
+pub struct SourceParts<'a> {
+    pub target: &'a Target,
+    pub endpoint: Endpoint,
+    pub base: &'a Map<String, Value>,
+    pub prompt: PromptText,
+    pub api_key: Option<String>,
+    pub offset: u64,
+    pub nonce_base: u64,
+    /// The sweep level (each level's groups get fresh prefixes).
+    pub level: usize,
+}
+
+/// The source of a structured workload, or `None` for bench's independent requests.
+pub fn source(
+    c: &ConvArgs,
+    prefix: Option<&PrefixPlan>,
+    p: SourceParts<'_>,
+) -> Option<Arc<dyn Source>> {
+    if let Some(turns) = c.multi_turn {
+        return Some(Arc::new(ConversationSource::new(
+            p.target.clone(),
+            p.endpoint,
+            p.base.clone(),
+            Arc::new(p.prompt),
+            p.api_key,
+            p.offset,
+            p.nonce_base,
+            turns,
+            Duration::from_secs_f64(c.think_time / 1e3),
+        )));
+    }
+    let plan = prefix?;
+    let prefixes = (0..plan.groups as u64)
+        .map(|g| {
+            let n = nonce_number(plan.base, p.level as u64 * plan.groups as u64 + g);
+            let mut s = plan.prompt.text(n);
+            s.push('\n');
+            s
+        })
+        .collect();
+    Some(Arc::new(PrefixSource {
+        target: p.target.clone(),
+        endpoint: p.endpoint,
+        base: p.base.clone(),
+        prefix: SharedPrefix {
+            prefixes,
+            order: plan.order,
+        },
+        rest: Arc::new(p.prompt),
+        prompt_tokens: Some(plan.total_tokens),
+        api_key: p.api_key,
+        offset: p.offset,
+        nonce_base: p.nonce_base,
+    }))
+}
+
+/// The `load` record's fields of a structured workload.
+pub fn load_fields(c: &ConvArgs, load: &mut Value) {
+    if let Some(t) = c.multi_turn {
+        load["multi_turn"] = json!(t);
+        load["think_time_ms"] = json!(c.think_time);
+    }
+    if let Some(p) = c.shared_prefix_tokens {
+        load["shared_prefix_tokens"] = json!(p);
+        load["prefix_groups"] = json!(c.prefix_groups);
+        load["prefix_order"] = json!(if c.prefix_random {
+            "random"
+        } else {
+            "round-robin"
+        });
+    }
+}
+
+/// The `--requests-jsonl` fields of a request with a place: conversation, turn, group, and the
+/// prompt and cached tokens the server reported.
+pub fn place_fields(line: &mut Value, t: &Trace) {
+    let Some(p) = t.place else { return };
+    if let Some(c) = p.conversation {
+        line["conversation"] = json!(c);
+    }
+    if let Some(k) = p.turn {
+        line["turn"] = json!(k);
+    }
+    if let Some(g) = p.prefix_group {
+        line["prefix_group"] = json!(g);
+    }
+    let u = t.usage.as_ref();
+    line["prompt_tokens"] = json!(u.and_then(|u| u.prompt_tokens));
+    line["cached_tokens"] = json!(u.and_then(|u| u.cached_tokens));
+}
+
+/// The samples of one turn or group.
+#[derive(Debug, Default)]
+struct Row {
+    requests: u64,
+    ok: u64,
+    prompt: Vec<f64>,
+    cached: Vec<f64>,
+    ttft: Vec<f64>,
+    /// Cached tokens of the row's first successful request (in arrival order).
+    first_cached: Option<Option<u64>>,
+    hits: u64,
+}
+
+impl Row {
+    fn json(&self) -> Value {
+        let p50 = |v: &[f64]| {
+            let mut v = v.to_vec();
+            v.sort_by(f64::total_cmp);
+            (!v.is_empty()).then(|| nearest_rank(&v, 50.0))
+        };
+        json!({
+            "requests": self.requests,
+            "ok": self.ok,
+            "prompt_tokens_p50": p50(&self.prompt),
+            "cached_tokens_p50": p50(&self.cached),
+            "ttft_ms_p50": p50(&self.ttft),
+            "requests_with_cached_tokens": self.hits,
+            "first_request_cached_tokens": self.first_cached.flatten(),
+        })
+    }
+}
+
+/// Wraps bench's sink and gathers the per-turn and per-group rows (measured requests only).
+pub struct ConvSink<S> {
+    pub inner: S,
+    turns: BTreeMap<u32, Row>,
+    groups: BTreeMap<u32, Row>,
+    conversations: std::collections::BTreeSet<u64>,
+    prompt_sum: u64,
+    cached_sum: u64,
+    reporting: u64,
+}
+
+impl<S> ConvSink<S> {
+    pub fn new(inner: S) -> ConvSink<S> {
+        ConvSink {
+            inner,
+            turns: BTreeMap::new(),
+            groups: BTreeMap::new(),
+            conversations: Default::default(),
+            prompt_sum: 0,
+            cached_sum: 0,
+            reporting: 0,
+        }
+    }
+
+    /// The report's `workload` record (`None` when no request had a place).
+    pub fn summary(&self, c: &ConvArgs) -> Option<Value> {
+        if !c.active() {
+            return None;
+        }
+        let rows = |m: &BTreeMap<u32, Row>, key: &str| {
+            m.iter()
+                .map(|(k, r)| {
+                    let mut v = r.json();
+                    v[key] = json!(k);
+                    v
+                })
+                .collect::<Vec<_>>()
+        };
+        let share = (self.prompt_sum > 0).then(|| self.cached_sum as f64 / self.prompt_sum as f64);
+        let mut v = json!({
+            "cached_tokens_share": share,
+            "cached_tokens_share_what": "sum of usage cached_tokens over sum of usage prompt_tokens, successful measured requests reporting both",
+            "requests_reporting_cached_tokens": self.reporting,
+        });
+        if let Some(t) = c.multi_turn {
+            v["multi_turn"] = json!({
+                "turns": t,
+                "think_time_ms": c.think_time,
+                "conversations": self.conversations.len(),
+                "per_turn": rows(&self.turns, "turn"),
+            });
+        }
+        if let Some(p) = c.shared_prefix_tokens {
+            v["shared_prefix"] = json!({
+                "tokens": p,
+                "groups": c.prefix_groups,
+                "per_group": rows(&self.groups, "group"),
+            });
+        }
+        Some(v)
+    }
+
+    fn fold(&mut self, t: &Trace) {
+        let Some(place) = t.place.filter(|_| !t.warmup) else {
+            return;
+        };
+        let usage = t.usage.as_ref();
+        let prompt = usage.and_then(|u| u.prompt_tokens);
+        let cached = usage.and_then(|u| u.cached_tokens);
+        let ttft = crate::metrics::RequestMetrics::from_trace(t).ttft_ms;
+        if t.ok() {
+            if let (Some(p), Some(c)) = (prompt, cached) {
+                self.prompt_sum += p;
+                self.cached_sum += c;
+                self.reporting += 1;
+            }
+        }
+        if let Some(c) = place.conversation {
+            self.conversations.insert(c);
+        }
+        let keys = [
+            place.turn.map(|k| (true, k)),
+            place.prefix_group.map(|g| (false, g)),
+        ];
+        for (is_turn, k) in keys.into_iter().flatten() {
+            let row = if is_turn {
+                self.turns.entry(k).or_default()
+            } else {
+                self.groups.entry(k).or_default()
+            };
+            row.requests += 1;
+            if !t.ok() {
+                continue;
+            }
+            row.ok += 1;
+            row.prompt.extend(prompt.map(|x| x as f64));
+            row.cached.extend(cached.map(|x| x as f64));
+            row.ttft.extend(ttft);
+            row.hits += u64::from(cached.unwrap_or(0) > 0);
+            row.first_cached.get_or_insert(cached);
+        }
+    }
+}
+
+impl<S: Sink> Sink for ConvSink<S> {
+    fn trace(&mut self, t: Trace, stats: &Collector) -> Result<()> {
+        self.fold(&t);
+        self.inner.trace(t, stats)
+    }
+
+    fn finish(&mut self) -> Result<()> {
+        self.inner.finish()
+    }
+}
+
+/// The printed rows: per turn (multi-turn) or per group (shared prefix), so the cache effect shows.
+/// `workload`: the report's `workload` record.
+pub fn print_rows(workload: Option<&Value>) {
+    let Some(w) = workload else { return };
+    let f = |v: &Value| match v.as_f64() {
+        Some(x) => format!("{x:.1}"),
+        None => "-".into(),
+    };
+    let share = match w["cached_tokens_share"].as_f64() {
+        Some(s) => format!("{:.1} % of prompt tokens were cached", s * 100.0),
+        None => "no request reported cached tokens".into(),
+    };
+    let head = |first: &str| {
+        println!(
+            "  {first:<8}{:>10}{:>6}{:>16}{:>16}{:>14}",
+            "requests", "ok", "prompt tok p50", "cached tok p50", "ttft p50 ms"
+        )
+    };
+    let row = |k: &Value, v: &Value| {
+        println!(
+            "  {:<8}{:>10}{:>6}{:>16}{:>16}{:>14}",
+            k.to_string(),
+            v["requests"].to_string(),
+            v["ok"].to_string(),
+            f(&v["prompt_tokens_p50"]),
+            f(&v["cached_tokens_p50"]),
+            f(&v["ttft_ms_p50"])
+        )
+    };
+    if let Some(m) = w.get("multi_turn") {
+        println!(
+            "multi-turn: {} conversations of up to {} turns, think time {} ms; {share}",
+            m["conversations"], m["turns"], m["think_time_ms"]
+        );
+        head("turn");
+        for v in m["per_turn"].as_array().into_iter().flatten() {
+            row(&v["turn"], v);
+        }
+    }
+    if let Some(m) = w.get("shared_prefix") {
+        println!(
+            "shared prefix: {} group(s) of {} tokens; {share}",
+            m["groups"], m["tokens"]
+        );
+        head("group");
+        for v in m["per_group"].as_array().into_iter().flatten() {
+            row(&v["group"], v);
+        }
+    }
+}

@@ -1,0 +1,292 @@
+//! Structured workloads of a closed loop: multi-turn conversations and shared-prefix groups.
+//!
+//! Multi-turn: each closed-loop stream runs conversations one after another. Turn 1 is a fresh
+//! user turn (its nonce line is the request's own number, so conversations never meet each
+//! other's prompts in a prefix cache); turn k resends the whole history, the user turns and the
+//! assistant's actual replies of turns 1..k−1, plus a new user turn, so the engine's prefix cache
+//! can serve everything but the newest turn. After each reply the stream waits the think time
+//! (outside any request's clock). A failed turn ends its conversation; the stream starts a new one.
+//!
+//! Shared prefix: every request starts with one of G shared prompts (its group), followed by the
+//! request's own part with its nonce line.
+
+use super::{send, Prepared, Source, StreamState};
+use crate::client::{post_request_bytes, Conn, Place, StreamOpts, Target, Trace};
+use crate::workload::conversation::{History, SharedPrefix, UserTurns};
+use crate::workload::filler::nonce_number;
+use crate::workload::request::insert_input;
+use crate::workload::Endpoint;
+use serde_json::{Map, Value};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The request source of a multi-turn load.
+pub struct ConversationSource {
+    pub target: Target,
+    pub endpoint: Endpoint,
+    pub base: Map<String, Value>,
+    /// The text of each new user turn.
+    pub turns: Arc<dyn UserTurns>,
+    pub api_key: Option<String>,
+    /// Added to the load's request index (as in `RequestSource`).
+    pub offset: u64,
+    /// Where the nonce numbers start (as in `RequestSource`).
+    pub nonce_base: u64,
+    /// Turns per conversation (at least 1).
+    pub turns_per_conversation: u32,
+    /// Pause between a reply and the next turn of its conversation.
+    pub think: Duration,
+    conversations: AtomicU64,
+}
+
+impl ConversationSource {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        target: Target,
+        endpoint: Endpoint,
+        base: Map<String, Value>,
+        turns: Arc<dyn UserTurns>,
+        api_key: Option<String>,
+        offset: u64,
+        nonce_base: u64,
+        turns_per_conversation: u32,
+        think: Duration,
+    ) -> ConversationSource {
+        ConversationSource {
+            target,
+            endpoint,
+            base,
+            turns,
+            api_key,
+            offset,
+            nonce_base,
+            turns_per_conversation: turns_per_conversation.max(1),
+            think,
+            conversations: AtomicU64::new(0),
+        }
+    }
+
+    /// Conversations started so far.
+    pub fn conversations_started(&self) -> u64 {
+        self.conversations.load(Ordering::Relaxed)
+    }
+
+    /// The next turn of the stream's conversation (a new conversation when there is none), as
+    /// request `index`.
+    fn prepare_turn(&self, state: &mut Conversation, index: u64) -> Prepared {
+        if state.id.is_none() || state.history.len() >= self.turns_per_conversation as usize {
+            state.id = Some(self.conversations.fetch_add(1, Ordering::Relaxed));
+            state.history = History::default();
+        }
+        let number = nonce_number(self.nonce_base, self.offset + index);
+        let (text, tokens) = self.turns.turn(number);
+        state.history.push_user(text);
+        let mut body = self.base.clone();
+        state.history.insert(&mut body, self.endpoint);
+        let bytes = serde_json::to_vec(&body).expect("JSON body");
+        Prepared {
+            bytes: post_request_bytes(
+                &self.target,
+                self.endpoint.path(),
+                &bytes,
+                self.api_key.as_deref(),
+                true,
+            ),
+            // Only a first turn is the sized prompt alone; later turns carry the history.
+            prompt_tokens: if state.history.len() == 1 {
+                tokens
+            } else {
+                None
+            },
+        }
+    }
+}
+
+impl Source for ConversationSource {
+    /// Outside a closed loop (no stream to keep a history): every request is a first turn.
+    fn prepare(&self, index: u64) -> Prepared {
+        self.prepare_turn(&mut Conversation::default(), index)
+    }
+
+    fn conversations(&self) -> Option<&ConversationSource> {
+        Some(self)
+    }
+}
+
+/// One stream's conversation in progress.
+#[derive(Debug, Default)]
+pub struct Conversation {
+    id: Option<u64>,
+    history: History,
+    /// The last turn came back: wait the think time before the next one.
+    replied: bool,
+}
+
+/// After a reply, waits the think time before the stream's next turn (the worker checks the
+/// deadline and the cancel flag again after it).
+pub(super) async fn think(source: &ConversationSource, state: &mut StreamState) {
+    let conv = &mut state.conversation;
+    if conv.replied && !source.think.is_zero() {
+        tokio::time::sleep(source.think).await;
+    }
+    conv.replied = false;
+}
+
+/// Sends the stream's next turn as request `index` and records the reply in its history (the
+/// reply text is taken out of the trace: load runs keep no generated text).
+pub(super) async fn turn(
+    source: &ConversationSource,
+    state: &mut StreamState,
+    conn: &mut Option<Conn>,
+    target: &Target,
+    index: u64,
+    warmup: bool,
+    opts: &StreamOpts,
+) -> Trace {
+    let conv = &mut state.conversation;
+    let prepared = source.prepare_turn(conv, index);
+    let place = Place {
+        conversation: conv.id,
+        turn: Some(conv.history.len() as u32),
+        prefix_group: None,
+    };
+    let opts = StreamOpts {
+        collect: true,
+        ..opts.clone()
+    };
+    // The per-task read path: it keeps the reply text the next turn resends.
+    let mut trace = send(conn, target, prepared, index, warmup, None, &opts, None).await;
+    trace.place = Some(place);
+    let reply = trace.output.take().map(|o| o.content);
+    match (trace.ok(), reply) {
+        (true, Some(r)) => {
+            conv.history.push_reply(r);
+            // The think time comes before a next turn only, not before a new conversation.
+            conv.replied = conv.history.len() < source.turns_per_conversation as usize;
+        }
+        // A failed turn ends the conversation: the next request starts a new one.
+        _ => conv.id = None,
+    }
+    trace
+}
+
+/// The request source of a shared-prefix load: request `index` is the prompt of its group's
+/// shared prefix followed by the request's own part (`rest`, with its nonce line).
+pub struct PrefixSource {
+    pub target: Target,
+    pub endpoint: Endpoint,
+    pub base: Map<String, Value>,
+    pub prefix: SharedPrefix,
+    /// The per-request part (a matched prompt of the prompt size minus the prefix).
+    pub rest: Arc<dyn UserTurns>,
+    /// Prompt tokens of every whole request (prefix + rest), when sized.
+    pub prompt_tokens: Option<u64>,
+    pub api_key: Option<String>,
+    pub offset: u64,
+    pub nonce_base: u64,
+}
+
+impl Source for PrefixSource {
+    fn prepare(&self, index: u64) -> Prepared {
+        let number = nonce_number(self.nonce_base, self.offset + index);
+        let (rest, _) = self.rest.turn(number);
+        let text = self.prefix.text(self.prefix.group(index), &rest);
+        let mut body = self.base.clone();
+        insert_input(&mut body, self.endpoint, text);
+        let bytes = serde_json::to_vec(&body).expect("JSON body");
+        Prepared {
+            bytes: post_request_bytes(
+                &self.target,
+                self.endpoint.path(),
+                &bytes,
+                self.api_key.as_deref(),
+                true,
+            ),
+            prompt_tokens: self.prompt_tokens,
+        }
+    }
+
+    fn place(&self, index: u64) -> Option<Place> {
+        Some(Place {
+            prefix_group: Some(self.prefix.group(index)),
+            ..Default::default()
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::conversation::GroupOrder;
+
+    struct Words;
+    impl UserTurns for Words {
+        fn turn(&self, number: u64) -> (String, Option<u64>) {
+            (format!("[n {number}] hello"), Some(5))
+        }
+    }
+
+    fn body(p: &Prepared) -> Value {
+        let s = String::from_utf8(p.bytes.clone()).unwrap();
+        serde_json::from_str(s.split("\r\n\r\n").nth(1).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn turns_grow_the_history_and_conversations_restart() {
+        let src = ConversationSource::new(
+            Target::parse("http://127.0.0.1:9").unwrap(),
+            Endpoint::Chat,
+            Map::new(),
+            Arc::new(Words),
+            None,
+            0,
+            100,
+            2,
+            Duration::ZERO,
+        );
+        let mut c = Conversation::default();
+        let p1 = src.prepare_turn(&mut c, 0);
+        assert_eq!(p1.prompt_tokens, Some(5));
+        assert_eq!(body(&p1)["messages"].as_array().unwrap().len(), 1);
+        c.history.push_reply(" reply one".into());
+        let p2 = src.prepare_turn(&mut c, 1);
+        assert_eq!(
+            p2.prompt_tokens, None,
+            "a later turn is not the sized prompt"
+        );
+        let m = body(&p2)["messages"].clone();
+        assert_eq!(m[0]["content"], "[n 100] hello");
+        assert_eq!(m[1]["role"], "assistant");
+        assert_eq!(m[1]["content"], " reply one");
+        assert_eq!(m[2]["content"], "[n 101] hello");
+        assert_eq!(c.id, Some(0));
+        // Two turns done: the third request opens conversation 1.
+        c.history.push_reply(" two".into());
+        let p3 = src.prepare_turn(&mut c, 2);
+        assert_eq!(c.id, Some(1));
+        assert_eq!(body(&p3)["messages"].as_array().unwrap().len(), 1);
+        assert_eq!(src.conversations_started(), 2);
+    }
+
+    #[test]
+    fn prefixed_requests_start_with_their_groups_prompt() {
+        let src = PrefixSource {
+            target: Target::parse("http://127.0.0.1:9").unwrap(),
+            endpoint: Endpoint::Completions,
+            base: Map::new(),
+            prefix: SharedPrefix {
+                prefixes: vec!["SYS0\n".into(), "SYS1\n".into()],
+                order: GroupOrder::RoundRobin,
+            },
+            rest: Arc::new(Words),
+            prompt_tokens: Some(9),
+            api_key: None,
+            offset: 0,
+            nonce_base: 0,
+        };
+        assert_eq!(body(&src.prepare(3))["prompt"], "SYS1\n[n 3] hello");
+        assert_eq!(src.prepare(3).prompt_tokens, Some(9));
+        assert_eq!(src.place(4).unwrap().prefix_group, Some(0));
+    }
+}
