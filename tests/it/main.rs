@@ -14,6 +14,7 @@ mod campaign {
     mod faults;
     mod recovery;
     mod run;
+    mod slo;
     mod spec;
 }
 mod client;
