@@ -153,6 +153,11 @@ fn an_arm_that_breaks_ttft_p95_at_c4_is_rejected_with_class_slo_violated() {
     let summary = std::fs::read_to_string(b.join("publication-summary.md")).unwrap();
     assert!(summary.contains("slo-violated"), "{summary}");
     let v = bakeoff::report::render_all(&b).unwrap();
+    // Shown with --nocapture: the figures this run measured.
+    eprintln!(
+        "slo-violated: {detail}\nqueued C4 goodput: {}\nroomy C4 goodput: {}\nreason: {}",
+        q4["goodput"], r4["goodput"], v.reason
+    );
     assert_eq!(v.ranking, ["roomy"]);
     assert!(
         v.reason.contains("goodput under the SLOs at C4"),
