@@ -132,6 +132,12 @@ fn an_arm_that_breaks_ttft_p95_at_c4_is_rejected_with_class_slo_violated() {
     assert_eq!(r4["slo"][0]["met"], true, "{r4:#}");
 
     let s = json(&b.join("decision-summary.json"));
+    // The summary with its new failure class still validates against the v1 schema.
+    let schema: Value =
+        serde_json::from_str(include_str!("../../data/decision-summary.schema.json")).unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("the schema compiles");
+    let errors: Vec<String> = validator.iter_errors(&s).map(|e| e.to_string()).collect();
+    assert!(errors.is_empty(), "{errors:?}");
     let fails = s["failures"].as_array().unwrap();
     let f = fails
         .iter()
