@@ -114,6 +114,35 @@ impl Plan {
                 .collect::<Vec<_>>()
                 .join(" > ")
         );
+        if w.ranking_priority.iter().any(|m| {
+            matches!(
+                m,
+                crate::evidence::RankingMetric::Concurrency
+                    | crate::evidence::RankingMetric::Goodput
+            )
+        }) {
+            let _ = writeln!(
+                o,
+                "  level      {}",
+                match w.concurrency_priority_level {
+                    Some(n) => format!("concurrency and goodput compared at c{n}"),
+                    None => format!(
+                        "concurrency compared at the highest level above 1 each arm ran, goodput at c{} (concurrency_priority_level names a level)",
+                        w.priority_level()
+                    ),
+                }
+            );
+        }
+        for e in &w.slo {
+            let _ = writeln!(
+                o,
+                "  slo        {} at {} (broken: the arm is ineligible, slo-violated)",
+                e.limit,
+                e.concurrency
+                    .map(|n| format!("c{n}"))
+                    .unwrap_or_else(|| "every level".into())
+            );
+        }
         let g = &c.gates;
         let _ = writeln!(
             o,
@@ -416,10 +445,16 @@ fn describe(c: &Campaign, step: &PlanStep) -> String {
             concurrency,
             requests,
             ignore_eos,
+            slo,
         } => format!(
-            "{} {requests} request(s) at c{concurrency}, {prompt_tokens} prompt + {max_tokens} max tokens{}",
+            "{} {requests} request(s) at c{concurrency}, {prompt_tokens} prompt + {max_tokens} max tokens{}{}",
             state.as_str(),
-            if *ignore_eos { ", ignore_eos" } else { "" }
+            if *ignore_eos { ", ignore_eos" } else { "" },
+            if slo.is_empty() {
+                String::new()
+            } else {
+                format!("; SLO {} (and goodput)", list(slo, |l| l.to_string()))
+            }
         ),
         StepKind::LongContextTiming {
             prompt_tokens,

@@ -80,6 +80,10 @@ pub enum StepKind {
         concurrency: u32,
         requests: u32,
         ignore_eos: bool,
+        /// The SLO limits checked at this level (`[[workload.slo]]`), with goodput under them;
+        /// warm steps only, empty without SLOs.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        slo: Vec<crate::metrics::slo::SloLimit>,
     },
     /// Needle retrieval at the arm's long-context target.
     Retrieval {
@@ -334,6 +338,10 @@ pub fn plan(c: &Campaign) -> Plan {
             concurrency,
             requests,
             ignore_eos: w.sampling.ignore_eos,
+            slo: match state {
+                RunState::Warm => w.slo_at(concurrency),
+                RunState::Cold => Vec::new(),
+            },
         };
         let mut levels: Vec<u32> = w.concurrency.iter().copied().filter(|&n| n > 1).collect();
         levels.sort_unstable();

@@ -4,7 +4,7 @@
 //! detail and the evidence file that shows it.
 
 use super::FailureItem;
-use crate::evidence::result::{ArmResult, ArmStatus, CampaignResult, GateRecord};
+use crate::evidence::result::{ArmResult, ArmStatus, CampaignResult, GateRecord, TimingRecord};
 use crate::evidence::{FailureClass, GateStatus, Policy, RankingMetric};
 use std::collections::BTreeMap;
 
@@ -122,6 +122,8 @@ pub fn assess(
                 mine.push(item(FailureClass::Availability, detail, evidence));
             }
         }
+        let slo = super::slo::violations(result, arm, &mine, &mut e.notes);
+        mine.extend(slo);
         if let Some(f) = speculative_regression(result, arm, tol, &mut e.notes) {
             mine.push(f);
         }
@@ -298,7 +300,7 @@ fn speculative_regression(
         .max(REGRESSION_FLOOR);
     let s = arm.warm.as_ref().and_then(|w| w.e2e_ms);
     let c = ctl.warm.as_ref().and_then(|w| w.e2e_ms);
-    match (s, c) {
+    let warm = match (s, c) {
         (Some(s), Some(c)) if s.ci95[0] > c.ci95[1] && s.p50 > c.p50 * (1.0 + t_e2e) => Some(fail(
             format!(
                 "warm median E2E rose from {:.1} ms without speculation ({}) to {:.1} ms with {}",
@@ -318,7 +320,79 @@ fn speculative_regression(
             None
         }
         _ => None,
+    };
+    warm.or_else(|| level_regression(arm, ctl, tol, notes))
+}
+
+/// The speculative arm against its control at each concurrency level above 1 (C1 is the warm
+/// E2E above): aggregate throughput lower than the control's beyond the `concurrency` tolerance,
+/// or a median E2E whose interval lies wholly above the control's and beyond the `e2e`
+/// tolerance, is a `workload-regression` naming the level and both figures.
+fn level_regression(
+    arm: &ArmResult,
+    ctl: &ArmResult,
+    tol: &BTreeMap<RankingMetric, f64>,
+    notes: &mut Vec<String>,
+) -> Option<FailureItem> {
+    let t = |m: RankingMetric| tol.get(&m).copied().unwrap_or(0.0).max(REGRESSION_FLOOR);
+    let (t_tp, t_e2e) = (t(RankingMetric::Concurrency), t(RankingMetric::E2e));
+    let mut levels: Vec<(u64, &TimingRecord)> = arm
+        .concurrency
+        .iter()
+        .filter_map(|(k, r)| Some((k.parse::<u64>().ok()?, r)))
+        .collect();
+    levels.sort_by_key(|(k, _)| *k);
+    let fail = |detail: String, evidence: &str| FailureItem {
+        arm: arm.id.clone(),
+        candidate: arm.label_or_id(),
+        class: FailureClass::WorkloadRegression,
+        detail,
+        evidence: Some(evidence.to_string()),
+    };
+    let mut missing = Vec::new();
+    for (k, s) in levels {
+        let Some(c) = ctl.concurrency.get(&k.to_string()) else {
+            missing.push(format!("C{k}"));
+            continue;
+        };
+        if let (Some(st), Some(ct)) = (s.aggregate_output_tok_s, c.aggregate_output_tok_s) {
+            if ct > 0.0 && st < ct * (1.0 - t_tp) {
+                return Some(fail(
+                    format!(
+                        "{:.0} % less C{k} throughput than its control: {st:.1} tok/s with {} against {ct:.1} tok/s without speculation ({}), beyond the {:.0} % tolerance",
+                        (1.0 - st / ct) * 100.0,
+                        spec_name(arm),
+                        ctl.id,
+                        t_tp * 100.0
+                    ),
+                    &s.evidence,
+                ));
+            }
+        }
+        if let (Some(se), Some(ce)) = (s.e2e_ms, c.e2e_ms) {
+            if se.ci95[0] > ce.ci95[1] && se.p50 > ce.p50 * (1.0 + t_e2e) {
+                return Some(fail(
+                    format!(
+                        "C{k} median E2E rose from {:.1} ms without speculation ({}) to {:.1} ms with {}",
+                        ce.p50,
+                        ctl.id,
+                        se.p50,
+                        spec_name(arm)
+                    ),
+                    &s.evidence,
+                ));
+            }
+        }
     }
+    if !missing.is_empty() {
+        notes.push(format!(
+            "{}'s speculative decoding could not be compared with its control {} at {}: the control has no measurement there.",
+            arm.label_or_id(),
+            ctl.label_or_id(),
+            missing.join(", ")
+        ));
+    }
+    None
 }
 
 fn spec_name(arm: &ArmResult) -> String {

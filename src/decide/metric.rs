@@ -88,6 +88,17 @@ pub const E2E: Descriptor = Descriptor {
     measured: "median end-to-end latency of the warm requests at concurrency 1, with the interval of the median its sample supports",
 };
 
+pub const GOODPUT: Descriptor = Descriptor {
+    metric: RankingMetric::Goodput,
+    unit: "req/s",
+    unit_key: "req_s",
+    direction: Direction::HigherIsBetter,
+    words: "goodput under the SLOs",
+    short: "goodput",
+    key: "goodput",
+    measured: "successful requests per second whose own TTFT, ITL and E2E met every SLO limit of the level (vLLM's goodput), at the priority concurrency level",
+};
+
 /// The descriptor of `m`.
 pub fn descriptor(m: RankingMetric) -> &'static Descriptor {
     match m {
@@ -96,6 +107,7 @@ pub fn descriptor(m: RankingMetric) -> &'static Descriptor {
         RankingMetric::UsableContextAndKv => &USABLE_CONTEXT,
         RankingMetric::Concurrency => &CONCURRENCY,
         RankingMetric::E2e => &E2E,
+        RankingMetric::Goodput => &GOODPUT,
     }
 }
 
@@ -149,7 +161,9 @@ impl Descriptor {
             RankingMetric::Ttft => t.ttft_ms,
             RankingMetric::DecodeTokensPerSecond => t.decode_tok_s,
             RankingMetric::E2e => t.e2e_ms,
-            RankingMetric::UsableContextAndKv | RankingMetric::Concurrency => None,
+            RankingMetric::UsableContextAndKv
+            | RankingMetric::Concurrency
+            | RankingMetric::Goodput => None,
         }
     }
 }
@@ -280,8 +294,65 @@ pub fn overlap_text(stats: &[Stat]) -> String {
     }
 }
 
-/// The arm's value on `m`, from its evidence; None when it was not measured.
+/// The arm's timing record at concurrency `level` (1 is the warm run).
+pub fn level_record(arm: &ArmResult, level: u64) -> Option<&TimingRecord> {
+    if level == 1 {
+        arm.warm.as_ref()
+    } else {
+        arm.concurrency.get(&level.to_string())
+    }
+}
+
+/// The level and record the `concurrency` or `goodput` priority reads: the named `level`
+/// (`concurrency_priority_level`), else the highest level the arm ran (above 1 for
+/// `concurrency`, as before levels could be named; any level with goodput for `goodput`).
+/// None for the other metrics.
+pub fn priority_record(
+    arm: &ArmResult,
+    m: RankingMetric,
+    level: Option<u64>,
+) -> Option<(u64, &TimingRecord)> {
+    if !matches!(m, RankingMetric::Concurrency | RankingMetric::Goodput) {
+        return None;
+    }
+    if let Some(n) = level {
+        return level_record(arm, n).map(|t| (n, t));
+    }
+    let above_1 = arm
+        .concurrency
+        .iter()
+        .filter_map(|(k, t)| Some((k.parse::<u64>().ok()?, t)));
+    match m {
+        RankingMetric::Goodput => arm
+            .warm
+            .iter()
+            .map(|t| (1, t))
+            .chain(above_1)
+            .filter(|(_, t)| t.goodput.is_some())
+            .max_by_key(|(k, _)| *k),
+        _ => above_1.max_by_key(|(k, _)| *k),
+    }
+}
+
+/// The metric's words with the level it is compared at, when named: "aggregate throughput at
+/// C4", "goodput under the SLOs at C4".
+pub fn words_at(m: RankingMetric, level: Option<u64>) -> String {
+    match (m, level) {
+        (RankingMetric::Concurrency, Some(n)) => format!("aggregate throughput at C{n}"),
+        (RankingMetric::Goodput, Some(n)) => format!("goodput under the SLOs at C{n}"),
+        _ => descriptor(m).words.to_string(),
+    }
+}
+
+/// The arm's value on `m`, from its evidence, the `concurrency` and `goodput` priorities at the
+/// highest level that ran (see [`measure_at`]); None when it was not measured.
 pub fn measure(arm: &ArmResult, m: RankingMetric) -> Option<Measure> {
+    measure_at(arm, m, None)
+}
+
+/// The arm's value on `m`, the `concurrency` and `goodput` priorities at `level` when named
+/// ([`priority_record`]); None when it was not measured.
+pub fn measure_at(arm: &ArmResult, m: RankingMetric, level: Option<u64>) -> Option<Measure> {
     match m {
         RankingMetric::Ttft | RankingMetric::DecodeTokensPerSecond | RankingMetric::E2e => {
             descriptor(m).stat(arm.warm.as_ref()?).map(Measure::of)
@@ -292,14 +363,15 @@ pub fn measure(arm: &ArmResult, m: RankingMetric) -> Option<Measure> {
                     .min(arm.reported_context.unwrap_or(u64::MAX)) as f64,
             )
         }),
-        RankingMetric::Concurrency => {
-            let (_, t) = arm
-                .concurrency
-                .iter()
-                .filter_map(|(k, t)| Some((k.parse::<u64>().ok()?, t)))
-                .max_by_key(|(k, _)| *k)?;
-            t.aggregate_output_tok_s.map(Measure::plain)
-        }
+        RankingMetric::Concurrency => priority_record(arm, m, level)?
+            .1
+            .aggregate_output_tok_s
+            .map(Measure::plain),
+        RankingMetric::Goodput => priority_record(arm, m, level)?
+            .1
+            .goodput?
+            .goodput_req_s
+            .map(Measure::plain),
     }
 }
 

@@ -9,6 +9,7 @@ pub mod eligibility;
 pub mod metric;
 pub mod policy;
 pub mod rank;
+pub mod slo;
 pub mod text;
 
 use crate::evidence::result::CampaignResult;
@@ -92,7 +93,13 @@ pub fn decide(result: &CampaignResult, policy: &Policy) -> Verdict {
     let tol = tolerances(result, policy);
     let elig = eligibility::assess(result, policy, &tol);
     let arms: Vec<_> = result.arms.iter().collect();
-    let picks = rank::rank(&arms, &elig.eligible, &prios, &tol);
+    let picks = rank::rank(
+        &arms,
+        &elig.eligible,
+        &prios,
+        &tol,
+        result.workload.concurrency_priority_level,
+    );
     let ranking: Vec<String> = picks.iter().map(|p| p.arm.clone()).collect();
     let winner_pick = picks.first().cloned();
     let winner = winner_pick.as_ref().map(|p| p.arm.clone());

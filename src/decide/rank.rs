@@ -10,7 +10,7 @@
 //! tie with the best on priority 1, then on priority 2, ...), and ranks by repeated picking.
 
 use super::metric::descriptor;
-pub use super::metric::{measure, Measure};
+pub use super::metric::{measure, measure_at, Measure};
 use crate::evidence::result::ArmResult;
 use crate::evidence::RankingMetric;
 use std::collections::BTreeMap;
@@ -45,12 +45,14 @@ pub struct Pick {
     pub runner_up: Option<String>,
 }
 
-/// Picks the best of `set` (arm ids of `arms`) by the priorities.
+/// Picks the best of `set` (arm ids of `arms`) by the priorities; `level` is the concurrency
+/// level the `concurrency` and `goodput` priorities compare (None: the highest each arm ran).
 pub fn pick(
     arms: &[&ArmResult],
     set: &[String],
     priorities: &[RankingMetric],
     tol: &BTreeMap<RankingMetric, f64>,
+    level: Option<u64>,
 ) -> Option<Pick> {
     let get = |id: &str| arms.iter().find(|a| a.id == id).copied();
     let mut cur: Vec<String> = set.to_vec();
@@ -69,7 +71,7 @@ pub fn pick(
     for (i, &m) in priorities.iter().enumerate() {
         let vals: Vec<(String, Measure)> = cur
             .iter()
-            .filter_map(|id| Some((id.clone(), measure(get(id)?, m)?)))
+            .filter_map(|id| Some((id.clone(), measure_at(get(id)?, m, level)?)))
             .collect();
         let Some((best_id, best)) = vals.iter().cloned().reduce(|x, y| {
             if better(m, y.1.value, x.1.value) {
@@ -117,7 +119,9 @@ pub fn pick(
     let best = cur
         .iter()
         .map(|id| {
-            let v = m0.and_then(|m| measure(get(id)?, m)).map(|x| x.value);
+            let v = m0
+                .and_then(|m| measure_at(get(id)?, m, level))
+                .map(|x| x.value);
             (id.clone(), v)
         })
         .reduce(|x, y| match (m0, x.1, y.1) {
@@ -141,10 +145,11 @@ pub fn rank(
     set: &[String],
     priorities: &[RankingMetric],
     tol: &BTreeMap<RankingMetric, f64>,
+    level: Option<u64>,
 ) -> Vec<Pick> {
     let mut rest: Vec<String> = set.to_vec();
     let mut out = Vec::new();
-    while let Some(p) = pick(arms, &rest, priorities, tol) {
+    while let Some(p) = pick(arms, &rest, priorities, tol, level) {
         rest.retain(|x| *x != p.arm);
         out.push(p);
     }

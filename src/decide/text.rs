@@ -2,7 +2,10 @@
 //! limitations.
 
 use super::eligibility::{ArmExt, Eligibility};
-use super::metric::{descriptor, interval_text, measure, overlap_text, DECODE, TTFT};
+use super::metric::{
+    descriptor, interval_text, measure, measure_at, overlap_text, priority_record, words_at,
+    DECODE, TTFT,
+};
 use super::policy::{restored, PolicyOutcome};
 use super::rank::{self, Pick};
 use super::ArmVerdict;
@@ -32,8 +35,10 @@ fn label(r: &CampaignResult, id: &str) -> String {
         .unwrap_or_else(|| id.to_string())
 }
 
-fn describe(m: RankingMetric) -> &'static str {
-    descriptor(m).words
+/// The metric's words, with the level the `concurrency` and `goodput` priorities compare when
+/// the campaign names it.
+fn describe(r: &CampaignResult, m: RankingMetric) -> String {
+    words_at(m, r.workload.concurrency_priority_level)
 }
 
 fn short(m: RankingMetric) -> &'static str {
@@ -44,9 +49,9 @@ fn unit(m: RankingMetric) -> &'static str {
     descriptor(m).unit
 }
 
-fn value_text(arm: &ArmResult, m: RankingMetric) -> String {
-    let over = over_requests(arm, m);
-    match measure(arm, m) {
+fn value_text(arm: &ArmResult, m: RankingMetric, level: Option<u64>) -> String {
+    let over = over_requests(arm, m, level);
+    match measure_at(arm, m, level) {
         Some(v) => match v.stat {
             Some(s) => format!(
                 "{} {}, {}{over}",
@@ -62,7 +67,7 @@ fn value_text(arm: &ArmResult, m: RankingMetric) -> String {
 
 /// How many requests a measured figure was computed over: ", over 5 requests" (", over 8 of 10
 /// requests at C2, 2 failed"); empty for figures not measured per request (usable context).
-pub fn over_requests(arm: &ArmResult, m: RankingMetric) -> String {
+pub fn over_requests(arm: &ArmResult, m: RankingMetric, level: Option<u64>) -> String {
     let (t, n, at) = match m {
         RankingMetric::Ttft | RankingMetric::DecodeTokensPerSecond | RankingMetric::E2e => {
             let Some(t) = arm.warm.as_ref() else {
@@ -71,15 +76,16 @@ pub fn over_requests(arm: &ArmResult, m: RankingMetric) -> String {
             let n = descriptor(m).stat(t).map(|s| s.n).unwrap_or(t.requests_ok);
             (t, n, String::new())
         }
-        RankingMetric::Concurrency => {
-            let Some((k, t)) = arm
-                .concurrency
-                .iter()
-                .filter_map(|(k, t)| Some((k.parse::<u64>().ok()?, t)))
-                .max_by_key(|(k, _)| *k)
-            else {
+        RankingMetric::Concurrency | RankingMetric::Goodput => {
+            let Some((k, t)) = priority_record(arm, m, level) else {
                 return String::new();
             };
+            if let (RankingMetric::Goodput, Some(g)) = (m, t.goodput) {
+                return format!(
+                    ", {} of {} successful requests within every limit at C{k}",
+                    g.requests_meeting, g.requests_ok
+                );
+            }
             (t, t.requests_ok, format!(" at C{k}"))
         }
         RankingMetric::UsableContextAndKv => return String::new(),
@@ -154,6 +160,7 @@ pub fn reason(
     pick: Option<&Pick>,
     elig: &Eligibility,
 ) -> String {
+    let lvl = r.workload.concurrency_priority_level;
     let Some(p) = pick else {
         // Sorted by name, as the reason has always listed them.
         let mut classes: Vec<&str> = elig.failures.iter().map(|f| f.class.as_str()).collect();
@@ -174,8 +181,8 @@ pub fn reason(
             return format!(
                 "{} is the only eligible arm ({} {}), passing {passing}.",
                 w.label_or_id(),
-                describe(prios[0]),
-                value_text(w, prios[0])
+                describe(r, prios[0]),
+                value_text(w, prios[0], lvl)
             );
         }
         return format!(
@@ -191,8 +198,8 @@ pub fn reason(
                 .collect::<Vec<_>>()
                 .join(", "),
             prios.iter().map(|m| m.as_str()).collect::<Vec<_>>().join(" > "),
-            describe(prios[0]),
-            value_text(w, prios[0])
+            describe(r, prios[0]),
+            value_text(w, prios[0], lvl)
         );
     };
     let m = prios[i];
@@ -200,14 +207,14 @@ pub fn reason(
         .runner_up
         .as_ref()
         .and_then(|id| r.arm(id))
-        .and_then(|a| Some((a.label_or_id(), measure(a, m)?)))
+        .and_then(|a| Some((a.label_or_id(), measure_at(a, m, lvl)?)))
         .map(|(l, v)| format!("; next best {l} at {} {}", num(v.value), unit(m)))
         .unwrap_or_default();
     let won = format!(
         "{} priority, {} ({}{next})",
         ordinal(i),
-        describe(m),
-        value_text(w, m)
+        describe(r, m),
+        value_text(w, m, lvl)
     );
     if i == 0 {
         return format!(
@@ -235,7 +242,7 @@ pub fn reason(
                 .get(&j)
                 .into_iter()
                 .flatten()
-                .filter_map(|x| measure(r.arm(x)?, prios[j])?.stat)
+                .filter_map(|x| measure_at(r.arm(x)?, prios[j], lvl)?.stat)
                 .collect();
             let how = match (stats.is_empty(), t > 0.0) {
                 (false, true) => {
@@ -259,7 +266,7 @@ pub fn reason(
                 "{} on the {} priority, {} ({how})",
                 names.join(" and "),
                 ordinal(j),
-                describe(prios[j])
+                describe(r, prios[j])
             )
         })
         .collect();
@@ -290,7 +297,12 @@ fn best_measured(
     let vals: Vec<(String, rank::Measure)> = r
         .arms
         .iter()
-        .filter_map(|a| Some((a.id.clone(), measure(a, m)?)))
+        .filter_map(|a| {
+            Some((
+                a.id.clone(),
+                measure_at(a, m, r.workload.concurrency_priority_level)?,
+            ))
+        })
         .collect();
     let (id, best) = vals.iter().cloned().reduce(|x, y| {
         if rank::better(m, y.1.value, x.1.value) {

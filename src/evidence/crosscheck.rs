@@ -3,11 +3,15 @@
 //!
 //! Checked: every timing record of every arm (cold, warm, each concurrency level: requests ok and
 //! failed, TTFT, decode, E2E and ITL statistics, aggregate throughput, reported prompt tokens)
-//! against its step file's `stats`; the long-context decode speed and E2E against the
+//! against its step file's `stats`, and its SLO checks and goodput against the file's `slo` and
+//! `goodput`; the long-context decode speed and E2E against the
 //! long-context timing file; each gate record's status and passed/total against the gate result
 //! its file holds. The step files are read as plain JSON (this layer knows no measurement code).
 
-use super::result::{ArmResult, CampaignResult, CiMethod, GateRecord, Stat, TimingRecord};
+use super::result::{
+    ArmResult, CampaignResult, CiMethod, GateRecord, GoodputRecord, SloCheckRecord, Stat,
+    TimingRecord,
+};
 use super::GateStatus;
 use serde_json::Value;
 use std::path::Path;
@@ -177,7 +181,23 @@ fn timing(dir: &Path, arm: &str, what: &str, r: &mut TimingRecord, apply: bool) 
             text(&s.prompt_tokens_reported),
         ));
     }
+    // The SLO checks and goodput (absent from both without SLOs) decide eligibility and rank.
+    let step_slo: Vec<SloCheckRecord> = v
+        .get("slo")
+        .and_then(|x| serde_json::from_value(x.clone()).ok())
+        .unwrap_or_default();
+    if r.slo != step_slo {
+        out.push(mm("slo", text(&r.slo), text(&step_slo)));
+    }
+    let step_goodput: Option<GoodputRecord> = v
+        .get("goodput")
+        .and_then(|x| serde_json::from_value(x.clone()).ok());
+    if r.goodput != step_goodput {
+        out.push(mm("goodput", text(&r.goodput), text(&step_goodput)));
+    }
     if apply && !out.is_empty() {
+        r.slo = step_slo;
+        r.goodput = step_goodput;
         r.requests_ok = s.requests_ok;
         r.requests_failed = s.requests_failed;
         r.ttft_ms = s.ttft_ms;

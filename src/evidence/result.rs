@@ -78,6 +78,42 @@ pub struct WorkloadRecord {
     /// Shape label of the matched prompt in file names (`256`, `4k`, ...); empty when not recorded.
     #[serde(default)]
     pub prompt_label: String,
+    /// The campaign's SLO gates (`[[workload.slo]]`); empty when it declares none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub slo: Vec<SloGate>,
+    /// The concurrency level the `concurrency` and `goodput` priorities compare
+    /// (`concurrency_priority_level`); None: the highest level each arm ran (older campaigns).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency_priority_level: Option<u64>,
+}
+
+/// One SLO gate as the run used it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct SloGate {
+    /// The limit as written, e.g. `ttft_p95=500ms`.
+    pub limit: String,
+    /// The level it applies to; None: every measured level.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<u64>,
+}
+
+/// One SLO limit checked against a timed step's distribution (`metrics::slo::check`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct SloCheckRecord {
+    /// The limit in words, e.g. `ttft p95 <= 500 ms`.
+    pub limit: String,
+    /// The step's value of the statistic; None when the step has no sample of the metric.
+    pub observed_ms: Option<f64>,
+    pub met: bool,
+}
+
+/// Goodput of a timed step: successful requests whose own latencies met every SLO limit of the
+/// level, and that count per second of the step's window (`metrics::slo::goodput`).
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
+pub struct GoodputRecord {
+    pub requests_meeting: u64,
+    pub requests_ok: u64,
+    pub goodput_req_s: Option<f64>,
 }
 
 /// How much of an arm's timed prompt tokens its engine served from its prefix cache, summed over
@@ -187,6 +223,12 @@ pub struct TimingRecord {
     pub aggregate_output_tok_s: Option<f64>,
     /// usage.prompt_tokens the endpoint reported (all requests of the step agree when matched).
     pub prompt_tokens_reported: Option<u64>,
+    /// The SLO limits that apply at this level, checked (absent without SLOs).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub slo: Vec<SloCheckRecord>,
+    /// Goodput under those limits (absent without SLOs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goodput: Option<GoodputRecord>,
 }
 
 /// p50 with the interval of the median (and p95, for the reports).

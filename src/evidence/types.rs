@@ -83,6 +83,9 @@ str_enum! {
         Retrieval = "retrieval",
         /// Speculative decoding regressed against its matched control.
         WorkloadRegression = "workload-regression",
+        /// A service-level objective of the campaign (`[[workload.slo]]`) was broken at a
+        /// concurrency level the arm measured: the limit, the level and the observed value.
+        SloViolated = "slo-violated",
         Restoration = "restoration",
         /// Requests failed (HTTP errors, connection errors, timeouts, a context-overflow 400)
         /// beyond the policy's `max_failed_fraction` in the arm's timed steps and gates, or a
@@ -195,6 +198,8 @@ str_enum! {
         UsableContextAndKv = "usable_context_and_kv",
         Concurrency = "concurrency",
         E2e = "e2e",
+        /// Requests per second meeting every SLO limit at the priority level (`[[workload.slo]]`).
+        Goodput = "goodput",
     }
 }
 

@@ -172,12 +172,16 @@ pub fn headline_levels(r: &CampaignResult) -> Vec<u64> {
     l
 }
 
-/// The level the ranking's `concurrency` priority reads (the highest level), when the campaign
-/// ranks on it.
+/// The level the ranking's `concurrency` priority reads (`concurrency_priority_level`, else the
+/// highest level), when the campaign ranks on it.
 pub fn ranked_level(v: &Verdict, r: &CampaignResult) -> Option<u64> {
     v.priorities
         .contains(&RankingMetric::Concurrency)
-        .then(|| headline_levels(r).last().copied())
+        .then(|| {
+            r.workload
+                .concurrency_priority_level
+                .or_else(|| headline_levels(r).last().copied())
+        })
         .flatten()
 }
 

@@ -3,7 +3,7 @@
 
 use crate::campaign::{Arm, Campaign, EnvValue, Mask, Plan, RecipeRef, StepKind};
 use crate::evidence::bundle;
-use crate::evidence::result::{ArmResult, CampaignResult, SpecRecord, WorkloadRecord};
+use crate::evidence::result::{ArmResult, CampaignResult, SloGate, SpecRecord, WorkloadRecord};
 use crate::gates::{self, Check};
 use crate::lane::{self, procnet, EnvVal, LaneSpec, LaunchSpec};
 use crate::telemetry::gpu;
@@ -304,6 +304,15 @@ pub fn new_result(c: &Campaign) -> CampaignResult {
             .and_then(|v| v.as_str().map(str::to_string))
             .unwrap_or_default(),
         prompt_label: w.prompt_label.clone(),
+        slo: w
+            .slo
+            .iter()
+            .map(|e| SloGate {
+                limit: e.limit.clone(),
+                concurrency: e.concurrency.map(u64::from),
+            })
+            .collect(),
+        concurrency_priority_level: w.concurrency_priority_level.map(u64::from),
     };
     // The policy the verdict follows, recorded so the verdict is a function of the bundle alone.
     r.policy = Some(c.policy.clone());

@@ -34,6 +34,8 @@ pub struct TimingInput {
 pub struct TimingOutput {
     pub stats: RunStats,
     pub evidence: Value,
+    /// The per-request metrics of the successful requests (goodput under the campaign's SLOs).
+    pub ok_metrics: Vec<crate::metrics::RequestMetrics>,
 }
 
 /// Runs the step through `load::session` (as `bakeoff bench` does); the evidence holds the
@@ -105,7 +107,17 @@ pub async fn run(inp: TimingInput) -> Result<TimingOutput, String> {
             return Err(format!("the load could not run: {e}"));
         }
     }
-    Ok(TimingOutput { stats, evidence })
+    let ok_metrics = out
+        .sink
+        .iter()
+        .filter(|t| t.ok())
+        .map(crate::metrics::RequestMetrics::from_trace)
+        .collect();
+    Ok(TimingOutput {
+        stats,
+        evidence,
+        ok_metrics,
+    })
 }
 
 fn request_line(t: &Trace, start: u64) -> Value {
@@ -158,5 +170,6 @@ pub fn record(evidence: &str, concurrency: u32, s: &RunStats) -> TimingRecord {
         itl_ms: stat(s, "itl_ms"),
         aggregate_output_tok_s: s.aggregate_output_tok_s,
         prompt_tokens_reported: prompt,
+        ..Default::default()
     }
 }

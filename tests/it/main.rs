@@ -18,6 +18,7 @@ mod campaign {
     mod faults;
     mod recovery;
     mod run;
+    mod slo;
     mod spec;
 }
 mod client;

@@ -43,6 +43,45 @@ pub struct Workload {
     pub allow_prefix_cache: bool,
     #[serde(default)]
     pub sampling: Sampling,
+    /// SLO gates (`[[workload.slo]]`): an arm that breaks one at a level it measured is
+    /// ineligible (`slo-violated`); with any, each timed level records goodput.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub slo: Vec<SloEntry>,
+    /// The level the `concurrency` and `goodput` priorities compare (one of `concurrency`);
+    /// default: the highest level listed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency_priority_level: Option<u32>,
+}
+
+/// `[[workload.slo]]`: `limit = "ttft_p95=500ms"` (or a comma list, `metrics::slo` form), at
+/// `concurrency = 4`, or at every measured level when `concurrency` is left out.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SloEntry {
+    pub limit: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<u32>,
+}
+
+impl Workload {
+    /// The level the `concurrency` and `goodput` priorities compare: the declared one, else the
+    /// highest level listed.
+    pub fn priority_level(&self) -> u32 {
+        self.concurrency_priority_level
+            .or_else(|| self.concurrency.iter().copied().max())
+            .unwrap_or(1)
+    }
+
+    /// The SLO limits that apply at `level` (entries for it and entries for every level). The
+    /// entries were validated at load; one that does not parse is left out.
+    pub fn slo_at(&self, level: u32) -> Vec<crate::metrics::slo::SloLimit> {
+        self.slo
+            .iter()
+            .filter(|e| e.concurrency.is_none_or(|c| c == level))
+            .filter_map(|e| crate::metrics::slo::SloLimit::parse_list(&e.limit).ok())
+            .flatten()
+            .collect()
+    }
 }
 
 fn default_warm() -> u32 {

@@ -82,6 +82,7 @@ pub(super) fn workload(c: &mut Campaign, r: &mut Reporter) {
             );
         }
     }
+    slo(w, r);
     for (name, tokens) in &w.long_context_targets {
         if *tokens == 0 {
             r.error(
@@ -127,6 +128,111 @@ pub(super) fn workload(c: &mut Campaign, r: &mut Reporter) {
                 &p("workload.sampling.top_p"),
                 format!("top_p {tp} is out of range"),
                 "give a top_p above 0 and at most 1, or leave it out",
+            );
+        }
+    }
+}
+
+fn levels_text(levels: &[u32]) -> String {
+    levels
+        .iter()
+        .map(|n| n.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `[[workload.slo]]`, `concurrency_priority_level`, and the `goodput` priority's need of SLOs.
+fn slo(w: &crate::campaign::spec::Workload, r: &mut Reporter) {
+    use crate::evidence::RankingMetric;
+    use crate::metrics::slo::SloLimit;
+    let levels = &w.concurrency;
+    let mut seen: Vec<(Option<u32>, SloLimit)> = Vec::new();
+    for (i, e) in w.slo.iter().enumerate() {
+        let at = p("workload.slo").index(i);
+        match SloLimit::parse_list(&e.limit) {
+            Err(msg) => r.error(
+                &at.key("limit"),
+                format!("SLO limit {msg}"),
+                "give limit = \"ttft_p95=500ms\" (a comma list is allowed)",
+            ),
+            Ok(list) => {
+                for l in list {
+                    if seen.iter().any(|(c, o)| {
+                        *c == e.concurrency && o.metric == l.metric && o.stat == l.stat
+                    }) {
+                        r.error(
+                            &at.key("limit"),
+                            format!(
+                                "{} {} is limited twice at {}",
+                                l.metric.name(),
+                                l.stat.name(),
+                                e.concurrency
+                                    .map(|c| format!("concurrency {c}"))
+                                    .unwrap_or_else(|| "every level".into())
+                            ),
+                            "give each metric and statistic one limit per level",
+                        );
+                    }
+                    seen.push((e.concurrency, l));
+                }
+            }
+        }
+        if let Some(c) = e.concurrency {
+            if !levels.contains(&c) {
+                r.error(
+                    &at.key("concurrency"),
+                    format!(
+                        "level {c} is not measured (workload.concurrency lists {})",
+                        levels_text(levels)
+                    ),
+                    format!(
+                        "use one of {}, add {c} to workload.concurrency, or leave concurrency out to apply the limit at every level",
+                        levels_text(levels)
+                    ),
+                );
+            }
+        }
+    }
+    if let Some(c) = w.concurrency_priority_level {
+        if !levels.contains(&c) {
+            r.error(
+                &p("workload.concurrency_priority_level"),
+                format!(
+                    "level {c} is not measured (workload.concurrency lists {})",
+                    levels_text(levels)
+                ),
+                format!(
+                    "use one of {}, or add {c} to workload.concurrency",
+                    levels_text(levels)
+                ),
+            );
+        } else if !w
+            .ranking_priority
+            .iter()
+            .any(|m| matches!(m, RankingMetric::Concurrency | RankingMetric::Goodput))
+        {
+            r.warn(
+                &p("workload.concurrency_priority_level"),
+                "no ranking priority reads it (it names the level of `concurrency` and `goodput`)",
+                "add \"concurrency\" or \"goodput\" to workload.ranking_priority, or remove it",
+            );
+        }
+    }
+    if w.ranking_priority.contains(&RankingMetric::Goodput) {
+        let level = w.priority_level();
+        if w.slo.is_empty() {
+            r.error(
+                &p("workload.ranking_priority"),
+                "`goodput` ranks by requests per second meeting the SLOs, but no SLO is declared",
+                "add [[workload.slo]] entries, e.g. limit = \"ttft_p95=500ms\", or remove \"goodput\"",
+            );
+        } else if levels.contains(&level) && w.slo_at(level).is_empty() {
+            r.error(
+                &p("workload.ranking_priority"),
+                format!("`goodput` is compared at level {level}, where no SLO applies"),
+                format!(
+                    "add an SLO at concurrency {level} (or one without concurrency), or set concurrency_priority_level to a level with SLOs"
+                ),
             );
         }
     }

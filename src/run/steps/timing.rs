@@ -4,6 +4,7 @@
 
 use crate::campaign::{ApiKind, Arm, PlanStep, RunState, StepKind};
 use crate::client::Target;
+use crate::evidence::result::{GoodputRecord, SloCheckRecord};
 use crate::evidence::FailureClass;
 use crate::run::arm::{api_key, request_base, Live};
 use crate::run::cx::{fail, Cx, Done, Guarded, Outcome};
@@ -86,6 +87,7 @@ pub async fn run(cx: &mut Cx, arm: &Arm, s: &PlanStep, live: &mut Option<Live>) 
         concurrency,
         requests,
         ignore_eos,
+        ref slo,
     } = s.kind
     else {
         unreachable!("dispatched on Timing")
@@ -141,11 +143,18 @@ pub async fn run(cx: &mut Cx, arm: &Arm, s: &PlanStep, live: &mut Option<Live>) 
         }
         Guarded::Done(Ok(out)) => out,
     };
+    let slo_rec = (!slo.is_empty()).then(|| slo_records(slo, &out));
     let mut ev = out.evidence;
     ev["arm"] = json!(arm.id);
     ev["state"] = json!(state.as_str());
     ev["shape"] = json!(s.shape);
-    let rec = timed::record(ev_name, concurrency, &out.stats);
+    let mut rec = timed::record(ev_name, concurrency, &out.stats);
+    if let Some((checks, goodput)) = slo_rec {
+        ev["slo"] = json!(checks);
+        ev["goodput"] = json!(goodput);
+        rec.slo = checks;
+        rec.goodput = Some(goodput);
+    }
     if let Some(p) = rec.prompt_tokens_reported {
         cx.rec
             .result()
@@ -188,6 +197,32 @@ pub async fn run(cx: &mut Cx, arm: &Arm, s: &PlanStep, live: &mut Option<Live>) 
         return Done::new(Outcome::Fatal(f), Some(ev));
     }
     Done::ok(ev)
+}
+
+/// The level's SLO limits checked against its distributions, and its goodput: the successful
+/// requests whose own latencies met every limit, per second of the step's window.
+fn slo_records(
+    limits: &[crate::metrics::slo::SloLimit],
+    out: &timed::TimingOutput,
+) -> (Vec<SloCheckRecord>, GoodputRecord) {
+    use crate::metrics::slo;
+    let checks = slo::check(limits, &out.stats.metrics)
+        .into_iter()
+        .map(|c| SloCheckRecord {
+            limit: c.limit.to_string(),
+            observed_ms: c.observed_ms,
+            met: c.met,
+        })
+        .collect();
+    let g = slo::goodput(limits, out.ok_metrics.iter(), out.stats.window_s);
+    (
+        checks,
+        GoodputRecord {
+            requests_meeting: g.requests_meeting,
+            requests_ok: g.requests_ok,
+            goodput_req_s: g.goodput_req_s,
+        },
+    )
 }
 
 /// Requests at the long-context prompt length, closed loop at c1, always decoding `max_tokens`:
