@@ -365,6 +365,17 @@ mod tests {
             .spawn()
             .unwrap();
         let pid = child.id();
+        // Between fork and exec the child's cmdline is not yet `sleep 30`; a proof taken in that
+        // instant would rightly refuse it. Recovery proves long after launch; the test waits.
+        let cmdline = format!("/proc/{pid}/cmdline");
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while std::fs::read(&cmdline).unwrap_or_default() != b"sleep\030\0" {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "sleep 30 never exec'd"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
         let m = mark(pid, vec!["sleep".into(), "30".into()]);
         assert_eq!(m.pgid, pid);
         assert!(m.start_ticks > 0);
