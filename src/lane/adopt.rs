@@ -369,7 +369,7 @@ mod tests {
         // instant would rightly refuse it. Recovery proves long after launch; the test waits.
         let cmdline = format!("/proc/{pid}/cmdline");
         let deadline = std::time::Instant::now() + Duration::from_secs(5);
-        while std::fs::read(&cmdline).unwrap_or_default() != b"sleep\030\0" {
+        while std::fs::read(&cmdline).unwrap_or_default() != b"sleep\x0030\x00" {
             assert!(
                 std::time::Instant::now() < deadline,
                 "sleep 30 never exec'd"
