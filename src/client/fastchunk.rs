@@ -44,12 +44,7 @@ pub fn scan(data: &[u8]) -> Option<Scanned<'_>> {
             "timings" => 16,
             _ => 0,
         };
-        if bit != 0 {
-            if seen & bit != 0 {
-                return None; // the full parse rejects a duplicate field
-            }
-            seen |= bit;
-        }
+        first_time(&mut seen, bit)?;
         match key {
             "id" => {
                 if !s.null() {
@@ -188,12 +183,7 @@ impl<'a> Scanner<'a> {
                     "finish_reason" => 4,
                     _ => 0,
                 };
-                if bit != 0 {
-                    if seen & bit != 0 {
-                        return None;
-                    }
-                    seen |= bit;
-                }
+                first_time(&mut seen, bit)?;
                 match key {
                     "text" => {
                         if s.opt_nonempty()? == Some(true) {
@@ -232,12 +222,7 @@ impl<'a> Scanner<'a> {
                 "tool_calls" => 16,
                 _ => 0,
             };
-            if bit != 0 {
-                if seen & bit != 0 {
-                    return None;
-                }
-                seen |= bit;
-            }
+            first_time(&mut seen, bit)?;
             match key {
                 "content" => {
                     if s.opt_nonempty()? == Some(true) {
@@ -339,4 +324,15 @@ impl<'a> Scanner<'a> {
         self.i = i;
         Some(())
     }
+}
+
+/// Marks key `bit` as seen (0: a key the scanner doesn't track). None when it was seen already:
+/// the full parse rejects a duplicate field, so the scanner declines and lets it decide.
+#[inline]
+fn first_time(seen: &mut u8, bit: u8) -> Option<()> {
+    if *seen & bit != 0 {
+        return None;
+    }
+    *seen |= bit;
+    Some(())
 }
