@@ -11,7 +11,7 @@
 //! request's own part with its nonce line.
 
 use super::{send, Prepared, Source, StreamState};
-use crate::client::{post_request_bytes, Conn, Place, StreamOpts, Target, Trace};
+use crate::client::{Conn, Place, StreamOpts, Target, Trace};
 use crate::workload::conversation::{History, SharedPrefix, UserTurns};
 use crate::workload::filler::nonce_number;
 use crate::workload::request::insert_input;
@@ -84,22 +84,19 @@ impl ConversationSource {
         state.history.push_user(text);
         let mut body = self.base.clone();
         state.history.insert(&mut body, self.endpoint);
-        let bytes = serde_json::to_vec(&body).expect("JSON body");
-        Prepared {
-            bytes: post_request_bytes(
-                &self.target,
-                self.endpoint.path(),
-                &bytes,
-                self.api_key.as_deref(),
-                true,
-            ),
-            // Only a first turn is the sized prompt alone; later turns carry the history.
-            prompt_tokens: if state.history.len() == 1 {
-                tokens
-            } else {
-                None
-            },
-        }
+        // Only a first turn is the sized prompt alone; later turns carry the history.
+        let tokens = if state.history.len() == 1 {
+            tokens
+        } else {
+            None
+        };
+        Prepared::post(
+            &self.target,
+            self.endpoint,
+            self.api_key.as_deref(),
+            &body,
+            tokens,
+        )
     }
 }
 
@@ -194,17 +191,13 @@ impl Source for PrefixSource {
         let text = self.prefix.text(self.prefix.group(index), &rest);
         let mut body = self.base.clone();
         insert_input(&mut body, self.endpoint, text);
-        let bytes = serde_json::to_vec(&body).expect("JSON body");
-        Prepared {
-            bytes: post_request_bytes(
-                &self.target,
-                self.endpoint.path(),
-                &bytes,
-                self.api_key.as_deref(),
-                true,
-            ),
-            prompt_tokens: self.prompt_tokens,
-        }
+        Prepared::post(
+            &self.target,
+            self.endpoint,
+            self.api_key.as_deref(),
+            &body,
+            self.prompt_tokens,
+        )
     }
 
     fn place(&self, index: u64) -> Option<Place> {

@@ -11,6 +11,23 @@ use crate::workload::Endpoint;
 use serde_json::{Map, Value};
 use std::sync::Arc;
 
+impl Prepared {
+    /// The keep-alive POST of a JSON request body to the endpoint's path.
+    pub fn post(
+        target: &Target,
+        endpoint: Endpoint,
+        api_key: Option<&str>,
+        body: &Map<String, Value>,
+        prompt_tokens: Option<u64>,
+    ) -> Prepared {
+        let bytes = serde_json::to_vec(body).expect("JSON body");
+        Prepared {
+            bytes: post_request_bytes(target, endpoint.path(), &bytes, api_key, true),
+            prompt_tokens,
+        }
+    }
+}
+
 /// The prompt of each request of a load.
 pub enum PromptText {
     /// A matched prompt: every index has the target's token count (the nonce line varies).
@@ -92,17 +109,13 @@ impl Source for RequestSource {
                 tokens
             }
         };
-        let bytes = serde_json::to_vec(&body).expect("JSON body");
-        Prepared {
-            bytes: post_request_bytes(
-                &self.target,
-                self.endpoint.path(),
-                &bytes,
-                self.api_key.as_deref(),
-                true,
-            ),
-            prompt_tokens: tokens,
-        }
+        Prepared::post(
+            &self.target,
+            self.endpoint,
+            self.api_key.as_deref(),
+            &body,
+            tokens,
+        )
     }
 }
 
