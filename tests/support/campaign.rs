@@ -214,3 +214,152 @@ pub fn pid_alive(pid: u32) -> bool {
         }
     }
 }
+
+/// The arm `id` in a campaign-result.json.
+pub fn arm<'a>(r: &'a serde_json::Value, id: &str) -> &'a serde_json::Value {
+    r["arms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["id"] == id)
+        .unwrap_or_else(|| panic!("no arm {id} in the result: {r:#}"))
+}
+
+/// `bakeoff run ARGS --no-progress` with the lane lock directory `locks`, stdin closed, stdout and
+/// stderr piped (spawn it, or take its output).
+pub fn run_command(locks: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(BIN);
+    c.arg("run")
+        .args(args)
+        .arg("--no-progress")
+        .env("BAKEOFF_LOCK_DIR", locks)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
+}
+
+/// Waits until the file `p` exists.
+pub fn wait_for_file(p: &Path, limit: Duration) {
+    let t = Instant::now();
+    while !p.exists() {
+        assert!(t.elapsed() < limit, "{} never appeared", p.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A `bakeoff run` in progress on a campaign whose incumbent the test started: the fault tests
+/// start one, act on the lane or the disk while it runs, then check how it ended.
+pub struct LiveRun {
+    child: Option<Child>,
+    incumbent: Option<Child>,
+    pub bundle: PathBuf,
+    pub locks: PathBuf,
+    port: u16,
+}
+
+/// How a `bakeoff run` ended.
+pub struct Ended {
+    pub out: Output,
+    /// Its stderr, as text.
+    pub err: String,
+}
+
+impl Ended {
+    /// Asserts the exit code.
+    pub fn code(&self, code: i32) -> &Ended {
+        assert_eq!(self.out.status.code(), Some(code), "{}", text(&self.out));
+        self
+    }
+}
+
+impl Camp {
+    /// Starts the incumbent from its profile `incumbent`, then spawns `bakeoff run FILE` with the
+    /// lock directory `locks/` and the bundle at `output` (the campaign's `out/` when `None`).
+    pub fn spawn_run(&self, incumbent: &str, file: &Path, output: Option<&Path>) -> LiveRun {
+        let inc = self.start_incumbent(incumbent);
+        let locks = self.path("locks");
+        let bundle = output.map_or_else(|| self.bundle(), Path::to_path_buf);
+        let mut args = vec![file.to_str().unwrap()];
+        if let Some(o) = output {
+            args.extend(["--output", o.to_str().unwrap()]);
+        }
+        let child = run_command(&locks, &args).spawn().unwrap();
+        LiveRun {
+            child: Some(child),
+            incumbent: Some(inc),
+            bundle,
+            locks,
+            port: self.port,
+        }
+    }
+}
+
+impl LiveRun {
+    /// The running bakeoff's pid.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("the run already ended").id()
+    }
+
+    /// Waits until the bundle file `name` exists.
+    pub fn wait_for(&self, name: &str, limit: Duration) {
+        wait_for_file(&self.bundle.join(name), limit);
+    }
+
+    /// Waits for the run to end, then reaps the incumbent the test started (the run stopped it:
+    /// every fault test acts after the incumbent's stop).
+    pub fn end(&mut self) -> Ended {
+        let out = self
+            .child
+            .take()
+            .expect("the run already ended")
+            .wait_with_output()
+            .unwrap();
+        if let Some(mut c) = self.incumbent.take() {
+            reap_stopped(&mut c);
+        }
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        Ended { out, err }
+    }
+
+    /// Ends the run, asserts its exit code and reads its campaign-result.json.
+    pub fn end_with(&mut self, code: i32) -> (Ended, serde_json::Value) {
+        let e = self.end();
+        let p = self.bundle.join("campaign-result.json");
+        let r = std::fs::read(&p)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok());
+        assert_eq!(
+            e.out.status.code(),
+            Some(code),
+            "{}\n{}",
+            text(&e.out),
+            r.as_ref()
+                .map_or_else(|| "no result".into(), |r| format!("{r:#}"))
+        );
+        let r = r.unwrap_or_else(|| panic!("{}: missing or not JSON", p.display()));
+        (e, r)
+    }
+
+    /// `cleanup` of the lane (whatever bakeoff restored) and of the incumbent if not yet reaped.
+    pub fn cleanup(mut self) {
+        cleanup(&self.bundle, self.incumbent.take(), self.port);
+    }
+}
+
+/// Reaps a child the run stopped; one still running 30 s after the run ended was never stopped:
+/// killed, and the test fails.
+fn reap_stopped(c: &mut Child) {
+    let t = Instant::now();
+    while c.try_wait().unwrap().is_none() {
+        if t.elapsed() > Duration::from_secs(30) {
+            let _ = c.kill();
+            let _ = c.wait();
+            panic!(
+                "the incumbent (pid {}) still ran after the run ended",
+                c.id()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

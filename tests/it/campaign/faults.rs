@@ -3,34 +3,14 @@
 
 use crate::support::campaign::*;
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use crate::support::exclusive as serial;
 
 const FAST: &str = "ttft_ms = 10\ndecode_tok_s = 400\ncontext_tokens = 4096";
 /// A slow decode: the arm's timing steps take seconds, time to act during the arm.
 const SLOW: &str = "ttft_ms = 10\ndecode_tok_s = 20\ncontext_tokens = 4096";
-
-fn wait_for(p: &Path, limit: Duration) {
-    let t = Instant::now();
-    while !p.exists() {
-        assert!(t.elapsed() < limit, "{} never appeared", p.display());
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn bakeoff_run(lock_dir: &Path, args: &[&str]) -> Command {
-    let mut c = Command::new(BIN);
-    c.arg("run")
-        .args(args)
-        .arg("--no-progress")
-        .env("BAKEOFF_LOCK_DIR", lock_dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    c
-}
 
 #[test]
 fn a_second_run_on_the_lane_is_refused_naming_the_first() {
@@ -39,7 +19,6 @@ fn a_second_run_on_the_lane_is_refused_naming_the_first() {
     t.profile("inc", FAST);
     t.profile("a", SLOW);
     let file = t.write(&[("inc", "inc"), ("a", "a")], "", "");
-    let inc = t.start_incumbent("inc");
     let locks = t.path("locks");
     std::fs::create_dir_all(&locks).unwrap();
     // A lock left by a run that died: the first run takes it over and records that.
@@ -52,14 +31,12 @@ fn a_second_run_on_the_lane_is_refused_naming_the_first() {
         format!(r#"{{"pid": {dead_pid}, "campaign_id": "dead-run", "bundle": "/gone"}}"#),
     )
     .unwrap();
-    let b = t.bundle();
-    let first = bakeoff_run(&locks, &[file.to_str().unwrap()])
-        .spawn()
-        .unwrap();
-    wait_for(&b.join("a-launch.json"), Duration::from_secs(120));
+    let mut first = t.spawn_run("inc", &file, None);
+    let b = first.bundle.clone();
+    first.wait_for("a-launch.json", Duration::from_secs(120));
     // The second run, same lane, its own output: refused before it touches anything.
     let out2 = t.path("out2");
-    let o = bakeoff_run(
+    let o = run_command(
         &locks,
         &[file.to_str().unwrap(), "--output", out2.to_str().unwrap()],
     )
@@ -68,14 +45,12 @@ fn a_second_run_on_the_lane_is_refused_naming_the_first() {
     let err = String::from_utf8_lossy(&o.stderr).to_string();
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(err.contains("held by another bakeoff run"), "{err}");
-    assert!(err.contains(&format!("pid {}", first.id())), "{err}");
+    assert!(err.contains(&format!("pid {}", first.pid())), "{err}");
     assert!(err.contains("campaign `test-campaign`"), "{err}");
     assert!(err.contains(b.to_str().unwrap()), "{err}");
     assert!(!out2.exists(), "the refused run created its output");
     // The first completes undisturbed.
-    let o = first.wait_with_output().unwrap();
-    let r = json(&b.join("campaign-result.json"));
-    assert!(o.status.success(), "{}\n{r:#}", text(&o));
+    let (ended, r) = first.end_with(0);
     assert_eq!(r["complete"], true, "{r:#}");
     verify(&b);
     let notes = r["notes"].to_string();
@@ -83,7 +58,11 @@ fn a_second_run_on_the_lane_is_refused_naming_the_first() {
         notes.contains("took over a stale lock") && notes.contains("dead-run"),
         "{notes}"
     );
-    assert!(String::from_utf8_lossy(&o.stderr).contains("took over a stale lock"));
+    assert!(
+        ended.err.contains("took over a stale lock"),
+        "{}",
+        ended.err
+    );
     assert_eq!(listener_model(t.port).as_deref(), Some("inc"));
     // Released on exit: the lock names nobody, and the lane can be taken again.
     assert_eq!(std::fs::read_to_string(&lock_file).unwrap(), "");
@@ -96,7 +75,7 @@ fn a_second_run_on_the_lane_is_refused_naming_the_first() {
     assert_eq!(mode(&b.with_file_name("out.incumbent.log")), 0o600);
     // Resuming a complete bundle does nothing to the lane, and says so.
     let before = bakeoff::lane::procnet::find_listeners(t.port)[0].pid;
-    let o = bakeoff_run(&locks, &["--resume", b.to_str().unwrap()])
+    let o = run_command(&locks, &["--resume", b.to_str().unwrap()])
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", text(&o));
@@ -110,7 +89,7 @@ fn a_second_run_on_the_lane_is_refused_naming_the_first() {
         before
     );
     verify(&b);
-    cleanup(&b, Some(inc), t.port);
+    first.cleanup();
 }
 
 /// Every step the checkpoint marks done has its evidence file in the bundle.
@@ -139,35 +118,20 @@ fn evidence_that_cannot_be_written_stops_the_arm_and_restores() {
     t.profile("a", SLOW);
     t.profile("b", FAST);
     let file = t.write(&[("inc", "inc"), ("a", "a"), ("b", "b")], "", "");
-    let mut inc = Some(t.start_incumbent("inc"));
-    let b = t.bundle();
-    let locks = t.path("locks");
-    let child = bakeoff_run(&locks, &[file.to_str().unwrap()])
-        .spawn()
-        .unwrap();
+    let mut run = t.spawn_run("inc", &file, None);
+    let b = run.bundle.clone();
     // During arm a, its warm timing file becomes unwritable: a directory in its place (a rename
     // onto a directory fails even for root, so this test cannot be skipped).
-    wait_for(&b.join("a-launch.json"), Duration::from_secs(120));
+    run.wait_for("a-launch.json", Duration::from_secs(120));
     let blocked = b.join("a-timing-64-c1-warm.json");
     std::fs::create_dir(&blocked).unwrap();
-    let o = child.wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&o.stderr).to_string();
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    let r = json(&b.join("campaign-result.json"));
+    let (ended, r) = run.end_with(1);
+    let err = &ended.err;
     assert_eq!(r["complete"], false, "{r:#}");
     let reason = r["incomplete_reason"].as_str().unwrap();
     assert!(reason.contains("evidence could not be written"), "{reason}");
     assert!(err.contains("incomplete"), "{err}");
-    let arm = |id: &str| {
-        r["arms"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|a| a["id"] == id)
-            .unwrap()
-            .clone()
-    };
-    let a = arm("a");
+    let a = arm(&r, "a");
     assert_eq!(a["failure"]["class"], "evidence-unwritable", "{a:#}");
     assert_eq!(a["status"], "interrupted", "{a:#}");
     // Straight to restoration: arm b never launched.
@@ -188,34 +152,21 @@ fn evidence_that_cannot_be_written_stops_the_arm_and_restores() {
     assert!(!pid_alive(pid), "candidate pid {pid} still alive");
     assert_eq!(r["restoration"]["status"], "passed", "{r:#}");
     assert_eq!(listener_model(t.port).as_deref(), Some("inc"));
-    if let Some(mut c) = inc.take() {
-        let _ = c.wait(); // stopped by bakeoff
-    }
     // The disk is fixed: resume runs the unwritten step again and completes.
     std::fs::remove_dir(&blocked).unwrap();
-    let o = bakeoff_run(&locks, &["--resume", b.to_str().unwrap()])
+    let o = run_command(&run.locks, &["--resume", b.to_str().unwrap()])
         .output()
         .unwrap();
     let r = json(&b.join("campaign-result.json"));
     assert!(o.status.success(), "{}\n{r:#}", text(&o));
     assert_eq!(r["complete"], true, "{r:#}");
-    assert_eq!(arm_status(&r, "a"), "completed");
+    assert_eq!(arm(&r, "a")["status"], "completed", "{r:#}");
     assert!(r["arms"][1]["failure"].is_null(), "{r:#}");
     assert!(blocked.is_file());
     done_steps_have_files(&b);
     verify(&b);
     assert_eq!(listener_model(t.port).as_deref(), Some("inc"));
-    cleanup(&b, None, t.port);
-}
-
-fn arm_status(r: &serde_json::Value, id: &str) -> String {
-    r["arms"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|a| a["id"] == id)
-        .map(|a| a["status"].as_str().unwrap_or_default().to_string())
-        .unwrap_or_default()
+    run.cleanup();
 }
 
 #[test]
@@ -225,24 +176,13 @@ fn a_failed_restoration_says_why_what_serves_and_how_to_restart() {
     t.profile("inc", FAST);
     t.profile("a", FAST);
     let file = t.write(&[("inc", "inc"), ("a", "a")], "", "");
-    let mut inc = Some(t.start_incumbent("inc"));
-    let b = t.bundle();
-    let locks = t.path("locks");
-    let child = bakeoff_run(&locks, &[file.to_str().unwrap()])
-        .spawn()
-        .unwrap();
+    let mut run = t.spawn_run("inc", &file, None);
     // Once the incumbent is stopped, its profile breaks: it cannot be started again.
-    wait_for(&b.join("incumbent-shutdown.json"), Duration::from_secs(120));
+    run.wait_for("incumbent-shutdown.json", Duration::from_secs(120));
     let prof = t.path("inc.toml");
     let good = std::fs::read_to_string(&prof).unwrap();
     std::fs::write(&prof, "this is not a profile = = =\n").unwrap();
-    let o = child.wait_with_output().unwrap();
-    if let Some(mut c) = inc.take() {
-        let _ = c.wait();
-    }
-    let err = String::from_utf8_lossy(&o.stderr).to_string();
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    let r = json(&b.join("campaign-result.json"));
+    let (Ended { err, .. }, r) = run.end_with(1);
     let detail = r["restoration"]["detail"].as_str().unwrap().to_string();
     eprintln!("restoration detail: {detail}");
     assert!(detail.contains("restore-incumbent failed: "), "{detail}");
@@ -258,7 +198,7 @@ fn a_failed_restoration_says_why_what_serves_and_how_to_restart() {
     assert!(st.success());
     wait_serving(t.port, Duration::from_secs(20));
     assert_eq!(listener_model(t.port).as_deref(), Some("inc"));
-    cleanup(&b, None, t.port);
+    run.cleanup();
 }
 
 #[test]
@@ -268,15 +208,11 @@ fn a_profile_edited_between_stop_and_restore_fails_the_identity_naming_it() {
     t.profile("inc", FAST);
     t.profile("a", SLOW);
     let file = t.write(&[("inc", "inc"), ("a", "a")], "", "");
-    let mut inc = Some(t.start_incumbent("inc"));
-    let b = t.bundle();
-    let locks = t.path("locks");
-    let child = bakeoff_run(&locks, &[file.to_str().unwrap()])
-        .spawn()
-        .unwrap();
+    let mut run = t.spawn_run("inc", &file, None);
+    let b = run.bundle.clone();
     // While the candidate runs, the stopped incumbent's profile changes: still a valid profile,
     // same model and context, so the engine starts and serves, but 57x slower.
-    wait_for(&b.join("a-launch.json"), Duration::from_secs(120));
+    run.wait_for("a-launch.json", Duration::from_secs(120));
     let prof = t.path("inc.toml");
     let stop = json(&b.join("incumbent-shutdown.json"));
     let recorded = stop["recipe_fingerprint"]["files"].to_string();
@@ -287,13 +223,7 @@ fn a_profile_edited_between_stop_and_restore_fails_the_identity_naming_it() {
         "model = \"inc\"\nttft_ms = 10\ndecode_tok_s = 7\ncontext_tokens = 4096\n",
     )
     .unwrap();
-    let o = child.wait_with_output().unwrap();
-    if let Some(mut c) = inc.take() {
-        let _ = c.wait();
-    }
-    let err = String::from_utf8_lossy(&o.stderr).to_string();
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    let r = json(&b.join("campaign-result.json"));
+    let (Ended { err, .. }, r) = run.end_with(1);
     assert_eq!(r["restoration"]["status"], "failed", "{r:#}");
     let detail = r["restoration"]["detail"].as_str().unwrap();
     assert!(
@@ -317,7 +247,7 @@ fn a_profile_edited_between_stop_and_restore_fails_the_identity_naming_it() {
         !all.contains("\"exact-restoration\""),
         "a bundle file claims exact-restoration"
     );
-    cleanup(&b, None, t.port);
+    run.cleanup();
 }
 
 /// A small tmpfs, unmounted on drop.
@@ -361,23 +291,11 @@ fn a_disk_that_fills_and_stays_full_leaves_the_incumbent_serving() {
     t.profile("inc", FAST);
     t.profile("a", SLOW);
     let file = t.write(&[("inc", "inc"), ("a", "a")], "", "");
-    let mut inc = Some(t.start_incumbent("inc"));
     let b = disk.0.join("out");
-    let locks = t.path("locks");
-    let child = bakeoff_run(
-        &locks,
-        &[file.to_str().unwrap(), "--output", b.to_str().unwrap()],
-    )
-    .spawn()
-    .unwrap();
-    wait_for(&b.join("a-launch.json"), Duration::from_secs(120));
+    let mut run = t.spawn_run("inc", &file, Some(&b));
+    run.wait_for("a-launch.json", Duration::from_secs(120));
     fill(&disk.0.join("filler"));
-    let o = child.wait_with_output().unwrap();
-    if let Some(mut c) = inc.take() {
-        let _ = c.wait();
-    }
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    let err = run.end().code(1).err.clone();
     assert!(err.contains("restoration"), "{err}");
     // Never "complete"; every step marked done has its file.
     if let Ok(bytes) = std::fs::read(b.join("campaign-result.json")) {
@@ -390,7 +308,7 @@ fn a_disk_that_fills_and_stays_full_leaves_the_incumbent_serving() {
     assert_eq!(listener_model(t.port).as_deref(), Some("inc"));
     let pid = json(&b.join("a-launch.json"))["pid"].as_u64().unwrap() as u32;
     assert!(!pid_alive(pid), "candidate pid {pid} still alive");
-    cleanup(&b, None, t.port);
+    run.cleanup();
     drop(disk);
 }
 
@@ -408,35 +326,24 @@ fn a_disk_full_for_a_second_never_leaves_a_complete_bundle_with_a_missing_file()
     t.profile("a", SLOW);
     t.profile("b", FAST);
     let file = t.write(&[("inc", "inc"), ("a", "a"), ("b", "b")], "", "");
-    let mut inc = Some(t.start_incumbent("inc"));
     let b = disk.0.join("out");
-    let locks = t.path("locks");
-    let child = bakeoff_run(
-        &locks,
-        &[file.to_str().unwrap(), "--output", b.to_str().unwrap()],
-    )
-    .spawn()
-    .unwrap();
+    let mut run = t.spawn_run("inc", &file, Some(&b));
     // As arm a starts: full for about a second, then freed.
-    wait_for(&b.join("a-launch.json"), Duration::from_secs(180));
+    run.wait_for("a-launch.json", Duration::from_secs(180));
     let filler = disk.0.join("filler");
     fill(&filler);
     std::thread::sleep(Duration::from_millis(800));
     std::fs::remove_file(&filler).unwrap();
-    let o = child.wait_with_output().unwrap();
-    if let Some(mut c) = inc.take() {
-        let _ = c.wait();
-    }
+    let Ended { out: o, err } = run.end();
     let Ok(bytes) = std::fs::read(b.join("campaign-result.json")) else {
         // No result at all: never "complete"; the lane is still put back.
         assert_eq!(o.status.code(), Some(1), "{}", text(&o));
         done_steps_have_files(&b);
         assert_eq!(listener_model(t.port).as_deref(), Some("inc"));
-        cleanup(&b, None, t.port);
+        run.cleanup();
         return;
     };
     let r: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
-    let err = String::from_utf8_lossy(&o.stderr).to_string();
     eprintln!(
         "exit {:?}, complete {}, incomplete_reason {}, {} stderr lines about writes",
         o.status.code(),
@@ -473,7 +380,7 @@ fn a_disk_full_for_a_second_never_leaves_a_complete_bundle_with_a_missing_file()
         );
         // The sealed bundle verifies, except for evidence the full second kept off the disk,
         // which the result's notes name as missing.
-        let v = run(&["verify", b.to_str().unwrap()]);
+        let v = crate::support::campaign::run(&["verify", b.to_str().unwrap()]);
         if !v.status.success() {
             let notes = r["notes"].to_string();
             for line in String::from_utf8_lossy(&v.stdout).lines() {
@@ -500,6 +407,6 @@ fn a_disk_full_for_a_second_never_leaves_a_complete_bundle_with_a_missing_file()
     assert_eq!(listener_model(t.port).as_deref(), Some("inc"));
     let pid = json(&b.join("a-launch.json"))["pid"].as_u64().unwrap() as u32;
     assert!(!pid_alive(pid), "candidate pid {pid} still alive");
-    cleanup(&b, None, t.port);
+    run.cleanup();
     drop(disk);
 }

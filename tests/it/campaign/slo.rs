@@ -44,15 +44,6 @@ fn write_campaign(t: &Camp) -> std::path::PathBuf {
     file
 }
 
-fn arm<'a>(r: &'a Value, id: &str) -> &'a Value {
-    r["arms"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|a| a["id"] == id)
-        .unwrap()
-}
-
 #[test]
 fn an_arm_that_breaks_ttft_p95_at_c4_is_rejected_with_class_slo_violated() {
     let _g = serial();
