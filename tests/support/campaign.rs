@@ -363,3 +363,68 @@ fn reap_stopped(c: &mut Child) {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// A campaign text written to `campaign.toml` in a temp dir of its own (removed on drop).
+pub struct CampaignFile {
+    _dir: tempfile::TempDir,
+    pub path: PathBuf,
+    pub text: String,
+}
+
+pub fn campaign_file(text: &str) -> CampaignFile {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("campaign.toml");
+    std::fs::write(&path, text).expect("write campaign");
+    CampaignFile {
+        _dir: dir,
+        path,
+        text: text.to_string(),
+    }
+}
+
+/// 1-based number of the `nth` (0-based) line of `text` containing `needle`.
+pub fn line_of(text: &str, needle: &str, nth: usize) -> usize {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| l.contains(needle))
+        .nth(nth)
+        .unwrap_or_else(|| panic!("{needle:?} (#{nth}) not in the campaign text"))
+        .0
+        + 1
+}
+
+impl CampaignFile {
+    /// Loads the file: `None` when it loads, else its error, checked to be exactly one
+    /// diagnostic on one line.
+    pub fn load_error(&self) -> Option<String> {
+        let err = bakeoff::campaign::load(&self.path).err()?;
+        let msg = err.to_string();
+        assert_eq!(err.diagnostics.len(), 1, "expected one error, got:\n{msg}");
+        assert!(!msg.contains('\n'), "not one line: {msg}");
+        Some(msg)
+    }
+}
+
+/// Loads `text`, expects exactly one error, checks it is one line `FILE:LINE: FIELD: problem; fix`
+/// with LINE the `nth` (0-based) line holding `needle`; returns the file (still on disk) and the
+/// error line.
+pub fn one_error_in_file(
+    text: &str,
+    (needle, nth): (&str, usize),
+    field: &str,
+) -> (CampaignFile, String) {
+    let f = campaign_file(text);
+    let msg = f
+        .load_error()
+        .unwrap_or_else(|| panic!("expected an error for field {field}, got none"));
+    let line = line_of(&f.text, needle, nth);
+    let want = format!("{}:{line}: {field}: ", f.path.display());
+    assert!(msg.starts_with(&want), "want prefix {want:?}\n got {msg:?}");
+    assert!(msg.contains("; "), "no fix after `; `: {msg}");
+    (f, msg)
+}
+
+/// `one_error_in_file`, for a test that needs only the error line.
+pub fn one_error(text: &str, needle: (&str, usize), field: &str) -> String {
+    one_error_in_file(text, needle, field).1
+}

@@ -1,6 +1,7 @@
 //! Validation bounds: every count, size and duration of a campaign has a range that fits the
 //! machine, and a value outside it is refused in one line naming the file, line, field and range.
 
+use crate::support::campaign::{campaign_file, one_error_in_file};
 use crate::support::BIN;
 use bakeoff::campaign;
 use std::process::Command;
@@ -30,23 +31,14 @@ argv = ["/bin/sleep", "1000"]
 "#;
 
 /// Loads `text` (one change from BASE) and returns its single error line, checking its form
-/// `FILE:LINE: field: problem; fix` with LINE the line holding `needle`.
+/// `FILE:LINE: field: problem; fix` with LINE the line holding `needle` and the fix a range.
 fn refused(text: &str, needle: &str, field: &str) -> String {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("campaign.toml");
-    std::fs::write(&path, text).unwrap();
-    let err = campaign::load(&path).expect_err("an out-of-range value loaded");
-    let msg = err.to_string();
-    assert_eq!(err.diagnostics.len(), 1, "{msg}");
-    assert!(!msg.contains('\n'), "not one line: {msg}");
-    let line = text.lines().position(|l| l.contains(needle)).unwrap() + 1;
-    let want = format!("{}:{line}: {field}: ", path.display());
-    assert!(msg.starts_with(&want), "want {want:?}, got {msg:?}");
+    let (f, msg) = one_error_in_file(text, (needle, 0), field);
     assert!(msg.contains("; give a value from "), "{msg}");
     // The command line: exit 2, the same one line, nothing started.
     let o = Command::new(BIN)
         .args(["run", "--dry-run"])
-        .arg(&path)
+        .arg(&f.path)
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2), "{o:?}");
@@ -100,13 +92,12 @@ fn absurd_counts_are_refused_naming_the_field_and_range() {
     );
     assert!(m.contains("outside the range"), "{m}");
     // The largest values in range load.
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("campaign.toml");
-    let ok = BASE
-        .replace("concurrency = [1, 2]", "concurrency = [1, 4096]")
-        .replace("warm_repetitions = 2", "warm_repetitions = 100000");
-    std::fs::write(&path, ok).unwrap();
-    campaign::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    let ok = campaign_file(
+        &BASE
+            .replace("concurrency = [1, 2]", "concurrency = [1, 4096]")
+            .replace("warm_repetitions = 2", "warm_repetitions = 100000"),
+    );
+    assert_eq!(ok.load_error(), None);
 }
 
 #[test]

@@ -5,7 +5,6 @@
 
 use crate::support::campaign::*;
 use crate::support::exclusive as serial;
-use bakeoff::campaign;
 use serde_json::Value;
 
 /// The incumbent: no KV limit, so C4 runs four streams at once.
@@ -202,25 +201,13 @@ fn load_prio(prio: &str, workload: &str, tables: &str) -> (String, String) {
             &format!("concurrency = [1, 2, 4]\n{workload}"),
         )
         .replace("\n[[arms]]", &format!("{tables}\n[[arms]]"));
-    let d = tempfile::tempdir().unwrap();
-    let p = d.path().join("campaign.toml");
-    std::fs::write(&p, &text).unwrap();
-    let e = match campaign::load(&p) {
-        Ok(_) => String::new(),
-        Err(e) => {
-            assert_eq!(e.diagnostics.len(), 1, "{e}");
-            e.to_string()
-        }
-    };
-    (e.replace(&p.display().to_string(), "FILE"), text)
+    let f = campaign_file(&text);
+    let e = f.load_error().unwrap_or_default();
+    (e.replace(&f.path.display().to_string(), "FILE"), text)
 }
 
 fn load(workload: &str, tables: &str) -> (String, String) {
     load_prio("[\"ttft\"]", workload, tables)
-}
-
-fn line(text: &str, needle: &str) -> usize {
-    text.lines().position(|l| l.contains(needle)).unwrap() + 1
 }
 
 #[test]
@@ -230,7 +217,7 @@ fn bad_slo_entries_are_one_line_errors_naming_the_field_and_the_fix() {
     let (e, text) = load("", t);
     let want = format!(
         "FILE:{}: workload.slo[0].concurrency: level 8 is not measured (workload.concurrency lists 1, 2, 4); use one of 1, 2, 4",
-        line(&text, "concurrency = 8")
+        line_of(&text, "concurrency = 8", 0)
     );
     assert!(e.starts_with(&want), "{e}\nwant {want}");
     // A limit that does not parse.
@@ -239,7 +226,7 @@ fn bad_slo_entries_are_one_line_errors_naming_the_field_and_the_fix() {
     assert!(
         e.starts_with(&format!(
             "FILE:{}: workload.slo[0].limit: SLO limit `ttft_p97=500ms`: unknown statistic `p97`",
-            line(&text, "p97")
+            line_of(&text, "p97", 0)
         )),
         "{e}"
     );
@@ -284,7 +271,7 @@ fn bad_slo_entries_are_one_line_errors_naming_the_field_and_the_fix() {
     assert!(
         e.starts_with(&format!(
             "FILE:{}: workload.concurrency_priority_level: level 3 is not measured (workload.concurrency lists 1, 2, 4); use one of 1, 2, 4, or add 3 to workload.concurrency",
-            line(&text, "concurrency_priority_level")
+            line_of(&text, "concurrency_priority_level", 0)
         )),
         "{e}"
     );

@@ -5,6 +5,8 @@ use bakeoff::campaign::{self, Campaign, EnvValue, Mask, Phase, RecipeKind, Role,
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
+use crate::support::campaign::{campaign_file, line_of, one_error};
+
 fn example(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("examples/campaigns")
@@ -50,52 +52,6 @@ served_context = 4096
 [arms.process]
 argv = ["/bin/sleep", "2000"]
 "#;
-
-struct Written {
-    _dir: tempfile::TempDir,
-    path: PathBuf,
-    text: String,
-}
-
-fn write(text: &str) -> Written {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("campaign.toml");
-    std::fs::write(&path, text).expect("write campaign");
-    Written {
-        _dir: dir,
-        path,
-        text: text.to_string(),
-    }
-}
-
-/// 1-based line of the first line containing `needle` (the `nth` occurrence, 0-based).
-fn line_of(text: &str, needle: &str, nth: usize) -> usize {
-    text.lines()
-        .enumerate()
-        .filter(|(_, l)| l.contains(needle))
-        .nth(nth)
-        .unwrap_or_else(|| panic!("{needle:?} (#{nth}) not in the campaign text"))
-        .0
-        + 1
-}
-
-/// Loads `text`, expects exactly one error, checks it is one line starting with
-/// `FILE:LINE: FIELD: ` and returns it.
-fn one_error(text: &str, line_needle: (&str, usize), field: &str) -> String {
-    let w = write(text);
-    let err = match campaign::load(&w.path) {
-        Ok(_) => panic!("expected an error for field {field}, got none"),
-        Err(e) => e,
-    };
-    let msg = err.to_string();
-    assert_eq!(err.diagnostics.len(), 1, "expected one error, got:\n{msg}");
-    assert!(!msg.contains('\n'), "not one line: {msg}");
-    let line = line_of(&w.text, line_needle.0, line_needle.1);
-    let want = format!("{}:{line}: {field}: ", w.path.display());
-    assert!(msg.starts_with(&want), "want prefix {want:?}\n got {msg:?}");
-    assert!(msg.contains("; "), "no fix after `; `: {msg}");
-    msg
-}
 
 #[test]
 fn examples_load_and_plan() {
@@ -523,7 +479,7 @@ fn semantic_errors_are_all_reported_one_line_each_in_file_order() {
         .replace("id = \"spec-test\"", "id = \"Spec Test\"")
         .replace("id = \"cand\"", "id = \"inc\"")
         .replace("max_tokens = 10", "max_tokens = 0");
-    let w = write(&text);
+    let w = campaign_file(&text);
     let err = campaign::load(&w.path).unwrap_err();
     let lines: Vec<String> = err.to_string().lines().map(str::to_string).collect();
     assert_eq!(lines.len(), 3, "{lines:#?}");
@@ -580,7 +536,7 @@ fn dry_run_shows_every_step_and_never_a_secret() {
             "id = \"cand\"\n",
             "id = \"cand\"\napi_key_env = \"BAKEOFF_TEST_CAMPAIGN_SECRET\"\n",
         );
-    let w = write(&text);
+    let w = campaign_file(&text);
     let c = campaign::load(&w.path).unwrap_or_else(|e| panic!("{e}"));
     let p = campaign::plan(&c);
 
@@ -758,7 +714,7 @@ fn endpoint_url_is_http_or_https_and_its_tls_settings_are_checked() {
         "url = \"https://10.0.0.7:8000\"",
         "url = \"https://gw.example/openai/v1\"\ninsecure = true",
     ] {
-        let w = write(&endpoint(body));
+        let w = campaign_file(&endpoint(body));
         let c = campaign::load(&w.path).unwrap_or_else(|e| panic!("{body}: {e}"));
         let e = c.arms[1].endpoint.as_ref().unwrap();
         assert!(e.url.starts_with("https://"));
@@ -794,7 +750,7 @@ fn endpoint_url_is_http_or_https_and_its_tls_settings_are_checked() {
         "{msg}"
     );
     let text = endpoint("url = \"https://10.0.0.7:8000\"\nca_file = \"ca.pem\"");
-    let w = write(&text);
+    let w = campaign_file(&text);
     std::fs::write(w.path.with_file_name("ca.pem"), "not a certificate\n").unwrap();
     let err = campaign::load(&w.path).unwrap_err().to_string();
     assert!(
@@ -812,7 +768,7 @@ fn retrieval_depths_default_to_evenly_spread() {
             "concurrency = [1, 2]\nlong_context_targets = { short = 2000 }\n",
         )
     );
-    let w = write(&text);
+    let w = campaign_file(&text);
     let c = campaign::load(&w.path).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(
         c.gates.retrieval.as_ref().unwrap().depths,
@@ -834,7 +790,7 @@ fn max_failed_fraction_is_a_fraction() {
     );
     assert!(e.contains("fraction 1.5 is out of range"), "{e}");
     assert!(e.contains("from 0 to 1"), "{e}");
-    let w = write(&format!("{BASE}\n[policy]\nmax_failed_fraction = 0.02\n"));
+    let w = campaign_file(&format!("{BASE}\n[policy]\nmax_failed_fraction = 0.02\n"));
     let c = campaign::load(&w.path).unwrap();
     assert_eq!(c.policy.max_failed_fraction, 0.02);
     assert_eq!(
@@ -848,7 +804,7 @@ fn max_failed_fraction_is_a_fraction() {
 #[test]
 fn too_few_warm_repetitions_for_a_95_percent_interval_is_a_warning_naming_the_line() {
     // BASE: 2 warm repetitions, ranked on TTFT then decode: it loads, with one warning.
-    let w = write(BASE);
+    let w = campaign_file(BASE);
     let c = campaign::load(&w.path).expect("a warning is not an error");
     assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
     let line = line_of(&w.text, "warm_repetitions", 0);
@@ -861,13 +817,14 @@ fn too_few_warm_repetitions_for_a_95_percent_interval_is_a_warning_naming_the_li
         c.warnings[0]
     );
     // 6 repetitions support a 96.88 % interval: no warning.
-    let c =
-        campaign::load(&write(&BASE.replace("warm_repetitions = 2", "warm_repetitions = 6")).path)
-            .unwrap();
+    let c = campaign::load(
+        &campaign_file(&BASE.replace("warm_repetitions = 2", "warm_repetitions = 6")).path,
+    )
+    .unwrap();
     assert!(c.warnings.is_empty(), "{:?}", c.warnings);
     // No ranking metric compares medians (usable context, concurrency): nothing to warn about.
     let c = campaign::load(
-        &write(&BASE.replace(
+        &campaign_file(&BASE.replace(
             r#"ranking_priority = ["ttft", "decode_tokens_per_second"]"#,
             r#"ranking_priority = ["usable_context_and_kv", "concurrency"]"#,
         ))
