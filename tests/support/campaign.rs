@@ -92,6 +92,16 @@ limitation = "crashed"
         p
     }
 
+    /// A campaign whose arms each run a profile of their own name: `arms` are (id, profile body),
+    /// the first the incumbent; no extra `[lane]` keys, nothing after the arms.
+    pub fn write_profiled(&self, arms: &[(&str, &str)]) -> PathBuf {
+        for (id, body) in arms {
+            self.profile(id, body);
+        }
+        let ids: Vec<(&str, &str)> = arms.iter().map(|(id, _)| (*id, *id)).collect();
+        self.write(&ids, "", "")
+    }
+
     /// Starts the incumbent as the campaign's recipe would (own process group), waits for it.
     pub fn start_incumbent(&self, profile: &str) -> Child {
         let prof = self.path(&format!("{profile}.toml"));

@@ -16,9 +16,7 @@ const SLOW: &str = "ttft_ms = 10\ndecode_tok_s = 20\ncontext_tokens = 4096";
 fn a_second_run_on_the_lane_is_refused_naming_the_first() {
     let _g = serial();
     let t = Camp::new();
-    t.profile("inc", FAST);
-    t.profile("a", SLOW);
-    let file = t.write(&[("inc", "inc"), ("a", "a")], "", "");
+    let file = t.write_profiled(&[("inc", FAST), ("a", SLOW)]);
     let locks = t.path("locks");
     std::fs::create_dir_all(&locks).unwrap();
     // A lock left by a run that died: the first run takes it over and records that.
@@ -114,10 +112,7 @@ fn done_steps_have_files(b: &Path) -> usize {
 fn evidence_that_cannot_be_written_stops_the_arm_and_restores() {
     let _g = serial();
     let t = Camp::new();
-    t.profile("inc", FAST);
-    t.profile("a", SLOW);
-    t.profile("b", FAST);
-    let file = t.write(&[("inc", "inc"), ("a", "a"), ("b", "b")], "", "");
+    let file = t.write_profiled(&[("inc", FAST), ("a", SLOW), ("b", FAST)]);
     let mut run = t.spawn_run("inc", &file, None);
     let b = run.bundle.clone();
     // During arm a, its warm timing file becomes unwritable: a directory in its place (a rename
@@ -173,9 +168,7 @@ fn evidence_that_cannot_be_written_stops_the_arm_and_restores() {
 fn a_failed_restoration_says_why_what_serves_and_how_to_restart() {
     let _g = serial();
     let t = Camp::new();
-    t.profile("inc", FAST);
-    t.profile("a", FAST);
-    let file = t.write(&[("inc", "inc"), ("a", "a")], "", "");
+    let file = t.write_profiled(&[("inc", FAST), ("a", FAST)]);
     let mut run = t.spawn_run("inc", &file, None);
     // Once the incumbent is stopped, its profile breaks: it cannot be started again.
     run.wait_for("incumbent-shutdown.json", Duration::from_secs(120));
@@ -205,9 +198,7 @@ fn a_failed_restoration_says_why_what_serves_and_how_to_restart() {
 fn a_profile_edited_between_stop_and_restore_fails_the_identity_naming_it() {
     let _g = serial();
     let t = Camp::new();
-    t.profile("inc", FAST);
-    t.profile("a", SLOW);
-    let file = t.write(&[("inc", "inc"), ("a", "a")], "", "");
+    let file = t.write_profiled(&[("inc", FAST), ("a", SLOW)]);
     let mut run = t.spawn_run("inc", &file, None);
     let b = run.bundle.clone();
     // While the candidate runs, the stopped incumbent's profile changes: still a valid profile,
@@ -288,9 +279,7 @@ fn a_disk_that_fills_and_stays_full_leaves_the_incumbent_serving() {
         eprintln!("SKIPPED: cannot mount a tmpfs here (needs root); the unwritable-file test above covers the runner's handling");
         return;
     };
-    t.profile("inc", FAST);
-    t.profile("a", SLOW);
-    let file = t.write(&[("inc", "inc"), ("a", "a")], "", "");
+    let file = t.write_profiled(&[("inc", FAST), ("a", SLOW)]);
     let b = disk.0.join("out");
     let mut run = t.spawn_run("inc", &file, Some(&b));
     run.wait_for("a-launch.json", Duration::from_secs(120));
@@ -322,10 +311,7 @@ fn a_disk_full_for_a_second_never_leaves_a_complete_bundle_with_a_missing_file()
     };
     // Arm a is slow (its timing steps take seconds): the second after its launch hits its ready
     // and preflight writes, and the run goes on well after the disk is free again.
-    t.profile("inc", FAST);
-    t.profile("a", SLOW);
-    t.profile("b", FAST);
-    let file = t.write(&[("inc", "inc"), ("a", "a"), ("b", "b")], "", "");
+    let file = t.write_profiled(&[("inc", FAST), ("a", SLOW), ("b", FAST)]);
     let b = disk.0.join("out");
     let mut run = t.spawn_run("inc", &file, Some(&b));
     // As arm a starts: full for about a second, then freed.
