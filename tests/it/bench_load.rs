@@ -5,48 +5,18 @@
 //! running request.
 
 use crate::support::reference;
-use reference::{bench, metric, text, Engine};
+use reference::{bench, metric, text, words, Benched, Engine, BENCH_PROFILE as BASE};
 use serde_json::Value;
-
-const BASE: &str =
-    "model = \"ref\"\nttft_ms = 50\nprefill_tok_s = 0\ndecode_tok_s = 80\ncontext_tokens = 8192\n";
-
-fn jsonl(path: &std::path::Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
-fn stdout(o: &std::process::Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
 
 #[test]
 fn a_rate_sweep_gives_one_result_per_rate() {
     let _g = reference::serial();
     let e = Engine::start(BASE);
-    let out = e.path("rates.json");
-    let jl = e.path("rates.jsonl");
-    let (o, v) = bench(
-        &e.url,
-        &[
-            "--rate",
-            "5,10",
-            "--requests",
-            "6",
-            "--max-tokens",
-            "4",
-            "--prompt-tokens",
-            "32",
-            "--requests-jsonl",
-            jl.to_str().unwrap(),
-        ],
-        &out,
+    let b = e.bench_ok_jsonl(
+        "rates",
+        &words("--rate 5,10 --requests 6 --max-tokens 4 --prompt-tokens 32"),
     );
-    assert!(o.status.success(), "{}", text(&o));
-    let v = v.unwrap();
+    let (v, lines) = (&b.v, &b.lines);
     assert_eq!(v["sweep"], "rate");
     let levels = v["levels"].as_array().unwrap();
     assert_eq!(levels.len(), 2);
@@ -58,7 +28,6 @@ fn a_rate_sweep_gives_one_result_per_rate() {
     }
     // Each level's requests went out at its own rate (intended starts 1/rate apart; the sends
     // follow them within the schedule lag).
-    let lines = jsonl(&jl);
     assert_eq!(lines.len(), 12);
     for rate in [5.0, 10.0] {
         let mut sends: Vec<f64> = lines
@@ -75,7 +44,7 @@ fn a_rate_sweep_gives_one_result_per_rate() {
             "rate {rate}: 6 sends over {span} ms, want {want}"
         );
     }
-    let s = stdout(&o);
+    let s = b.stdout();
     assert!(s.contains("rate/s"), "{s}");
     assert_eq!(s.matches("open loop at").count(), 2, "{s}");
 }
@@ -103,29 +72,12 @@ fn max_overlap(lines: &[Value]) -> usize {
 fn a_rate_with_a_concurrency_cap_never_has_more_in_flight() {
     let _g = reference::serial();
     let e = Engine::start(BASE);
-    let jl = e.path("cap.jsonl");
     // 50 arrivals/s, each request about 50 + 7 × 12.5 = 137 ms: uncapped, about 7 overlap.
-    let (o, v) = bench(
-        &e.url,
-        &[
-            "--rate",
-            "50",
-            "--max-concurrency",
-            "2",
-            "--requests",
-            "12",
-            "--max-tokens",
-            "8",
-            "--ignore-eos",
-            "--prompt-tokens",
-            "32",
-            "--requests-jsonl",
-            jl.to_str().unwrap(),
-        ],
-        &e.path("cap.json"),
+    let b = e.bench_ok_jsonl(
+        "cap",
+        &words("--rate 50 --max-concurrency 2 --requests 12 --max-tokens 8 --ignore-eos --prompt-tokens 32"),
     );
-    assert!(o.status.success(), "{}", text(&o));
-    let v = v.unwrap();
+    let (v, lines) = (&b.v, &b.lines);
     assert_eq!(v["ok"], 12);
     assert_eq!(v["load"]["max_concurrency"], 2);
     assert!(
@@ -136,14 +88,13 @@ fn a_rate_with_a_concurrency_cap_never_has_more_in_flight() {
     let delayed = v["load"]["cap_delayed_requests"].as_u64().unwrap();
     assert!((6..=10).contains(&delayed), "{}", v["load"]);
     // The client's own record of each request: never more than 2 at once.
-    let lines = jsonl(&jl);
     assert_eq!(lines.len(), 12);
-    assert!(max_overlap(&lines) <= 2, "{lines:?}");
+    assert!(max_overlap(lines) <= 2, "{lines:?}");
     // TTFT runs from the actual send: the declared 50 ms, not the wait for a slot, which is
     // the schedule lag (the last requests wait several rounds of 137 ms).
-    let ttft = metric(&v, "ttft_ms", "max");
+    let ttft = metric(v, "ttft_ms", "max");
     assert!(ttft < 80.0, "TTFT max {ttft} ms includes the queueing");
-    let lag = metric(&v, "schedule_lag_ms", "max");
+    let lag = metric(v, "schedule_lag_ms", "max");
     assert!(lag > 300.0, "schedule lag max {lag} ms");
     let w = v["warnings"].as_array().unwrap();
     assert!(
@@ -157,7 +108,7 @@ fn a_rate_with_a_concurrency_cap_never_has_more_in_flight() {
             .any(|w| w.as_str().unwrap().contains("sent requests late")),
         "{w:?}"
     );
-    assert!(stdout(&o).contains("at most 2 in flight"), "{}", stdout(&o));
+    assert!(b.stdout().contains("at most 2 in flight"), "{}", b.stdout());
 
     // --concurrency with --rate stays ambiguous, and the error names the fix.
     for (args, words) in [
@@ -181,55 +132,28 @@ fn warmup_by_time_excludes_the_requests_started_within_it() {
     let _g = reference::serial();
     let e = Engine::start(BASE);
     // Open loop at 10/s: the starts at 0, 100, ..., 400 ms fall in the first half second.
-    let (o, v) = bench(
-        &e.url,
-        &[
-            "--rate",
-            "10",
-            "--warmup-duration",
-            "0.5",
-            "--requests",
-            "4",
-            "--max-tokens",
-            "4",
-            "--prompt-tokens",
-            "32",
-        ],
-        &e.path("w.json"),
-    );
-    assert!(o.status.success(), "{}", text(&o));
-    let v = v.unwrap();
+    let v = e
+        .bench_ok(
+            "w",
+            &words(
+                "--rate 10 --warmup-duration 0.5 --requests 4 --max-tokens 4 --prompt-tokens 32",
+            ),
+        )
+        .v;
     assert_eq!(v["warmup_excluded"], 5);
     assert_eq!(v["load"]["warmup_requests"], 5);
     assert_eq!(v["load"]["warmup_duration_s"], 0.5);
     assert_eq!(v["ok"], 4);
     // Closed loop, one at a time, each about 50 + 3 × 12.5 = 88 ms: starts at about 0, 88, 176
     // and 264 ms fall within 0.3 s.
-    let jl = e.path("w.jsonl");
-    let (o, v) = bench(
-        &e.url,
-        &[
-            "--warmup-duration",
-            "0.3",
-            "--requests",
-            "3",
-            "--max-tokens",
-            "4",
-            "--ignore-eos",
-            "--prompt-tokens",
-            "32",
-            "--requests-jsonl",
-            jl.to_str().unwrap(),
-        ],
-        &e.path("w2.json"),
+    let Benched { v, lines, .. } = e.bench_ok_jsonl(
+        "w2",
+        &words("--warmup-duration 0.3 --requests 3 --max-tokens 4 --ignore-eos --prompt-tokens 32"),
     );
-    assert!(o.status.success(), "{}", text(&o));
-    let v = v.unwrap();
     let warm = v["warmup_excluded"].as_u64().unwrap();
     assert!((3..=4).contains(&warm), "{warm}");
     assert_eq!(v["load"]["warmup_requests"], warm);
     assert_eq!(v["metrics"]["ttft_ms"]["n"], 3);
-    let lines = jsonl(&jl);
     assert_eq!(lines.len() as u64, warm + 3);
     let first = lines[0]["send_offset_ms"].as_f64().unwrap();
     for l in &lines {
@@ -242,21 +166,12 @@ fn warmup_by_time_excludes_the_requests_started_within_it() {
 fn slo_verdicts_goodput_and_the_strict_exit() {
     let _g = reference::serial();
     let e = Engine::start(BASE);
-    let common = [
-        "--requests",
-        "6",
-        "--max-tokens",
-        "8",
-        "--ignore-eos",
-        "--prompt-tokens",
-        "32",
-    ];
+    let common = words("--requests 6 --max-tokens 8 --ignore-eos --prompt-tokens 32");
     // TTFT 50 ms meets 200 ms; ITL 12.5 ms breaks 5 ms: printed, in the JSON, exit 0.
     let mut args = common.to_vec();
     args.extend(["--slo", "ttft_p95=200ms,itl_p50=5ms"]);
-    let (o, v) = bench(&e.url, &args, &e.path("s.json"));
-    assert!(o.status.success(), "{}", text(&o));
-    let v = v.unwrap();
+    let b = e.bench_ok("s", &args);
+    let v = &b.v;
     assert_eq!(v["slo"]["met"], false);
     let checks = v["slo"]["checks"].as_array().unwrap();
     assert_eq!(checks[0]["met"], true);
@@ -265,7 +180,7 @@ fn slo_verdicts_goodput_and_the_strict_exit() {
     assert!((checks[1]["observed_ms"].as_f64().unwrap() - 12.5).abs() < 1.0);
     assert_eq!(v["goodput"]["requests_meeting"], 0);
     assert_eq!(v["goodput"]["requests_ok"], 6);
-    let s = stdout(&o);
+    let s = b.stdout();
     assert!(s.contains("SLO BROKEN"), "{s}");
     assert!(s.contains("itl p50 <= 5 ms") && s.contains("BROKEN"), "{s}");
     assert!(
@@ -287,15 +202,14 @@ fn slo_verdicts_goodput_and_the_strict_exit() {
     // Every request meets both limits: goodput is the request rate.
     let mut args = common.to_vec();
     args.extend(["--slo", "ttft_p95=200ms,e2e_max=2s", "--slo-strict"]);
-    let (o, v) = bench(&e.url, &args, &e.path("s3.json"));
-    assert!(o.status.success(), "{}", text(&o));
-    let v = v.unwrap();
+    let b = e.bench_ok("s3", &args);
+    let v = &b.v;
     assert_eq!(v["slo"]["met"], true);
     assert_eq!(v["goodput"]["requests_meeting"], 6);
     let good = v["goodput"]["goodput_req_s"].as_f64().unwrap();
     let rate = v["request_rate_per_s"].as_f64().unwrap();
     assert!((good - rate).abs() < 1e-9, "{good} vs {rate}");
-    assert!(stdout(&o).contains("goodput:"), "{}", stdout(&o));
+    assert!(b.stdout().contains("goodput:"), "{}", b.stdout());
 }
 
 #[test]
@@ -304,23 +218,9 @@ fn the_saturation_finder_stops_where_the_slo_breaks() {
     // ITL = 12.5 ms × (1 + 0.5 × (running − 1)): 12.5, 18.75, 31.25 and 56.25 ms at 1, 2, 4
     // and 8 in flight. A 40 ms limit holds up to 4 and breaks at 8.
     let e = Engine::start(&format!("{BASE}concurrency_slowdown = 0.5\n"));
-    let args = [
-        "--concurrency",
-        "1",
-        "--find-saturation",
-        "--slo",
-        "itl_p50=40ms",
-        "--requests",
-        "8",
-        "--max-tokens",
-        "12",
-        "--ignore-eos",
-        "--prompt-tokens",
-        "32",
-    ];
-    let (o, v) = bench(&e.url, &args, &e.path("sat.json"));
-    assert!(o.status.success(), "{}", text(&o));
-    let v = v.unwrap();
+    let args = words("--concurrency 1 --find-saturation --slo itl_p50=40ms --requests 8 --max-tokens 12 --ignore-eos --prompt-tokens 32");
+    let b = e.bench_ok("sat", &args);
+    let v = &b.v;
     assert_eq!(v["sweep"], "concurrency");
     let levels = v["levels"].as_array().unwrap();
     let tried: Vec<u64> = levels
@@ -348,7 +248,7 @@ fn the_saturation_finder_stops_where_the_slo_breaks() {
             .starts_with("broke"),
         "{sat}"
     );
-    let s = stdout(&o);
+    let s = b.stdout();
     assert!(
         s.contains("last level that held: concurrency 4; first that broke: concurrency 8"),
         "{s}"
@@ -357,9 +257,8 @@ fn the_saturation_finder_stops_where_the_slo_breaks() {
     // Bounded: two steps end the walk before anything breaks, and it says so.
     let mut bounded = args.to_vec();
     bounded.extend(["--max-steps", "2"]);
-    let (o, v) = bench(&e.url, &bounded, &e.path("sat2.json"));
-    assert!(o.status.success(), "{}", text(&o));
-    let sat = &v.unwrap()["saturation"];
+    let b = e.bench_ok("sat2", &bounded);
+    let sat = &b.v["saturation"];
     assert_eq!(sat["levels_tried"], 2);
     assert_eq!(sat["last_held"]["level"], 2.0);
     assert!(sat["first_broken"].is_null());

@@ -10,6 +10,7 @@ mod bench;
 mod bench_conv;
 mod bench_dataset;
 mod bench_export;
+mod bench_failures;
 mod bench_load;
 mod campaign {
     mod availability;

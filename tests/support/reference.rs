@@ -78,6 +78,72 @@ pub fn bench(url: &str, args: &[&str], out: &Path) -> (Output, Option<serde_json
     (o, v)
 }
 
+/// The reference profile the bench tests share: TTFT 50 ms, no prefill cost, decode at 80 tok/s
+/// (12.5 ms a token), an 8k context.
+pub const BENCH_PROFILE: &str =
+    "model = \"ref\"\nttft_ms = 50\nprefill_tok_s = 0\ndecode_tok_s = 80\ncontext_tokens = 8192\n";
+
+/// A `bakeoff bench` run that succeeded: its output, its `--json` summary and, when asked for,
+/// its `--requests-jsonl` lines.
+pub struct Benched {
+    pub out: Output,
+    pub v: serde_json::Value,
+    pub lines: Vec<serde_json::Value>,
+}
+
+impl Benched {
+    pub fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.out.stdout).into_owned()
+    }
+}
+
+impl Engine {
+    /// Runs `bakeoff bench` against this engine with `args` and `--json NAME.json` in its
+    /// folder; asserts it succeeded and wrote its summary.
+    pub fn bench_ok(&self, name: &str, args: &[&str]) -> Benched {
+        let (out, v) = bench(&self.url, args, &self.path(&format!("{name}.json")));
+        assert!(out.status.success(), "{}", text(&out));
+        let v = v.expect("a successful run writes its summary");
+        Benched {
+            out,
+            v,
+            lines: Vec::new(),
+        }
+    }
+
+    /// [`Engine::bench_ok`] with `--requests-jsonl NAME.jsonl`: the lines come back too.
+    pub fn bench_ok_jsonl(&self, name: &str, args: &[&str]) -> Benched {
+        let jl = self.path(&format!("{name}.jsonl"));
+        let mut all = args.to_vec();
+        all.extend(["--requests-jsonl", jl.to_str().unwrap()]);
+        let mut b = self.bench_ok(name, &all);
+        b.lines = jsonl(&jl);
+        b
+    }
+}
+
+/// Runs `bakeoff bench ARGS` on a fresh engine with [`BENCH_PROFILE`] and `profile_extra`, alone
+/// (the timing lock); asserts it succeeded and returns its summary.
+pub fn bench_profile(profile_extra: &str, args: &[&str]) -> serde_json::Value {
+    let _g = serial();
+    let e = Engine::start(&format!("{BENCH_PROFILE}{profile_extra}"));
+    e.bench_ok("bench", args).v
+}
+
+/// A command line's words, split on white space: `words("--requests 6 --max-tokens 4")`.
+pub fn words(s: &str) -> Vec<&str> {
+    s.split_whitespace().collect()
+}
+
+/// The JSON lines of a file.
+pub fn jsonl(path: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
 pub fn metric(v: &serde_json::Value, name: &str, stat: &str) -> f64 {
     v["metrics"][name][stat]
         .as_f64()
