@@ -3,12 +3,9 @@
 //! for each level of a sweep; a bad output path is refused before any request.
 
 use crate::support::reference;
-use reference::{bench, metric, text, Engine};
+use reference::{bench, metric, words, Benched, Engine, BENCH_PROFILE as BASE};
 use serde_json::Value;
-use std::path::Path;
-
-const BASE: &str =
-    "model = \"ref\"\nttft_ms = 50\nprefill_tok_s = 0\ndecode_tok_s = 80\ncontext_tokens = 8192\n";
+use std::path::{Path, PathBuf};
 
 /// The CSV as (header, rows), split on commas (no field of these runs holds one).
 fn read_csv(p: &Path) -> (Vec<String>, Vec<Vec<String>>) {
@@ -85,34 +82,37 @@ fn vllm_equals_summary(x: &Value, v: &Value) {
     }
 }
 
+/// A successful `bakeoff bench` with `--csv NAME.csv --export-vllm v.json --json NAME.json`.
+struct Exported {
+    run: Benched,
+    csv: PathBuf,
+    vllm: PathBuf,
+}
+
+/// Runs `bakeoff bench` against `e` with the `load` flags (one string), `--ignore-eos`, `--csv`
+/// and `--export-vllm`, every output named after `name`; asserts it succeeded.
+fn bench_exporting(e: &Engine, name: &str, load: &str) -> Exported {
+    let (csv, vllm) = (e.path(&format!("{name}.csv")), e.path("v.json"));
+    let mut args = words(load);
+    args.push("--ignore-eos");
+    args.extend(["--csv", csv.to_str().unwrap()]);
+    args.extend(["--export-vllm", vllm.to_str().unwrap()]);
+    let run = e.bench_ok(name, &args);
+    Exported { run, csv, vllm }
+}
+
 #[test]
 fn a_bench_run_writes_csv_and_vllm_json_equal_to_its_summary() {
     let _g = reference::serial();
     let e = Engine::start(BASE);
-    let (csv, vllm, out) = (e.path("b.csv"), e.path("v.json"), e.path("b.json"));
-    let (o, v) = bench(
-        &e.url,
-        &[
-            "--requests",
-            "12",
-            "--concurrency",
-            "2",
-            "--max-tokens",
-            "40",
-            "--prompt-tokens",
-            "64",
-            "--ignore-eos",
-            "--csv",
-            csv.to_str().unwrap(),
-            "--export-vllm",
-            vllm.to_str().unwrap(),
-        ],
-        &out,
+    let Exported { run, csv, vllm } = bench_exporting(
+        &e,
+        "b",
+        "--requests 12 --concurrency 2 --max-tokens 40 --prompt-tokens 64",
     );
-    assert!(o.status.success(), "{}", text(&o));
-    let v = v.unwrap();
     // The summary itself carries p99.9, and the printed table shows it with mean and std.
-    let stdout = String::from_utf8_lossy(&o.stdout);
+    let stdout = run.stdout();
+    let v = run.v;
     assert!(
         stdout.contains("p99.9") && stdout.contains("std") && stdout.contains("vLLM's TPOT"),
         "{stdout}"
@@ -142,28 +142,12 @@ fn a_bench_run_writes_csv_and_vllm_json_equal_to_its_summary() {
 fn a_sweep_writes_one_csv_row_and_one_vllm_file_per_level() {
     let _g = reference::serial();
     let e = Engine::start(BASE);
-    let (csv, vllm, out) = (e.path("s.csv"), e.path("v.json"), e.path("s.json"));
-    let (o, v) = bench(
-        &e.url,
-        &[
-            "--requests",
-            "6",
-            "--concurrency",
-            "1,3",
-            "--max-tokens",
-            "8",
-            "--prompt-tokens",
-            "32",
-            "--ignore-eos",
-            "--csv",
-            csv.to_str().unwrap(),
-            "--export-vllm",
-            vllm.to_str().unwrap(),
-        ],
-        &out,
+    let Exported { run, csv, vllm } = bench_exporting(
+        &e,
+        "s",
+        "--requests 6 --concurrency 1,3 --max-tokens 8 --prompt-tokens 32",
     );
-    assert!(o.status.success(), "{}", text(&o));
-    let v = v.unwrap();
+    let v = run.v;
     let levels = v["levels"].as_array().unwrap();
     assert_eq!(levels.len(), 2);
     let (h, rows) = read_csv(&csv);
