@@ -7,7 +7,7 @@
 
 use super::process::open_log;
 use super::{
-    Cause, ContainerSpec, ExitInfo, LaneSpec, LaunchFailure, Masker, Running, StopFacts, StopHow,
+    ContainerSpec, ExitInfo, LaneSpec, LaunchFailure, Masker, Running, StopFacts, StopHow,
 };
 use crate::clock::mono_ns;
 use std::io::Write;
@@ -218,14 +218,9 @@ pub(super) async fn launch(
     masker: Masker,
     started_ns: u64,
 ) -> Result<Running, LaunchFailure> {
-    let fail = |msg: String, tail: Vec<String>| {
-        let mut f = LaunchFailure::new(
-            Cause::SpawnFailed,
-            masker.mask(&msg),
-            mono_ns().saturating_sub(started_ns) as f64 / 1e6,
-        );
-        f.log_tail = tail;
-        f
+    let fail = |msg: String, tail: Vec<String>| LaunchFailure {
+        log_tail: tail,
+        ..LaunchFailure::spawn_failed(&masker, &msg, started_ns)
     };
     let (mut log, offset) = open_log(&c.log_path).map_err(|e| {
         fail(

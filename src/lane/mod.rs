@@ -453,6 +453,21 @@ impl LaunchFailure {
             cleanup: None,
         }
     }
+
+    /// An arm that could not be started at all (`spawn-failed`): `message` masked, the time
+    /// since the launch began (`started_ns`, [`crate::clock::mono_ns`]) as `elapsed_ms`.
+    pub(super) fn spawn_failed(masker: &Masker, message: &str, started_ns: u64) -> LaunchFailure {
+        LaunchFailure::new(
+            Cause::SpawnFailed,
+            masker.mask(message),
+            ms_since(started_ns),
+        )
+    }
+}
+
+/// Milliseconds since `started_ns` ([`crate::clock::mono_ns`]).
+fn ms_since(started_ns: u64) -> f64 {
+    crate::clock::mono_ns().saturating_sub(started_ns) as f64 / 1e6
 }
 
 /// What an arm showed when it became ready.
@@ -590,7 +605,7 @@ impl Running {
     }
 
     fn elapsed_ms(&self) -> f64 {
-        crate::clock::mono_ns().saturating_sub(self.started_ns) as f64 / 1e6
+        ms_since(self.started_ns)
     }
 }
 
@@ -602,26 +617,17 @@ pub async fn launch(lane: &LaneSpec, spec: &LaunchSpec) -> Result<Running, Launc
     let masker = spec.masker();
     let identity = spec.identity(lane);
     if let LaunchSpec::Endpoint { url, tls } = spec {
+        let fail = |e: String| {
+            LaunchFailure::spawn_failed(&masker, &format!("endpoint arm: {e}"), started_ns)
+        };
         let target = Target::parse(url)
             .map(|t| t.with_trust(tls.clone()))
-            .map_err(|e| {
-                LaunchFailure::new(
-                    Cause::SpawnFailed,
-                    format!("endpoint arm: {}", masker.mask(&e)),
-                    0.0,
-                )
-            })?;
+            .map_err(fail)?;
         // An https endpoint whose certificate does not verify never becomes ready: say so now,
         // not at the ready timeout.
         crate::client::tls::check_handshake(&target, Duration::from_secs(10))
             .await
-            .map_err(|e| {
-                LaunchFailure::new(
-                    Cause::SpawnFailed,
-                    format!("endpoint arm: {}", masker.mask(&e)),
-                    0.0,
-                )
-            })?;
+            .map_err(fail)?;
         return Ok(Running {
             kind: spec.kind(),
             pid: None,
@@ -655,7 +661,7 @@ pub async fn launch(lane: &LaneSpec, spec: &LaunchSpec) -> Result<Running, Launc
                     lane.host,
                     spec.kind()
                 ),
-                crate::clock::mono_ns().saturating_sub(started_ns) as f64 / 1e6,
+                ms_since(started_ns),
             ));
         }
     }

@@ -41,13 +41,7 @@ pub(super) fn open_log(path: &Path) -> std::io::Result<(std::fs::File, u64)> {
 // The failure is returned by value, as the public async `lane::launch` does.
 #[allow(clippy::result_large_err)]
 pub(super) fn launch(lane: &LaneSpec, s: Start<'_>) -> Result<Running, LaunchFailure> {
-    let fail = |msg: String| {
-        LaunchFailure::new(
-            super::Cause::SpawnFailed,
-            s.masker.mask(&msg),
-            mono_ns().saturating_sub(s.started_ns) as f64 / 1e6,
-        )
-    };
+    let fail = |msg: String| LaunchFailure::spawn_failed(&s.masker, &msg, s.started_ns);
     let Some(program) = s.argv.first() else {
         return Err(fail(format!("{} arm has an empty argv", s.kind)));
     };
