@@ -12,7 +12,7 @@ use super::slurm::{
 use crate::support::campaign::{json, listener_model, text, verify, wait_serving, Camp};
 use crate::support::BIN;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// `bakeoff …` with the test's lane-lock folder, no test pause, output captured.
@@ -27,16 +27,49 @@ fn bakeoff_cmd(locks: &Path, args: &[&str]) -> Command {
     c
 }
 
+/// A campaign whose `bakeoff run` was SIGKILLed while its Slurm candidate served the lane.
+struct Killed {
+    bundle: PathBuf,
+    locks: PathBuf,
+    /// The test's incumbent child, stopped by the dead run; reaped by [`Killed::bakeoff`].
+    inc: Option<Child>,
+}
+
+impl Killed {
+    /// Runs `bakeoff ARGS` (the recovery: `recover` or `run --resume`) on the dead run's lane
+    /// after reaping the incumbent it stopped; asserts it succeeded (naming the result, if any)
+    /// and returns its stderr.
+    fn bakeoff(&mut self, args: &[&str]) -> String {
+        if let Some(mut c) = self.inc.take() {
+            let _ = c.wait();
+        }
+        let t0 = Instant::now();
+        let o = bakeoff_cmd(&self.locks, args).output().unwrap();
+        eprintln!(
+            "{} after the kill: {:.1} s",
+            args.join(" "),
+            t0.elapsed().as_secs_f64()
+        );
+        let r = std::fs::read_to_string(self.bundle.join("campaign-result.json"));
+        assert!(
+            o.status.success(),
+            "{}\n{}",
+            text(&o),
+            r.unwrap_or_default()
+        );
+        String::from_utf8_lossy(&o.stderr).to_string()
+    }
+}
+
 /// A campaign (reference incumbent `inc` serving, Slurm candidate `sl` with a slow decode) whose
 /// `bakeoff run` is SIGKILLed while the candidate's job serves the lane: the job keeps the lane.
-/// With `pause`, bakeoff is killed at that test pause point instead. Returns the bundle, the
-/// lock folder and the test's incumbent child.
+/// With `pause`, bakeoff is killed at that test pause point instead.
 fn killed_while_the_slurm_candidate_serves(
     t: &Camp,
     name: &str,
     pause: Option<&str>,
     other_jobs: usize,
-) -> (PathBuf, PathBuf, Option<std::process::Child>) {
+) -> Killed {
     t.profile("inc", FAST);
     t.profile("sl", SLOW);
     let file = campaign(
@@ -93,7 +126,11 @@ fn killed_while_the_slurm_candidate_serves(
     assert_eq!(listener_model(t.port).as_deref(), Some("sl"));
     assert_eq!(squeue(name).len(), 1 + other_jobs, "{:?}", squeue(name));
     assert!(!b.join("artifact-manifest.json").exists());
-    (b, locks, inc)
+    Killed {
+        bundle: b,
+        locks,
+        inc,
+    }
 }
 
 /// The launch journal's entry of the Slurm candidate.
@@ -111,12 +148,22 @@ fn journal_entry(b: &Path) -> serde_json::Value {
 /// incumbent serves with its model.
 fn job_cancelled_and_incumbent_back(t: &Camp, name: &str, id: &str) {
     assert!(squeue(name).is_empty(), "{:?}", squeue(name));
+    job_ended(id);
+    incumbent_back(t);
+}
+
+/// Slurm lists the job `id` neither running nor pending (or no longer at all).
+fn job_ended(id: &str) {
     let j = job(id);
     assert!(
         j.get("JobState")
             .is_none_or(|s| s != "RUNNING" && s != "PENDING"),
         "{j:?}"
     );
+}
+
+/// The incumbent serves the lane with its model.
+fn incumbent_back(t: &Camp) {
     wait_serving(t.port, Duration::from_secs(30));
     assert_eq!(listener_model(t.port).as_deref(), Some("inc"));
 }
@@ -127,7 +174,8 @@ fn sigkill_while_a_slurm_candidate_serves_then_resume_cancels_its_job_and_comple
     let t = Camp::new();
     let name = format!("bo-kill-{}", t.port);
     let _left = Leftovers(name.clone(), t.port);
-    let (b, locks, mut inc) = killed_while_the_slurm_candidate_serves(&t, &name, None, 0);
+    let mut k = killed_while_the_slurm_candidate_serves(&t, &name, None, 0);
+    let b = k.bundle.clone();
     // The journal recorded the job before and after sbatch: its name, uid, then its id.
     let e = journal_entry(&b);
     let id = json(&b.join("sl-launch.json"))["slurm_job"]["job_id"]
@@ -147,20 +195,8 @@ fn sigkill_while_a_slurm_candidate_serves_then_resume_cancels_its_job_and_comple
     );
     // SAFETY: getuid only reads this process's user id.
     assert_eq!(e["slurm"]["uid"], unsafe { libc::getuid() }, "{e:#}");
-    if let Some(c) = inc.as_mut() {
-        let _ = c.wait();
-    }
-    let t0 = Instant::now();
-    let o = bakeoff_cmd(
-        &locks,
-        &["run", "--resume", b.to_str().unwrap(), "--no-progress"],
-    )
-    .output()
-    .unwrap();
-    eprintln!("resume after the kill: {:.1} s", t0.elapsed().as_secs_f64());
-    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    let err = k.bakeoff(&["run", "--resume", b.to_str().unwrap(), "--no-progress"]);
     let r = json(&b.join("campaign-result.json"));
-    assert!(o.status.success(), "{}\n{r:#}", text(&o));
     assert_eq!(r["complete"], true, "{r:#}");
     assert!(
         err.contains(&format!("Slurm job {id} `{name}`"))
@@ -207,19 +243,13 @@ fn sigkill_while_a_slurm_candidate_serves_then_recover_alone_puts_the_lane_back(
     let t = Camp::new();
     let name = format!("bo-rec-{}", t.port);
     let _left = Leftovers(name.clone(), t.port);
-    let (b, locks, mut inc) = killed_while_the_slurm_candidate_serves(&t, &name, None, 0);
+    let mut k = killed_while_the_slurm_candidate_serves(&t, &name, None, 0);
+    let b = k.bundle.clone();
     let id = journal_entry(&b)["slurm"]["job_id"]
         .as_str()
         .unwrap()
         .to_string();
-    if let Some(c) = inc.as_mut() {
-        let _ = c.wait();
-    }
-    let o = bakeoff_cmd(&locks, &["recover", b.to_str().unwrap()])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr).to_string();
-    assert!(o.status.success(), "{}", text(&o));
+    let err = k.bakeoff(&["recover", b.to_str().unwrap()]);
     assert!(
         err.contains("died before it finished")
             && err.contains(&format!("Slurm job {id} `{name}`"))
@@ -263,8 +293,8 @@ fn sigkill_before_the_job_id_is_recorded_finds_the_job_by_name_user_and_submit_t
     let other = String::from_utf8_lossy(&other.stdout).trim().to_string();
     // Slurm's SubmitTime has whole seconds.
     std::thread::sleep(Duration::from_millis(2100));
-    let (b, locks, mut inc) =
-        killed_while_the_slurm_candidate_serves(&t, &name, Some("launch-unrecorded@sl"), 1);
+    let mut k = killed_while_the_slurm_candidate_serves(&t, &name, Some("launch-unrecorded@sl"), 1);
+    let b = k.bundle.clone();
     let e = journal_entry(&b);
     assert_eq!(e["state"], "starting", "{e:#}");
     assert_eq!(e["slurm"]["job_id"], "", "{e:#}");
@@ -274,14 +304,7 @@ fn sigkill_before_the_job_id_is_recorded_finds_the_job_by_name_user_and_submit_t
         .filter(|i| *i != other)
         .collect();
     assert_eq!(ours.len(), 1, "{:?}", squeue(&name));
-    if let Some(c) = inc.as_mut() {
-        let _ = c.wait();
-    }
-    let o = bakeoff_cmd(&locks, &["recover", b.to_str().unwrap()])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr).to_string();
-    assert!(o.status.success(), "{}", text(&o));
+    let err = k.bakeoff(&["recover", b.to_str().unwrap()]);
     assert!(
         err.contains(&format!("Slurm job {} `{name}`", ours[0]))
             && err.contains("left running by the dead run"),
@@ -297,14 +320,8 @@ fn sigkill_before_the_job_id_is_recorded_finds_the_job_by_name_user_and_submit_t
         left.len() == 1 && left[0].starts_with(&format!("{other} ")),
         "{left:?}"
     );
-    let j = job(&ours[0]);
-    assert!(
-        j.get("JobState")
-            .is_none_or(|s| s != "RUNNING" && s != "PENDING"),
-        "{j:?}"
-    );
-    wait_serving(t.port, Duration::from_secs(30));
-    assert_eq!(listener_model(t.port).as_deref(), Some("inc"));
+    job_ended(&ours[0]);
+    incumbent_back(&t);
     verify(&b);
     stop_lane(t.port);
     // Leftovers cancels the other job.
