@@ -374,6 +374,32 @@ fn reap_stopped(c: &mut Child) {
     }
 }
 
+/// A valid campaign of one process arm (`/bin/sleep`: these campaigns are loaded, never run); the
+/// validation tests change one thing in it at a time.
+pub const ONE_ARM_CAMPAIGN: &str = r#"[campaign]
+id = "validation-test"
+
+[lane]
+port = 18998
+
+[workload]
+ranking_priority = ["ttft"]
+matched_prompt_tokens = 100
+max_tokens = 10
+warm_repetitions = 2
+concurrency = [1, 2]
+
+[[arms]]
+id = "inc"
+role = "incumbent"
+engine = "llama.cpp"
+model = "m"
+served_model = "m-served"
+served_context = 4096
+[arms.process]
+argv = ["/bin/sleep", "1000"]
+"#;
+
 /// A campaign text written to `campaign.toml` in a temp dir of its own (removed on drop).
 pub struct CampaignFile {
     _dir: tempfile::TempDir,

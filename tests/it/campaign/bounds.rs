@@ -1,34 +1,10 @@
 //! Validation bounds: every count, size and duration of a campaign has a range that fits the
 //! machine, and a value outside it is refused in one line naming the file, line, field and range.
 
-use crate::support::campaign::{campaign_file, one_error_in_file};
+use crate::support::campaign::{campaign_file, one_error_in_file, ONE_ARM_CAMPAIGN as BASE};
 use crate::support::BIN;
 use bakeoff::campaign;
 use std::process::Command;
-
-const BASE: &str = r#"[campaign]
-id = "bounds-test"
-
-[lane]
-port = 18998
-
-[workload]
-ranking_priority = ["ttft"]
-matched_prompt_tokens = 100
-max_tokens = 10
-warm_repetitions = 2
-concurrency = [1, 2]
-
-[[arms]]
-id = "inc"
-role = "incumbent"
-engine = "llama.cpp"
-model = "m"
-served_model = "m-served"
-served_context = 4096
-[arms.process]
-argv = ["/bin/sleep", "1000"]
-"#;
 
 /// Loads `text` (one change from BASE) and returns its single error line, checking its form
 /// `FILE:LINE: field: problem; fix` with LINE the line holding `needle` and the fix a range.

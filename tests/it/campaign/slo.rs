@@ -162,42 +162,17 @@ fn an_arm_that_breaks_ttft_p95_at_c4_is_rejected_with_class_slo_violated() {
     );
 }
 
-/// A valid campaign to break one thing at a time.
-const BASE: &str = r#"[campaign]
-id = "slo-spec"
-
-[lane]
-port = 18998
-
-[workload]
-ranking_priority = ["ttft"]
-matched_prompt_tokens = 100
-max_tokens = 10
-warm_repetitions = 2
-concurrency = [1, 2, 4]
-
-[[arms]]
-id = "inc"
-role = "incumbent"
-engine = "llama.cpp"
-model = "m"
-served_model = "m-served"
-served_context = 4096
-[arms.process]
-argv = ["/bin/sleep", "1000"]
-"#;
-
-/// Loads BASE with `prio` as the ranking priority, `workload` lines added after `concurrency`
-/// and `tables` after the workload: the one error (FILE for the path), or empty when it loads;
-/// and the text.
+/// Loads the one-arm campaign, measured at 1, 2 and 4, with `prio` as the ranking priority,
+/// `workload` lines added after `concurrency` and `tables` after the workload: the one error
+/// (FILE for the path), or empty when it loads; and the text.
 fn load_prio(prio: &str, workload: &str, tables: &str) -> (String, String) {
-    let text = BASE
+    let text = ONE_ARM_CAMPAIGN
         .replace(
             "ranking_priority = [\"ttft\"]",
             &format!("ranking_priority = {prio}"),
         )
         .replace(
-            "concurrency = [1, 2, 4]\n",
+            "concurrency = [1, 2]\n",
             &format!("concurrency = [1, 2, 4]\n{workload}"),
         )
         .replace("\n[[arms]]", &format!("{tables}\n[[arms]]"));
@@ -244,7 +219,7 @@ fn bad_slo_entries_are_one_line_errors_naming_the_field_and_the_fix() {
     assert!(e.contains("level"), "{e}");
     // goodput without an SLO.
     let (e, _) = load("", "");
-    assert!(e.is_empty(), "BASE loads: {e}");
+    assert!(e.is_empty(), "the base campaign loads: {e}");
     let (e, _) = load_prio("[\"goodput\"]", "", "");
     assert!(
         e.contains("workload.ranking_priority: `goodput` ranks by requests per second meeting the SLOs, but no SLO is declared; add [[workload.slo]]"),
