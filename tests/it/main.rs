@@ -15,6 +15,7 @@ mod bench_load;
 mod campaign {
     mod availability;
     mod bounds;
+    mod dry_run;
     mod example;
     mod faults;
     mod recovery;
