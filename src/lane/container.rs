@@ -5,7 +5,7 @@
 //! from which docker copies it into the container. It never appears on a command line (visible in
 //! `ps`) nor in anything bakeoff renders.
 
-use super::process::open_log;
+use super::process::{open_arm_log, open_log};
 use super::{
     ContainerSpec, ExitInfo, LaneSpec, LaunchFailure, Masker, Running, StopFacts, StopHow,
 };
@@ -218,16 +218,8 @@ pub(super) async fn launch(
     masker: Masker,
     started_ns: u64,
 ) -> Result<Running, LaunchFailure> {
-    let fail = |msg: String, tail: Vec<String>| LaunchFailure {
-        log_tail: tail,
-        ..LaunchFailure::spawn_failed(&masker, &msg, started_ns)
-    };
-    let (mut log, offset) = open_log(&c.log_path).map_err(|e| {
-        fail(
-            format!("cannot open the log file {}: {e}", c.log_path.display()),
-            vec![],
-        )
-    })?;
+    let fail = |msg: String| LaunchFailure::spawn_failed(&masker, &msg, started_ns);
+    let (mut log, offset) = open_arm_log(&c.log_path, &masker, started_ns)?;
     let argv = run_argv(c, &lane.host);
     // `docker run -d` may pull the image first: allow the whole ready timeout.
     let out = cli(
@@ -240,7 +232,7 @@ pub(super) async fn launch(
         Ok(o) => o,
         Err(e) => {
             let note = remove_if_owned(c).await;
-            return Err(fail(format!("container arm {}: {e}{note}", c.name), vec![]));
+            return Err(fail(format!("container arm {}: {e}{note}", c.name)));
         }
     };
     let _ = write!(
@@ -250,12 +242,7 @@ pub(super) async fn launch(
         masker.mask(&out.stderr)
     );
     if !out.ok {
-        let tail: Vec<String> = super::logs::lines(&masker.mask(&out.stderr))
-            .into_iter()
-            .rev()
-            .take(super::LOG_TAIL_LINES)
-            .rev()
-            .collect();
+        let tail = super::logs::last_lines(&masker.mask(&out.stderr), super::LOG_TAIL_LINES);
         // Docker's reason, without its "Run 'docker run --help' for more information" hint.
         let last = tail
             .iter()
@@ -267,13 +254,11 @@ pub(super) async fn launch(
         // (a missing entrypoint, a bad option) is left `Created`. It is removed when it is this
         // arm's; a name conflict with someone else's container leaves theirs alone.
         let note = remove_if_owned(c).await;
-        return Err(fail(
-            format!(
-                "`docker run` for container {} failed ({}): {last}{note}",
-                c.name, out.status
-            ),
-            tail,
-        ));
+        return Err(fail(format!(
+            "`docker run` for container {} failed ({}): {last}{note}",
+            c.name, out.status
+        ))
+        .with_log_tail(tail));
     }
     Ok(Running {
         kind: "container",

@@ -80,11 +80,17 @@ pub fn lines(text: &str) -> Vec<String> {
     out
 }
 
+/// The last `n` display lines of `text` (see [`lines`]).
+pub fn last_lines(text: &str, n: usize) -> Vec<String> {
+    let mut all = lines(text);
+    all.drain(..all.len().saturating_sub(n));
+    all
+}
+
 /// The last `n` lines written to `path` since `offset`, masked.
 pub fn tail(path: &Path, offset: u64, n: usize, masker: &Masker) -> Vec<String> {
     let text = read_since(path, offset, SCAN_BYTES);
-    let all = lines(&text);
-    all[all.len().saturating_sub(n)..]
+    last_lines(&text, n)
         .iter()
         .map(|l| masker.mask(l))
         .collect()
@@ -136,6 +142,13 @@ mod tests {
             lines("a\r\nload 10%\rload 50%\rload 100%\nb\n\n"),
             vec!["a", "load 100%", "b"]
         );
+    }
+
+    #[test]
+    fn last_lines_are_the_last_n_display_lines() {
+        assert_eq!(last_lines("a\nb\r\nc 1%\rc 9%\n\n", 2), vec!["b", "c 9%"]);
+        assert_eq!(last_lines("a\n", 5), vec!["a"]);
+        assert!(last_lines("", 3).is_empty());
     }
 
     #[test]

@@ -463,6 +463,11 @@ impl LaunchFailure {
             ms_since(started_ns),
         )
     }
+
+    /// The failure with the arm's last log lines (already masked).
+    pub(super) fn with_log_tail(self, log_tail: Vec<String>) -> LaunchFailure {
+        LaunchFailure { log_tail, ..self }
+    }
 }
 
 /// Milliseconds since `started_ns` ([`crate::clock::mono_ns`]).

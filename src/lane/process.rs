@@ -38,6 +38,21 @@ pub(super) fn open_log(path: &Path) -> std::io::Result<(std::fs::File, u64)> {
     Ok((f, len))
 }
 
+/// [`open_log`] for a launch: a log that cannot be opened fails it (`spawn-failed`), naming the
+/// file.
+// The failure is returned by value, as the public async `lane::launch` does.
+#[allow(clippy::result_large_err)]
+pub(super) fn open_arm_log(
+    path: &Path,
+    masker: &Masker,
+    started_ns: u64,
+) -> Result<(std::fs::File, u64), LaunchFailure> {
+    open_log(path).map_err(|e| {
+        let msg = format!("cannot open the log file {}: {e}", path.display());
+        LaunchFailure::spawn_failed(masker, &msg, started_ns)
+    })
+}
+
 // The failure is returned by value, as the public async `lane::launch` does.
 #[allow(clippy::result_large_err)]
 pub(super) fn launch(lane: &LaneSpec, s: Start<'_>) -> Result<Running, LaunchFailure> {
@@ -45,12 +60,7 @@ pub(super) fn launch(lane: &LaneSpec, s: Start<'_>) -> Result<Running, LaunchFai
     let Some(program) = s.argv.first() else {
         return Err(fail(format!("{} arm has an empty argv", s.kind)));
     };
-    let (log, offset) = open_log(s.log_path).map_err(|e| {
-        fail(format!(
-            "cannot open the log file {}: {e}",
-            s.log_path.display()
-        ))
-    })?;
+    let (log, offset) = open_arm_log(s.log_path, &s.masker, s.started_ns)?;
     let log2 = log
         .try_clone()
         .map_err(|e| fail(format!("cannot duplicate the log file handle: {e}")))?;

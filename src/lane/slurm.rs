@@ -6,7 +6,7 @@
 //! Secrets: the env values travel in sbatch's own environment, which Slurm exports to the job
 //! (`--export=ALL`); they are never on a command line nor in the job script.
 
-use super::process::open_log;
+use super::process::open_arm_log;
 use super::{
     Cause, EnvVal, ExitInfo, LaneSpec, LaunchFailure, Masker, Running, SlurmSpec, StopFacts,
     StopHow,
@@ -272,21 +272,13 @@ pub(super) async fn launch(
     masker: Masker,
     started_ns: u64,
 ) -> Result<Running, LaunchFailure> {
-    let fail = |msg: String, tail: Vec<String>| LaunchFailure {
-        log_tail: tail,
-        ..LaunchFailure::spawn_failed(&masker, &msg, started_ns)
-    };
-    let (mut log, offset) = open_log(&spec.log_path).map_err(|e| {
-        fail(
-            format!("cannot open the log file {}: {e}", spec.log_path.display()),
-            vec![],
-        )
-    })?;
+    let fail = |msg: String| LaunchFailure::spawn_failed(&masker, &msg, started_ns);
+    let (mut log, offset) = open_arm_log(&spec.log_path, &masker, started_ns)?;
     let argv = submit_argv(spec);
     let args: Vec<&str> = argv[1..].iter().map(String::as_str).collect();
     let out = cli(Path::new(&argv[0]), &args, &spec.env, spec.cwd.as_deref())
         .await
-        .map_err(|e| fail(format!("slurm arm {}: {e}", spec.job_name), vec![]))?;
+        .map_err(|e| fail(format!("slurm arm {}: {e}", spec.job_name)))?;
     let _ = write!(log, "{}", masker.mask(&out.stderr));
     let job_id = out
         .stdout
@@ -296,17 +288,13 @@ pub(super) async fn launch(
         .unwrap_or_default()
         .to_string();
     if !out.ok || job_id.is_empty() || !job_id.chars().all(|c| c.is_ascii_digit() || c == '_') {
-        let tail: Vec<String> = super::logs::lines(&masker.mask(&out.stderr))
-            .into_iter()
-            .rev()
-            .take(super::LOG_TAIL_LINES)
-            .rev()
-            .collect();
+        let tail = super::logs::last_lines(&masker.mask(&out.stderr), super::LOG_TAIL_LINES);
         let last = tail.last().cloned().unwrap_or_default();
-        return Err(fail(
-            format!("`sbatch` refused the job {}: {last}", spec.job_name),
-            tail,
-        ));
+        return Err(fail(format!(
+            "`sbatch` refused the job {}: {last}",
+            spec.job_name
+        ))
+        .with_log_tail(tail));
     }
     let job = SlurmJob {
         job_id,
