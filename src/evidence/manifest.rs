@@ -271,29 +271,40 @@ fn named_evidence(dir: &Path) -> Vec<(String, String)> {
         }
     }
     if let Some(r) = read(super::bundle::RESULT) {
-        fn walk(v: &serde_json::Value, out: &mut Vec<(String, String)>) {
-            match v {
-                serde_json::Value::Object(m) => {
-                    for (k, x) in m {
-                        match (k.as_str(), x) {
-                            ("evidence", serde_json::Value::String(s)) if !s.is_empty() => {
-                                out.push((s.clone(), super::bundle::RESULT.to_string()))
-                            }
-                            ("evidence", serde_json::Value::Array(a)) => {
-                                for s in a.iter().filter_map(|s| s.as_str()) {
-                                    out.push((s.to_string(), super::bundle::RESULT.to_string()));
-                                }
-                            }
-                            _ => walk(x, out),
+        out.extend(
+            evidence_names(&r)
+                .into_iter()
+                .map(|s| (s, super::bundle::RESULT.to_string())),
+        );
+    }
+    out
+}
+
+/// Every file an `evidence` field names anywhere in a record (a string or a list of strings):
+/// what `verify` expects in the bundle, and what the recorder checks before it calls a run
+/// complete, so the two never disagree.
+pub fn evidence_names(v: &serde_json::Value) -> Vec<String> {
+    fn walk(v: &serde_json::Value, out: &mut Vec<String>) {
+        match v {
+            serde_json::Value::Object(m) => {
+                for (k, x) in m {
+                    match (k.as_str(), x) {
+                        ("evidence", serde_json::Value::String(s)) if !s.is_empty() => {
+                            out.push(s.clone())
                         }
+                        ("evidence", serde_json::Value::Array(a)) => {
+                            out.extend(a.iter().filter_map(|s| s.as_str()).map(str::to_string))
+                        }
+                        _ => walk(x, out),
                     }
                 }
-                serde_json::Value::Array(a) => a.iter().for_each(|x| walk(x, out)),
-                _ => {}
             }
+            serde_json::Value::Array(a) => a.iter().for_each(|x| walk(x, out)),
+            _ => {}
         }
-        walk(&r, &mut out);
     }
+    let mut out = Vec::new();
+    walk(v, &mut out);
     out
 }
 

@@ -422,24 +422,51 @@ pub fn read_journal(dir: &Path) -> Result<Journal> {
     }
 }
 
-/// The files `campaign-result.json` names (arm evidence, timing, gates, failures, restoration)
-/// that are not in the bundle.
+/// Files the result names (every `evidence` field, as `verify` reads them) that are not in the
+/// bundle.
 fn missing_files(dir: &Path, r: &CampaignResult) -> Vec<String> {
-    let mut names: Vec<&str> = Vec::new();
-    for a in &r.arms {
-        names.extend(a.evidence.iter().map(String::as_str));
-        names.extend(a.gates.iter().filter_map(|g| g.evidence.as_deref()));
-        names.extend(a.failure.iter().filter_map(|f| f.evidence.as_deref()));
-    }
-    if let Some(x) = &r.restoration {
-        names.extend(x.evidence.as_deref());
-    }
-    let mut missing: Vec<String> = names
+    let v = serde_json::to_value(r).unwrap_or_default();
+    let mut missing: Vec<String> = crate::evidence::manifest::evidence_names(&v)
         .into_iter()
-        .filter(|n| !n.is_empty() && !dir.join(n).is_file())
-        .map(str::to_string)
+        .filter(|n| !dir.join(n).is_file())
         .collect();
     missing.sort();
     missing.dedup();
     missing
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::evidence::result::Restoration;
+    use crate::evidence::types::{GateName, GateStatus};
+
+    /// The restoration's own preflight names its evidence one level down; a run that lost that
+    /// file must not be called complete (verify names it; the recorder once did not look).
+    #[test]
+    fn missing_files_sees_every_evidence_field_verify_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("restoration-identity.json"), "{}").unwrap();
+        let mut r = CampaignResult::new("c");
+        r.restoration = Some(Restoration {
+            evidence: Some("restoration-identity.json".into()),
+            preflight: Some(GateRecord {
+                name: GateName::RestorationPreflight,
+                status: GateStatus::Passed,
+                passed: None,
+                total: None,
+                detail: String::new(),
+                required: true,
+                evidence: Some(bundle::RESTORATION_PREFLIGHT.into()),
+                requests: None,
+            }),
+            ..Default::default()
+        });
+        assert_eq!(
+            missing_files(dir.path(), &r),
+            vec![bundle::RESTORATION_PREFLIGHT.to_string()]
+        );
+        std::fs::write(dir.path().join(bundle::RESTORATION_PREFLIGHT), "{}").unwrap();
+        assert!(missing_files(dir.path(), &r).is_empty());
+    }
 }

@@ -366,12 +366,21 @@ fn a_disk_full_for_a_second_never_leaves_a_complete_bundle_with_a_missing_file()
         );
         // The sealed bundle verifies, except for evidence the full second kept off the disk,
         // which the result's notes name as missing.
-        let v = crate::support::campaign::run(&["verify", b.to_str().unwrap()]);
+        let v = Command::new(BIN).arg("verify").arg(&b).output().unwrap();
         if !v.status.success() {
             let notes = r["notes"].to_string();
-            for line in String::from_utf8_lossy(&v.stdout).lines() {
+            let problems = String::from_utf8_lossy(&v.stdout).to_string();
+            assert!(
+                problems.lines().next().is_some(),
+                "verify fails without a problem line: {}",
+                text(&v)
+            );
+            for line in problems.lines() {
                 let Some(rest) = line.strip_prefix("missing: ") else {
-                    continue;
+                    panic!(
+                        "the sealed bundle fails verify for more than missing evidence: {line}\n{}",
+                        text(&v)
+                    );
                 };
                 let f = rest.split_whitespace().next().unwrap_or_default();
                 assert!(
