@@ -1,7 +1,7 @@
 //! One keep-alive HTTP/1.1 connection: write a request, read the response with a timestamp per
 //! `read()`, decode the body framing by hand.
 
-use super::reader::{Finished, Job, Reader};
+use super::reader::{Finished, Held, Job, Reader};
 use super::response::{parse_head, Framing, Head, Response, Step};
 use super::trace::{ErrorClass, RequestError, Trace};
 use super::Target;
@@ -36,8 +36,11 @@ impl Default for StreamOpts {
 }
 
 pub struct Conn {
-    /// `None` only while the shared reader holds the socket, or after it could not be taken back.
+    /// `None` while the shared reader holds the socket (`held`), or after it could not be
+    /// taken back.
     stream: Option<TcpStream>,
+    /// The socket, held by a load's shared reader from its first streamed request on.
+    held: Option<Held>,
     /// `https://`: the TLS state (the socket then carries ciphertext).
     tls: Option<Box<super::tls::Tls>>,
     buf: Vec<u8>,
@@ -96,6 +99,7 @@ impl Conn {
         };
         Ok(Conn {
             stream: Some(stream),
+            held: None,
             tls,
             buf: Vec::with_capacity(READ_CHUNK),
             watch: Box::pin(tokio::time::sleep(Duration::from_secs(3600))),
@@ -185,22 +189,24 @@ impl Conn {
         trace: &mut Trace,
         reader: Option<&Reader>,
     ) {
-        trace.send_ns = mono_ns();
-        self.last_ns = trace.send_ns;
-        let deadline = trace.send_ns + opts.timeout.as_nanos() as u64;
-        if let Err(e) = self.write_all(request).await {
-            self.reusable = false;
-            trace.error = Some(RequestError::new(
-                ErrorClass::Io,
-                format!("could not send the request: {e}"),
-            ));
-            return;
-        }
         let res = match reader {
             Some(r) if self.tls.is_none() && !opts.collect && self.buf.is_empty() => {
-                self.stream_shared(r, opts, trace, deadline).await
+                self.stream_shared(r, request, opts, trace).await
             }
-            _ => self.stream_response(opts, trace, deadline).await,
+            _ => {
+                trace.send_ns = mono_ns();
+                self.last_ns = trace.send_ns;
+                let deadline = trace.send_ns + opts.timeout.as_nanos() as u64;
+                if let Err(e) = self.write_all(request).await {
+                    self.reusable = false;
+                    trace.error = Some(RequestError::new(
+                        ErrorClass::Io,
+                        format!("could not send the request: {e}"),
+                    ));
+                    return;
+                }
+                self.stream_response(opts, trace, deadline).await
+            }
         };
         if let Err(e) = res {
             self.reusable = false;
@@ -214,6 +220,7 @@ impl Conn {
     }
 
     async fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.unhold()?;
         let Some(stream) = &mut self.stream else {
             return Err(lost());
         };
@@ -223,54 +230,89 @@ impl Conn {
         }
     }
 
-    /// The response, read by the shared reader: the socket leaves this task's runtime
-    /// registration for the reader's, and comes back when the response ended.
+    /// Takes the socket back from the shared reader into this task's runtime registration
+    /// (a request the reader does not read, or an error body).
+    fn unhold(&mut self) -> std::io::Result<()> {
+        let Some(held) = self.held.take() else {
+            return Ok(());
+        };
+        let std = held.release().inspect_err(|_| self.reusable = false)?;
+        self.stream = Some(TcpStream::from_std(std).inspect_err(|_| self.reusable = false)?);
+        Ok(())
+    }
+
+    /// The request written on, and its response read by, the shared reader. The socket goes to
+    /// the reader at the first such request and stays there (no registration change per
+    /// request).
     async fn stream_shared(
         &mut self,
         reader: &Reader,
+        request: &[u8],
         opts: &StreamOpts,
         trace: &mut Trace,
-        deadline: u64,
     ) -> Result<(), RequestError> {
-        let std = match self.stream.take().map(|s| s.into_std()) {
-            Some(Ok(s)) => s,
-            Some(Err(e)) => return Err(RequestError::new(ErrorClass::Io, format!("{e}"))),
-            None => return Err(RequestError::new(ErrorClass::Io, lost().to_string())),
-        };
+        if !self.held.as_ref().is_some_and(|h| h.is(reader)) {
+            let taken = self.unhold().and_then(|()| {
+                self.stream
+                    .take()
+                    .ok_or_else(lost)
+                    .and_then(|s| s.into_std())
+            });
+            let std = match taken {
+                Ok(s) => s,
+                Err(e) => {
+                    trace.send_ns = mono_ns();
+                    return Err(RequestError::new(ErrorClass::Io, format!("{e}")));
+                }
+            };
+            match reader.hold(std) {
+                Ok(h) => self.held = Some(h),
+                Err((e, std)) => {
+                    self.stream = TcpStream::from_std(std).ok();
+                    trace.send_ns = mono_ns();
+                    return Err(RequestError::new(
+                        ErrorClass::Io,
+                        format!("cannot watch the connection: {e}"),
+                    ));
+                }
+            }
+        }
+        let held = self.held.as_mut().expect("held above");
         let job = Job {
-            stream: std,
             buf: std::mem::take(&mut self.buf),
-            resp: Response::new(trace.send_ns, opts.collect),
+            resp: Response::new(0, opts.collect),
             trace: std::mem::take(trace),
-            last_ns: self.last_ns,
+            last_ns: 0,
         };
-        let Finished { job, result } = reader.read(job, deadline, opts.stall).await;
+        // Not reusable until the response ended as it should (a cancelled request leaves it so).
+        let was_reusable = std::mem::replace(&mut self.reusable, false);
+        let Finished { job, result, sent } = held.run(job, request, opts.timeout, opts.stall).await;
         self.buf = job.buf;
         *trace = job.trace;
         self.last_ns = job.last_ns;
-        match TcpStream::from_std(job.stream) {
-            Ok(s) => self.stream = Some(s),
-            Err(e) => {
-                self.reusable = false;
-                if result.is_ok() {
+        let deadline = trace.send_ns + opts.timeout.as_nanos() as u64;
+        match result {
+            Ok(Step::Done { reusable }) => {
+                self.reusable = was_reusable && reusable;
+                Ok(())
+            }
+            Ok(Step::Unusual(head)) => {
+                self.reusable = was_reusable;
+                if let Err(e) = self.unhold() {
                     return Err(RequestError::new(
                         ErrorClass::Io,
                         format!("the connection could not be taken back: {e}"),
                     ));
                 }
+                Err(self.unusual(head, deadline, opts).await)
             }
-        }
-        match result {
-            Ok(Step::Done { reusable }) => {
-                self.reusable &= reusable;
+            Ok(Step::More) => unreachable!("the reader hands back finished responses only"),
+            Err(e) if !sent => {
+                // As on the task's own path: a failed send records no end time.
+                trace.error = Some(e);
                 Ok(())
             }
-            Ok(Step::Unusual(head)) => Err(self.unusual(head, deadline, opts).await),
-            Ok(Step::More) => unreachable!("the reader hands back finished responses only"),
-            Err(e) => {
-                self.reusable = false;
-                Err(e)
-            }
+            Err(e) => Err(e),
         }
     }
 

@@ -22,13 +22,12 @@ pub struct Scanned<'a> {
 
 /// Scans a chunk's JSON; `None` means "use the full parse".
 pub fn scan(data: &[u8]) -> Option<Scanned<'_>> {
-    // The full parse rejects invalid UTF-8 inside strings; outside strings only ASCII is valid
-    // JSON anyway, so checking the whole payload is equivalent for what we accept.
-    let text = std::str::from_utf8(data).ok()?;
+    // UTF-8 is checked once, string by string (`plain_str`), in the same pass that looks for
+    // control characters: outside strings the scanner takes only ASCII, so that is the same as
+    // checking the whole payload, which is what the full parse requires of what we accept.
     let mut s = Scanner {
-        b: text.as_bytes(),
+        b: data,
         i: 0,
-        src: text,
         depth: 0,
     };
     let mut out = Scanned::default();
@@ -76,7 +75,6 @@ const MAX_DEPTH: u32 = 64;
 struct Scanner<'a> {
     b: &'a [u8],
     i: usize,
-    src: &'a str,
     depth: u32,
 }
 
@@ -156,11 +154,23 @@ impl<'a> Scanner<'a> {
         let start = self.i;
         let rest = &self.b[start..];
         let n = memchr::memchr2(b'"', b'\\', rest)?;
-        if rest[n] != b'"' || rest[..n].iter().any(|&c| c < 0x20) {
+        if rest[n] != b'"' {
             return None;
         }
+        let v = &rest[..n];
+        // One pass: printable ASCII (the usual case) needs no UTF-8 check; a control character
+        // declines; anything else is checked as UTF-8.
+        let text = if v.iter().any(|&c| c.wrapping_sub(0x20) >= 0x60) {
+            if v.iter().any(|&c| c < 0x20) {
+                return None;
+            }
+            std::str::from_utf8(v).ok()?
+        } else {
+            // SAFETY: every byte is printable ASCII (0x20..0x80), which is valid UTF-8.
+            unsafe { std::str::from_utf8_unchecked(v) }
+        };
         self.i = start + n + 1;
-        Some(&self.src[start..start + n])
+        Some(text)
     }
 
     /// A string value that may be null: Some(non-empty) for a string, None for null.

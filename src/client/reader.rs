@@ -2,11 +2,12 @@
 //! bare reader the selftest measures as the floor (`cli::selftest_floor`).
 //!
 //! With hundreds of streams, a task per connection costs a task wakeup, a descent through its
-//! futures and a timer poll for every chunk read. Here each request's task writes its request,
-//! hands the socket to the reader and sleeps until its response is complete (one wakeup per
-//! request). The reader keeps the sockets in an `epoll` set of its own, registered as one source
-//! with the runtime: at each wakeup it takes every ready socket and reads it until it is empty,
-//! with the same kernel receive stamp per read (`netstamp::read_now`), the same per-read
+//! futures and a timer poll for every chunk read. Here a load's connections stay in an `epoll`
+//! set of the reader's own, registered as one source with the runtime, from their first
+//! streamed request to their end (no `epoll_ctl` per request). Each request's task writes its
+//! request on the socket the reader holds and sleeps until its response is complete (one wakeup
+//! per request). At each wakeup the reader takes every ready socket and reads it until it is
+//! empty, with the same kernel receive stamp per read (`netstamp::read_now`), the same per-read
 //! accounting and the same parsing (`response::Response`) as a connection read by its own task.
 //! Stall and deadline watchdogs stay with each request's task, armed as `Conn::read_some` arms
 //! them. Everything runs on the caller's runtime (the load's single client thread).
@@ -28,10 +29,11 @@ use tokio::sync::oneshot;
 const READ_CHUNK: usize = 16 * 1024;
 /// Ready sockets taken per `epoll_wait`.
 const EVENTS: usize = 1024;
+const READ_EVENTS: u32 = (libc::EPOLLIN | libc::EPOLLET) as u32;
+const WRITE_EVENTS: u32 = (libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLET) as u32;
 
-/// One response in progress: the socket, its buffer, the parse state and the trace.
+/// One response in progress: its buffer, the parse state and the trace.
 pub(super) struct Job {
-    pub stream: std::net::TcpStream,
     pub buf: Vec<u8>,
     pub resp: Response,
     pub trace: Trace,
@@ -43,18 +45,40 @@ pub(super) struct Job {
 pub(super) struct Finished {
     pub job: Job,
     pub result: Result<Step, RequestError>,
+    /// False when the request could not be written (`result` says why).
+    pub sent: bool,
 }
 
+/// One connection the reader holds.
 struct Slot {
-    job: Job,
+    stream: std::net::TcpStream,
+    /// The request in progress, if any.
+    job: Option<Job>,
     result: Option<Result<Step, RequestError>>,
     waker: Option<Waker>,
+    /// A write that found the socket full waits for room (EPOLLOUT is watched only then).
+    want_write: bool,
+    writable: bool,
+    write_waker: Option<Waker>,
+    /// The socket signalled while no response was being read (bytes or EOF after the last
+    /// response, a server closing an idle connection): the next request reads it first, since
+    /// an edge-triggered set reports it only once.
+    idle_ready: bool,
+}
+
+impl Slot {
+    fn wake(&mut self, out: &mut Vec<Waker>) {
+        out.extend(self.waker.take());
+        out.extend(self.write_waker.take());
+    }
 }
 
 #[derive(Default)]
 struct Slots {
     v: Vec<Option<Slot>>,
     free: Vec<usize>,
+    /// Why the reader stopped (it reads nothing more); `None` while it runs.
+    stopped: Option<String>,
 }
 
 impl Slots {
@@ -71,10 +95,14 @@ impl Slots {
         }
     }
 
-    fn remove(&mut self, k: usize) -> Slot {
-        let s = self.v[k].take().expect("a live slot");
+    fn remove(&mut self, k: usize) -> Option<Slot> {
+        let s = self.v.get_mut(k)?.take()?;
         self.free.push(k);
-        s
+        Some(s)
+    }
+
+    fn get(&mut self, k: usize) -> &mut Slot {
+        self.v[k].as_mut().expect("a live slot")
     }
 }
 
@@ -88,9 +116,9 @@ impl Shared {
         self.slots.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn ctl(&self, op: libc::c_int, fd: RawFd, key: usize) -> io::Result<()> {
+    fn ctl(&self, op: libc::c_int, fd: RawFd, key: usize, events: u32) -> io::Result<()> {
         let mut ev = libc::epoll_event {
-            events: (libc::EPOLLIN | libc::EPOLLET) as u32,
+            events,
             u64: key as u64,
         };
         // SAFETY: epoll_ctl on our epoll descriptor and a socket the slot owns.
@@ -102,7 +130,7 @@ impl Shared {
 }
 
 /// The shared reader of one load; clones share it, and the reader task ends when the last
-/// clone is dropped.
+/// clone is dropped (a connection it holds keeps a clone).
 #[derive(Clone)]
 pub struct Reader {
     inner: Arc<Inner>,
@@ -125,6 +153,271 @@ struct EpollFd(RawFd);
 impl AsRawFd for EpollFd {
     fn as_raw_fd(&self) -> RawFd {
         self.0
+    }
+}
+
+/// A connection held by a reader: its key there and its descriptor. Dropping it closes the
+/// connection.
+pub(super) struct Held {
+    reader: Reader,
+    key: usize,
+    fd: RawFd,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let slot = self.reader.inner.shared.lock().remove(self.key);
+        // Closing the socket takes it out of the epoll set.
+        drop(slot);
+    }
+}
+
+impl Held {
+    /// Whether `r` is the reader holding this connection.
+    pub(super) fn is(&self, r: &Reader) -> bool {
+        Arc::ptr_eq(&self.reader.inner, &r.inner)
+    }
+
+    /// Takes the connection back from the reader (its response reading is over).
+    pub(super) fn release(self) -> io::Result<std::net::TcpStream> {
+        let sh = &self.reader.inner.shared;
+        let slot = sh.lock().remove(self.key).expect("a held connection");
+        let fd = slot.stream.as_raw_fd();
+        let r = sh.ctl(libc::EPOLL_CTL_DEL, fd, self.key, 0);
+        std::mem::forget(self);
+        r.map(|()| slot.stream)
+    }
+
+    /// Writes `request` and reads its response to its end, an error, the stall limit or the
+    /// time limit. The send time is stamped right before the write: `job.trace.send_ns`,
+    /// `job.last_ns` and the response's start are set here.
+    pub(super) async fn run(
+        &mut self,
+        job: Job,
+        request: &[u8],
+        timeout: Duration,
+        stall: Duration,
+    ) -> Finished {
+        let sh = &*self.reader.inner.shared;
+        let key = self.key;
+        let send_ns;
+        {
+            let mut slots = sh.lock();
+            if let Some(why) = &slots.stopped {
+                let why = why.clone();
+                return Finished {
+                    job,
+                    result: Err(RequestError::new(ErrorClass::Io, why)),
+                    sent: false,
+                };
+            }
+            let slot = slots.get(key);
+            slot.result = None;
+            let job = slot.job.insert(job);
+            send_ns = mono_ns();
+            job.trace.send_ns = send_ns;
+            job.last_ns = send_ns;
+            job.resp.set_send(send_ns);
+        }
+        let mut guard = Active {
+            shared: sh,
+            key,
+            fd: self.fd,
+            live: true,
+        };
+        if let Err(e) = guard.write(request).await {
+            let finished = guard.take(Err(RequestError::new(
+                ErrorClass::Io,
+                format!("could not send the request: {e}"),
+            )));
+            return Finished {
+                sent: false,
+                ..finished
+            };
+        }
+        {
+            let mut slots = sh.lock();
+            let slot = slots.get(key);
+            if slot.idle_ready && slot.result.is_none() {
+                slot.idle_ready = false;
+                if let Some(r) = drive(slot) {
+                    slot.result = Some(r);
+                }
+            }
+        }
+        let deadline_ns = send_ns + timeout.as_nanos() as u64;
+        let stall_ns = stall.as_nanos() as u64;
+        let mut watch = Box::pin(tokio::time::sleep(Duration::from_secs(3600)));
+        let mut watch_at = 0u64;
+        let verdict = std::future::poll_fn(|cx| {
+            let mut slots = sh.lock();
+            let slot = slots.get(key);
+            if slot.result.is_some() {
+                return Poll::Ready(None);
+            }
+            let last_ns = slot.job.as_ref().expect("a job in progress").last_ns;
+            let now = mono_ns();
+            if now >= deadline_ns {
+                return Poll::Ready(Some(RequestError::new(
+                    ErrorClass::Timeout,
+                    "request exceeded its time limit",
+                )));
+            }
+            if now >= last_ns.saturating_add(stall_ns) {
+                return Poll::Ready(Some(RequestError::new(
+                    ErrorClass::Stall,
+                    format!("no bytes for {:.1} s (stall limit)", stall.as_secs_f64()),
+                )));
+            }
+            match &slot.waker {
+                Some(w) if w.will_wake(cx.waker()) => {}
+                _ => slot.waker = Some(cx.waker().clone()),
+            }
+            let fire = last_ns.saturating_add(stall_ns).min(deadline_ns);
+            drop(slots);
+            // Re-armed only when it fired or must fire sooner: not per chunk.
+            if watch_at <= now || watch_at > fire {
+                watch
+                    .as_mut()
+                    .reset(tokio::time::Instant::now() + Duration::from_nanos(fire - now));
+                watch_at = fire;
+            }
+            if watch.as_mut().poll(cx).is_ready() {
+                watch_at = 0;
+                cx.waker().wake_by_ref();
+            }
+            Poll::Pending
+        })
+        .await;
+        match verdict {
+            Some(e) => guard.take(Err(e)),
+            None => guard.take_result(),
+        }
+    }
+}
+
+/// A request in progress on a held connection; if its task is dropped mid-way (a cancelled
+/// load), the job is dropped and the connection left to its owner (who no longer reuses it).
+struct Active<'a> {
+    shared: &'a Shared,
+    key: usize,
+    fd: RawFd,
+    live: bool,
+}
+
+impl Active<'_> {
+    /// Writes all of `bytes`, waiting for room in the socket where it is full.
+    async fn write(&mut self, bytes: &[u8]) -> io::Result<()> {
+        let mut off = 0;
+        while off < bytes.len() {
+            let rest = &bytes[off..];
+            // SAFETY: send reads at most rest.len() bytes from a slice we hold; the descriptor
+            // is the held socket, open while its slot lives.
+            let n = unsafe {
+                libc::send(
+                    self.fd,
+                    rest.as_ptr() as *const libc::c_void,
+                    rest.len(),
+                    libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
+                )
+            };
+            if n >= 0 {
+                off += n as usize;
+                continue;
+            }
+            let e = io::Error::last_os_error();
+            match e.kind() {
+                io::ErrorKind::Interrupted => continue,
+                io::ErrorKind::WouldBlock => self.writable().await?,
+                _ => return Err(e),
+            }
+        }
+        let mut slots = self.shared.lock();
+        let slot = slots.get(self.key);
+        if slot.want_write {
+            slot.want_write = false;
+            slot.writable = false;
+            self.shared
+                .ctl(libc::EPOLL_CTL_MOD, self.fd, self.key, READ_EVENTS)?;
+        }
+        Ok(())
+    }
+
+    /// Waits until the socket has room (or the response already ended).
+    async fn writable(&mut self) -> io::Result<()> {
+        {
+            let mut slots = self.shared.lock();
+            let slot = slots.get(self.key);
+            if !slot.want_write {
+                slot.want_write = true;
+                slot.writable = false;
+                // Re-arming reports the socket at once if it has room by now.
+                self.shared
+                    .ctl(libc::EPOLL_CTL_MOD, self.fd, self.key, WRITE_EVENTS)?;
+            }
+        }
+        std::future::poll_fn(|cx| {
+            let mut slots = self.shared.lock();
+            let slot = slots.get(self.key);
+            if slot.writable || slot.result.is_some() {
+                slot.writable = false;
+                return Poll::Ready(());
+            }
+            match &slot.write_waker {
+                Some(w) if w.will_wake(cx.waker()) => {}
+                _ => slot.write_waker = Some(cx.waker().clone()),
+            }
+            Poll::Pending
+        })
+        .await;
+        let mut slots = self.shared.lock();
+        match slots.get(self.key).result {
+            // The response ended (an error answer before the whole request was read): stop.
+            Some(_) => Err(io::Error::new(
+                io::ErrorKind::ConnectionAborted,
+                "the server answered before reading the whole request",
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// Ends the job with `result` unless the reader already ended it.
+    fn take(&mut self, result: Result<Step, RequestError>) -> Finished {
+        {
+            let mut slots = self.shared.lock();
+            let slot = slots.get(self.key);
+            if slot.result.is_none() {
+                slot.result = Some(result);
+            }
+        }
+        self.take_result()
+    }
+
+    fn take_result(&mut self) -> Finished {
+        let mut slots = self.shared.lock();
+        let slot = slots.get(self.key);
+        self.live = false;
+        slot.waker = None;
+        slot.write_waker = None;
+        Finished {
+            job: slot.job.take().expect("a job in progress"),
+            result: slot.result.take().expect("a result"),
+            sent: true,
+        }
+    }
+}
+
+impl Drop for Active<'_> {
+    fn drop(&mut self) {
+        if self.live {
+            let mut slots = self.shared.lock();
+            if let Some(Some(slot)) = slots.v.get_mut(self.key) {
+                slot.job = None;
+                slot.result = None;
+                slot.waker = None;
+                slot.write_waker = None;
+            }
+        }
     }
 }
 
@@ -154,108 +447,41 @@ impl Reader {
         })
     }
 
-    /// Reads `job`'s response to its end, an error, the stall limit or `deadline_ns`.
-    pub(super) async fn read(&self, job: Job, deadline_ns: u64, stall: Duration) -> Finished {
+    /// Takes a connection (non-blocking) into the reader's set, for as long as the returned
+    /// [`Held`] lives. On failure the connection comes back with the error.
+    pub(super) fn hold(
+        &self,
+        stream: std::net::TcpStream,
+    ) -> Result<Held, (io::Error, std::net::TcpStream)> {
         let sh = &self.inner.shared;
-        let fd = job.stream.as_raw_fd();
-        let key = sh.lock().insert(Slot {
-            job,
+        let fd = stream.as_raw_fd();
+        let mut slots = sh.lock();
+        let key = slots.insert(Slot {
+            stream,
+            job: None,
             result: None,
             waker: None,
+            want_write: false,
+            writable: false,
+            write_waker: None,
+            idle_ready: false,
         });
-        if let Err(e) = sh.ctl(libc::EPOLL_CTL_ADD, fd, key) {
-            let slot = sh.lock().remove(key);
-            return Finished {
-                job: slot.job,
-                result: Err(RequestError::new(
-                    ErrorClass::Io,
-                    format!("cannot watch the connection: {e}"),
-                )),
-            };
+        if let Err(e) = sh.ctl(libc::EPOLL_CTL_ADD, fd, key, READ_EVENTS) {
+            let slot = slots.remove(key).expect("just inserted");
+            return Err((e, slot.stream));
         }
-        let mut reg = Registered {
-            shared: sh,
+        Ok(Held {
+            reader: self.clone(),
             key,
-            live: true,
-        };
-        let stall_ns = stall.as_nanos() as u64;
-        let mut watch = Box::pin(tokio::time::sleep(Duration::from_secs(3600)));
-        let mut watch_at = 0u64;
-        std::future::poll_fn(|cx| {
-            let mut slots = sh.lock();
-            let slot = slots.v[key].as_mut().expect("a live slot");
-            let now = mono_ns();
-            let verdict = if slot.result.is_some() {
-                None
-            } else if now >= deadline_ns {
-                Some(RequestError::new(
-                    ErrorClass::Timeout,
-                    "request exceeded its time limit",
-                ))
-            } else if now >= slot.job.last_ns.saturating_add(stall_ns) {
-                Some(RequestError::new(
-                    ErrorClass::Stall,
-                    format!("no bytes for {:.1} s (stall limit)", stall.as_secs_f64()),
-                ))
-            } else {
-                match &slot.waker {
-                    Some(w) if w.will_wake(cx.waker()) => {}
-                    _ => slot.waker = Some(cx.waker().clone()),
-                }
-                let fire = slot.job.last_ns.saturating_add(stall_ns).min(deadline_ns);
-                drop(slots);
-                // Re-armed only when it fired or must fire sooner: not per chunk.
-                if watch_at <= now || watch_at > fire {
-                    watch
-                        .as_mut()
-                        .reset(tokio::time::Instant::now() + Duration::from_nanos(fire - now));
-                    watch_at = fire;
-                }
-                if watch.as_mut().poll(cx).is_ready() {
-                    watch_at = 0;
-                    cx.waker().wake_by_ref();
-                }
-                return Poll::Pending;
-            };
-            if let Some(e) = verdict {
-                let _ = sh.ctl(libc::EPOLL_CTL_DEL, slot.job.stream.as_raw_fd(), key);
-                slot.result = Some(Err(e));
-            }
-            let slot = slots.remove(key);
-            reg.live = false;
-            Poll::Ready(Finished {
-                job: slot.job,
-                result: slot.result.expect("a result"),
-            })
+            fd,
         })
-        .await
     }
 }
 
-/// Removes a request's slot if its task is dropped mid-response (a cancelled load).
-struct Registered<'a> {
-    shared: &'a Shared,
-    key: usize,
-    live: bool,
-}
-
-impl Drop for Registered<'_> {
-    fn drop(&mut self) {
-        if self.live {
-            let mut slots = self.shared.lock();
-            let slot = slots.remove(self.key);
-            if slot.result.is_none() {
-                let _ = self
-                    .shared
-                    .ctl(libc::EPOLL_CTL_DEL, slot.job.stream.as_raw_fd(), self.key);
-            }
-        }
-    }
-}
-
-/// Reads `job`'s socket until it is empty; `Some` when the response ended there.
-fn drive(job: &mut Job) -> Option<Result<Step, RequestError>> {
-    let fd = job.stream.as_raw_fd();
+/// Reads `slot`'s socket until it is empty; `Some` when the response ended there.
+fn drive(slot: &mut Slot) -> Option<Result<Step, RequestError>> {
+    let fd = slot.stream.as_raw_fd();
+    let job = slot.job.as_mut()?;
     loop {
         if job.buf.capacity() - job.buf.len() < READ_CHUNK {
             job.buf.reserve(READ_CHUNK);
@@ -277,7 +503,12 @@ fn drive(job: &mut Job) -> Option<Result<Step, RequestError>> {
                 job.resp.on_read(t, &mut job.trace);
                 match job.resp.advance(&mut job.buf, t, &mut job.trace) {
                     Ok(Step::More) => {}
-                    done => return Some(done),
+                    done => {
+                        // Bytes may be left in the socket (a full read ended the response):
+                        // the next request reads them first.
+                        slot.idle_ready = n == room;
+                        return Some(done);
+                    }
                 }
                 // A read that did not fill the room emptied the socket: the next bytes raise a
                 // new edge (the floor reads the same way).
@@ -319,17 +550,21 @@ async fn run(sh: Arc<Shared>, afd: AsyncFd<EpollFd>, mut stop: oneshot::Receiver
         {
             let mut slots = sh.lock();
             for ev in &events[..n] {
-                let key = ev.u64 as usize;
-                let Some(Some(slot)) = slots.v.get_mut(key) else {
+                let Some(Some(slot)) = slots.v.get_mut(ev.u64 as usize) else {
                     continue;
                 };
-                if slot.result.is_some() {
+                if slot.want_write && ev.events & libc::EPOLLOUT as u32 != 0 {
+                    slot.writable = true;
+                    wake.extend(slot.write_waker.take());
+                }
+                if slot.job.is_none() || slot.result.is_some() {
+                    slot.idle_ready = true;
                     continue;
                 }
-                if let Some(r) = drive(&mut slot.job) {
-                    let _ = sh.ctl(libc::EPOLL_CTL_DEL, slot.job.stream.as_raw_fd(), key);
+                slot.idle_ready = false;
+                if let Some(r) = drive(slot) {
                     slot.result = Some(r);
-                    wake.extend(slot.waker.take());
+                    slot.wake(&mut wake);
                 }
             }
         }
@@ -339,18 +574,19 @@ async fn run(sh: Arc<Shared>, afd: AsyncFd<EpollFd>, mut stop: oneshot::Receiver
     };
     // Nobody may wait forever on a reader that stopped.
     drop(afd);
+    let why = if why.is_empty() {
+        "the load's reader stopped".to_string()
+    } else {
+        why
+    };
     let mut slots = sh.lock();
     for slot in slots.v.iter_mut().flatten() {
-        if slot.result.is_none() {
-            let msg = if why.is_empty() {
-                "the load's reader stopped".to_string()
-            } else {
-                why.clone()
-            };
-            slot.result = Some(Err(RequestError::new(ErrorClass::Io, msg)));
-            wake.extend(slot.waker.take());
+        if slot.job.is_some() && slot.result.is_none() {
+            slot.result = Some(Err(RequestError::new(ErrorClass::Io, why.clone())));
+            slot.wake(&mut wake);
         }
     }
+    slots.stopped = Some(why);
     drop(slots);
     for w in wake {
         w.wake();

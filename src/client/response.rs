@@ -44,6 +44,12 @@ impl Response {
         }
     }
 
+    /// The request's send time (CLOCK_MONOTONIC ns), when it is stamped after the parse state
+    /// was made.
+    pub(super) fn set_send(&mut self, send_ns: u64) {
+        self.send_ns = send_ns;
+    }
+
     /// A read returned bytes that arrived at `t` (CLOCK_MONOTONIC ns): the first one is the
     /// response's first byte.
     pub(super) fn on_read(&mut self, t: u64, trace: &mut Trace) {

@@ -17,6 +17,25 @@ pub struct SseParser {
     pub done: bool,
 }
 
+/// `s` starts with one whole single-line data event (`data:` line, then a blank line, either
+/// ending `\n` or `\r\n`): its value (one leading space dropped, as [`SseParser`] drops it)
+/// and the bytes it spans.
+#[inline]
+fn whole_data_event(s: &[u8]) -> Option<(&[u8], usize)> {
+    let rest = s.strip_prefix(b"data:")?;
+    let nl = memchr::memchr(b'\n', rest)?;
+    let after = &rest[nl + 1..];
+    let blank = match after {
+        [b'\n', ..] => 1,
+        [b'\r', b'\n', ..] => 2,
+        _ => return None,
+    };
+    let line = &rest[..nl];
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let v = line.strip_prefix(b" ").unwrap_or(line);
+    Some((v, 5 + nl + 1 + blank))
+}
+
 /// What the caller should do after a feed.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Flow {
@@ -28,6 +47,21 @@ impl SseParser {
     pub fn feed(&mut self, bytes: &[u8], t_ns: u64, sink: &mut ChunkSink<'_>) -> Flow {
         let mut s = bytes;
         while !s.is_empty() {
+            // The common event, whole in this read (`data: …` and its blank line) with nothing
+            // pending: handed to the sink in place, without copying the line into `data`.
+            if self.line.is_empty() && !self.has_data && !self.has_comment {
+                if let Some((v, used)) = whole_data_event(s) {
+                    let flow = sink.chunk(v, t_ns);
+                    if v == b"[DONE]" {
+                        self.done = true;
+                    }
+                    if flow == Flow::Stop {
+                        return Flow::Stop;
+                    }
+                    s = &s[used..];
+                    continue;
+                }
+            }
             match memchr::memchr(b'\n', s) {
                 Some(nl) => {
                     let flow = if self.line.is_empty() {
@@ -500,6 +534,55 @@ mod tests {
         let e = t.error.unwrap();
         assert_eq!(e.class, ErrorClass::EngineError);
         assert!(e.message.contains("out of memory"));
+    }
+
+    /// Whole events in one read go to the sink in place; the same bytes split at every
+    /// position (read line by line, copied) give the same trace: events, kinds, stamps,
+    /// ids, finish reason, usage, `[DONE]`, text.
+    #[test]
+    fn events_in_place_match_events_split_across_reads() {
+        let stream = concat!(
+            "data: {\"id\":\"a1\",\"choices\":[{\"delta\":{\"role\":\"assistant\"}}]}\n\n",
+            ": keep-alive\n\n",
+            "data:{\"choices\":[{\"delta\":{\"content\":\"h\\u00e9\"}}]}\r\n\r\n",
+            "event: x\ndata: {\"choices\":[{\"delta\":{\"content\":\"é\"}}]}\n\n",
+            "data: {\"choices\":\n",
+            "data: [{\"text\":\"y\"}]}\n\n",
+            "data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n",
+            "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":4}}\n\n",
+            "data: [DONE]\n\n",
+        );
+        for collect in [false, true] {
+            let (whole, pw) = run(&[stream], collect);
+            assert!(pw.done && whole.error.is_none(), "{:?}", whole.error);
+            assert_eq!(whole.events.len(), 8);
+            for cut in 1..stream.len() {
+                if !stream.is_char_boundary(cut) {
+                    continue;
+                }
+                let mut trace = Trace::default();
+                let mut p = SseParser::default();
+                for part in [&stream[..cut], &stream[cut..]] {
+                    let mut sink = ChunkSink {
+                        trace: &mut trace,
+                        collect,
+                    };
+                    p.feed(part.as_bytes(), 0, &mut sink);
+                }
+                let kinds = |t: &Trace| t.events.iter().map(|e| e.kind).collect::<Vec<_>>();
+                assert_eq!(kinds(&trace), kinds(&whole), "cut at {cut}");
+                assert_eq!(trace.response_id, whole.response_id, "cut at {cut}");
+                assert_eq!(trace.finish_reason, whole.finish_reason, "cut at {cut}");
+                assert_eq!(trace.usage, whole.usage, "cut at {cut}");
+                assert_eq!(trace.end_ns, whole.end_ns, "cut at {cut}");
+                assert_eq!(
+                    trace.output.as_ref().map(|o| &o.content),
+                    whole.output.as_ref().map(|o| &o.content),
+                    "cut at {cut}"
+                );
+                assert!(p.done && trace.error.is_none(), "cut at {cut}");
+            }
+        }
     }
 
     #[test]

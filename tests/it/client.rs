@@ -372,3 +372,198 @@ async fn events_written_together_are_reported_and_give_no_zero_gap() {
         g.min
     );
 }
+
+/// A keep-alive server that answers `per_conn` requests on each connection (each request read
+/// in full by its Content-Length, slowly when `slow_read`), then closes it after `close_after`.
+/// Returns the target and the count of accepted connections.
+async fn keep_alive_server(
+    per_conn: usize,
+    close_after: Duration,
+    slow_read: bool,
+) -> (Target, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = l.local_addr().unwrap().port();
+    let accepted = std::sync::Arc::new(AtomicUsize::new(0));
+    let count = accepted.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut s, _)) = l.accept().await else {
+                return;
+            };
+            count.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                for _ in 0..per_conn {
+                    // The head, then the body by its length.
+                    let mut got = Vec::new();
+                    let mut buf = vec![0u8; 64 * 1024];
+                    let need = loop {
+                        if let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+                            let head = String::from_utf8_lossy(&got[..end]).to_lowercase();
+                            let len: usize = head
+                                .lines()
+                                .find_map(|l| l.strip_prefix("content-length: "))
+                                .map(|v| v.trim().parse().unwrap())
+                                .unwrap_or(0);
+                            break end + 4 + len;
+                        }
+                        match s.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => got.extend_from_slice(&buf[..n]),
+                        }
+                    };
+                    while got.len() < need {
+                        if slow_read {
+                            tokio::time::sleep(Duration::from_millis(1)).await;
+                        }
+                        match s.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => got.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    let mut parts = chunked(&[CONTENT, USAGE, "data: [DONE]\n\n"]);
+                    parts.push(b"0\r\n\r\n".to_vec());
+                    if s.write_all(&parts.concat()).await.is_err() {
+                        return;
+                    }
+                }
+                tokio::time::sleep(close_after).await;
+            });
+        }
+    });
+    let target = Target::parse(&format!("http://127.0.0.1:{port}")).unwrap();
+    (target, accepted)
+}
+
+/// A load's connection stays with the shared reader between requests: the next request is
+/// written on it and read by the reader, with no new connection.
+#[tokio::test]
+async fn a_connection_held_by_the_reader_carries_request_after_request() {
+    let (target, accepted) = keep_alive_server(5, Duration::from_secs(5), false).await;
+    let reader = Reader::start().unwrap();
+    let mut c = Conn::connect(&target, Duration::from_secs(5))
+        .await
+        .unwrap();
+    let req = post_request_bytes(&target, "/v1/chat/completions", b"{}", None, true);
+    for i in 0..5 {
+        let mut t = Trace::default();
+        c.stream_via(&req, &StreamOpts::default(), &mut t, Some(&reader))
+            .await;
+        assert!(t.error.is_none(), "request {i}: {:?}", t.error);
+        assert_eq!(t.events.len(), 3, "request {i}");
+        assert!(t.first_byte_ns.unwrap() <= t.events[0].t_ns);
+        assert!(c.reusable, "request {i}");
+    }
+    // The same connection read by its own task (text kept) and by the reader again.
+    let mut t = Trace::default();
+    let opts = StreamOpts {
+        collect: true,
+        ..StreamOpts::default()
+    };
+    let (target2, _) = keep_alive_server(2, Duration::from_secs(5), false).await;
+    let mut c2 = Conn::connect(&target2, Duration::from_secs(5))
+        .await
+        .unwrap();
+    let req2 = post_request_bytes(&target2, "/v1/chat/completions", b"{}", None, true);
+    c2.stream_via(&req2, &StreamOpts::default(), &mut t, Some(&reader))
+        .await;
+    assert!(t.error.is_none(), "{:?}", t.error);
+    let mut t = Trace::default();
+    c2.stream_via(&req2, &opts, &mut t, Some(&reader)).await;
+    assert!(t.error.is_none(), "{:?}", t.error);
+    assert_eq!(t.output.unwrap().content, "hi");
+    assert_eq!(
+        accepted.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "one connection for five requests"
+    );
+}
+
+/// A server that closes an idle connection the reader holds (a keep-alive timeout): the next
+/// request on it fails before any byte as a stale connection does (the load retries that on a
+/// fresh one), and the load's retry then succeeds.
+#[tokio::test]
+async fn an_idle_connection_closed_by_the_server_under_the_reader_is_stale() {
+    let (target, _) = keep_alive_server(1, Duration::ZERO, false).await;
+    let reader = Reader::start().unwrap();
+    let mut c = Conn::connect(&target, Duration::from_secs(5))
+        .await
+        .unwrap();
+    let req = post_request_bytes(&target, "/v1/chat/completions", b"{}", None, true);
+    let mut t = Trace::default();
+    c.stream_via(&req, &StreamOpts::default(), &mut t, Some(&reader))
+        .await;
+    assert!(t.error.is_none(), "{:?}", t.error);
+    // The server closes the connection right after its one answer.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut t = Trace::default();
+    c.stream_via(&req, &StreamOpts::default(), &mut t, Some(&reader))
+        .await;
+    let e = t.error.expect("a closed connection fails");
+    assert_eq!(e.class, ErrorClass::Io, "{e:?}");
+    assert!(t.first_byte_ns.is_none());
+    assert!(!c.reusable);
+
+    // Through a load: two requests on one stream, a pause between them longer than the
+    // server's keep-alive.
+    use bakeoff::load::{self, Mode, Plan, Prepared, Source};
+    struct Src(Target);
+    impl Source for Src {
+        fn prepare(&self, i: u64) -> Prepared {
+            if i == 1 {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Prepared {
+                bytes: post_request_bytes(&self.0, "/v1/chat/completions", b"{}", None, true),
+                prompt_tokens: None,
+            }
+        }
+    }
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let plan = Plan {
+        mode: Mode::Closed { concurrency: 1 },
+        requests: Some(2),
+        duration: None,
+        warmup: 0,
+        warmup_duration: None,
+        max_in_flight: None,
+    };
+    load::run(
+        target.clone(),
+        plan,
+        std::sync::Arc::new(Src(target)),
+        StreamOpts::default(),
+        tx,
+    )
+    .await
+    .unwrap();
+    for _ in 0..2 {
+        let t = rx.recv().await.unwrap();
+        assert!(t.error.is_none(), "request {}: {:?}", t.index, t.error);
+        assert_eq!(t.events.len(), 3);
+        if t.index == 1 {
+            assert!(t.connect_ns.is_some(), "the retry used a fresh connection");
+        }
+    }
+}
+
+/// A request larger than the socket's buffers, to a server that reads it slowly: the write
+/// waits for room through the reader, and the response is read as usual.
+#[tokio::test]
+async fn a_large_request_is_written_through_the_reader() {
+    let (target, _) = keep_alive_server(2, Duration::from_secs(5), true).await;
+    let reader = Reader::start().unwrap();
+    let mut c = Conn::connect(&target, Duration::from_secs(5))
+        .await
+        .unwrap();
+    let body = format!("{{\"prompt\":\"{}\"}}", "x".repeat(8 << 20));
+    let req = post_request_bytes(&target, "/v1/completions", body.as_bytes(), None, true);
+    for i in 0..2 {
+        let mut t = Trace::default();
+        c.stream_via(&req, &StreamOpts::default(), &mut t, Some(&reader))
+            .await;
+        assert!(t.error.is_none(), "request {i}: {:?}", t.error);
+        assert_eq!(t.events.len(), 3, "request {i}");
+        assert!(c.reusable);
+    }
+}
