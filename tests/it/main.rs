@@ -42,6 +42,7 @@ mod report {
     mod summary;
 }
 mod selftest;
+mod selftest_dataset;
 mod tls;
 mod trust_bundle;
 mod telemetry {
