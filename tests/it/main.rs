@@ -8,6 +8,7 @@ mod support;
 mod architecture;
 mod bench;
 mod bench_conv;
+mod bench_conv_combo;
 mod bench_dataset;
 mod bench_export;
 mod bench_load;
