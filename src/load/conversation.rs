@@ -164,7 +164,8 @@ impl ConversationSource {
 }
 
 impl Source for ConversationSource {
-    /// Outside a closed loop (no stream to keep a history): every request is a first turn.
+    /// Outside the conversation drivers (a closed-loop stream, an open-loop arrival), with no
+    /// history to keep: every request is a first turn.
     fn prepare(&self, index: u64) -> Prepared {
         self.prepare_turn(&mut Conversation::default(), index)
     }

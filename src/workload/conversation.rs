@@ -324,6 +324,83 @@ fn splitmix64(mut z: u64) -> u64 {
 mod tests {
     use super::*;
 
+    fn dataset(items: Vec<super::super::dataset::Item>) -> super::super::dataset::Dataset {
+        super::super::dataset::Dataset {
+            path: "d.jsonl".into(),
+            sha256: "ab".into(),
+            format: super::super::dataset::Format::Jsonl,
+            items,
+            skipped: 0,
+        }
+    }
+
+    fn opts(turns: u32) -> ScriptOpts {
+        ScriptOpts {
+            turns,
+            sample: None,
+            seed: 0,
+            default_max_tokens: 9,
+            nonce: true,
+        }
+    }
+
+    #[test]
+    fn dataset_conversations_keep_the_preamble_and_the_user_turns() {
+        let items = super::super::dataset::parse_jsonl(
+            "d.jsonl",
+            concat!(
+                r#"{"id": "a", "messages": [{"role": "system", "content": "S"}, {"role": "user", "content": "u1"}, {"role": "assistant", "content": "x"}, {"role": "user", "content": "u2"}, {"role": "user", "content": "u3"}], "output_tokens": 5}"#,
+                "\n",
+                r#"{"id": "b", "prompt": "only one turn"}"#,
+                "\n",
+            ),
+        )
+        .unwrap();
+        let s = scripts(&dataset(items.clone()), &opts(2)).unwrap();
+        assert_eq!(s.conversations.len(), 1, "the one-turn item is left out");
+        let c = s.of(7);
+        assert_eq!(c.preamble, vec![("system".to_string(), "S".to_string())]);
+        assert_eq!(
+            c.turns,
+            ["u1", "u2"],
+            "the first 2 user turns; assistant dropped"
+        );
+        assert_eq!(c.max_tokens, [Some(5), Some(5)]);
+        assert_eq!(c.source["id"], "a");
+        assert_eq!(s.record["left_out_short"], 1);
+        // A one-turn replay takes both items; the prompt item's length is --max-tokens.
+        let one = scripts(&dataset(items.clone()), &opts(1)).unwrap();
+        assert_eq!(one.conversations.len(), 2);
+        assert_eq!(one.conversations[1].max_tokens, [Some(9)]);
+        let e = scripts(&dataset(items), &opts(4)).unwrap_err();
+        assert!(
+            e.contains("no conversation has 4 user turns (the most any item has is 3)"),
+            "{e}"
+        );
+        let bad = super::super::dataset::parse_jsonl(
+            "d.jsonl",
+            r#"{"messages": [{"role": "user", "content": "u1"}, {"role": "system", "content": "late"}]}"#,
+        )
+        .unwrap();
+        let e = scripts(&dataset(bad), &opts(1)).unwrap_err();
+        assert!(
+            e.contains("d.jsonl:1: `messages[1]` has role `system` after the first user message"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_preamble_opens_the_history() {
+        let mut h = History::default();
+        h.set_preamble(vec![("system".into(), "S".into())]);
+        h.push_user("u1".into());
+        assert_eq!(
+            h.messages(),
+            json!([{"role":"system","content":"S"},{"role":"user","content":"u1"}])
+        );
+        assert_eq!(h.transcript(), "S\n\nu1");
+    }
+
     #[test]
     fn history_resends_every_turn_and_reply() {
         let mut h = History::default();
