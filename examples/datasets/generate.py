@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes sample.jsonl and sample-sharegpt.json beside this script: small, deterministic datasets of
+"""Writes sample.jsonl, sample-sharegpt.json and sample-multiturn.jsonl beside this script: small, deterministic datasets of
 original text (no copyrighted material) with varied prompt and output lengths, for bakeoff's tests
 and examples. Run it again after editing: `python3 examples/datasets/generate.py`."""
 import json
@@ -99,5 +99,37 @@ def sample_sharegpt():
         f.write("\n")
 
 
+FOLLOW_UPS = [
+    "Thanks. Can you make it shorter?",
+    "Give one example from daily life.",
+    "What would a beginner most often get wrong here?",
+    "Now say it again for a ten-year-old.",
+    "Which part of that is the most surprising?",
+]
+
+
+def sample_multiturn():
+    """Multi-turn conversations (JSONL `messages`: an optional system message, then 3 or 4 user
+    turns with the dataset's own assistant replies between them) for `bench --multi-turn
+    --dataset`, which replays the user turns with the model's real replies."""
+    mrng = random.Random(20261202)
+    lines = []
+    for i in range(8):
+        t = TOPICS[(i * 3) % len(TOPICS)]
+        msgs = []
+        if i % 2 == 0:
+            msgs.append({"role": "system", "content": "You are a patient teacher who answers briefly."})
+        msgs.append({"role": "user", "content": ASKS[i % len(ASKS)].format(t=t)})
+        turns = 3 + (i % 2)
+        for k in range(1, turns):
+            msgs.append({"role": "assistant", "content": f"Here is a short answer about {t}, part {k}."})
+            msgs.append({"role": "user", "content": mrng.choice(FOLLOW_UPS)})
+        line = {"id": f"conv-{i:02d}", "messages": msgs, "output_tokens": mrng.choice([16, 24, 32, 48])}
+        lines.append(json.dumps(line, ensure_ascii=False))
+    with open(os.path.join(HERE, "sample-multiturn.jsonl"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
 sample_jsonl()
 sample_sharegpt()
+sample_multiturn()

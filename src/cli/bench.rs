@@ -275,10 +275,14 @@ fn validate(args: &BenchArgs) -> Result<(Target, Option<serde_json::Map<String, 
             Err(e) => bail!("--extra-body is not valid JSON ({e}); quote it for the shell, like '{{\"top_p\": 0.9}}'"),
         },
     };
-    super::bench_conv::validate(&args.conv, args.prompt_tokens)?;
-    if args.conv.active() && args.source.active() {
-        bail!("--multi-turn / --shared-prefix-tokens build their own prompts and can't be combined with --dataset or --input-tokens-dist / --output-tokens-dist yet; run them separately");
-    }
+    super::bench_conv::validate(
+        &args.conv,
+        args.prompt_tokens,
+        !args.rate.is_empty(),
+        args.requests.or(args.duration.is_none().then_some(32)),
+        args.warmup,
+    )?;
+    super::bench_conv::validate_sources(&args.conv, &args.source)?;
     if let Some(t) = &args.tokenizer {
         if !t.is_file() {
             bail!(
@@ -344,28 +348,35 @@ pub async fn bench_levels(
         Some(s) => crate::workload::filler::nonce_base_from_seed(s),
         None => crate::workload::filler::random_nonce_base(),
     };
-    let work = super::bench_source::prepare(
-        &args.source,
-        &super::bench_source::RunShape {
-            prompt_tokens: args.prompt_tokens,
-            max_tokens: args.max_tokens,
-            requests: args.requests.or(args.duration.is_none().then_some(32)),
-            warmup: args.warmup,
-            seed,
-        },
-        &crate::workload::items::SizeCtx {
-            target: &target,
-            model: &model,
-            endpoint,
-            tokenizer: args.tokenizer.as_deref(),
-            api_key: api_key.as_deref(),
-            nonce,
-            timeout: Duration::from_secs_f64(args.timeout.min(300.0)),
-            extra_body: extra.as_ref(),
-        },
-    )
-    .await?;
+    let script =
+        super::bench_conv::load_script(&args.conv, &args.source, seed, args.max_tokens, nonce)?;
+    let work = if script.is_some() {
+        None
+    } else {
+        super::bench_source::prepare(
+            &args.source,
+            &super::bench_source::RunShape {
+                prompt_tokens: args.prompt_tokens,
+                max_tokens: args.max_tokens,
+                requests: args.requests.or(args.duration.is_none().then_some(32)),
+                warmup: args.warmup,
+                seed,
+            },
+            &crate::workload::items::SizeCtx {
+                target: &target,
+                model: &model,
+                endpoint,
+                tokenizer: args.tokenizer.as_deref(),
+                api_key: api_key.as_deref(),
+                nonce,
+                timeout: Duration::from_secs_f64(args.timeout.min(300.0)),
+                extra_body: extra.as_ref(),
+            },
+        )
+        .await?
+    };
     let (matched, prompt_record, prefix) = match &args.prompt {
+        _ if script.is_some() => (None, script.as_ref().expect("checked").record.clone(), None),
         _ if work.is_some() => (
             None,
             work.as_ref().map(|w| w.record.clone()).unwrap_or_default(),
@@ -494,6 +505,7 @@ pub async fn bench_levels(
             offset,
             nonce_base,
             level,
+            script: script.clone().map(|s| (s, nonce)),
         };
         let source: Arc<dyn crate::load::Source> =
             match super::bench_conv::source(&args.conv, prefix.as_ref(), parts) {
@@ -530,6 +542,13 @@ pub async fn bench_levels(
                 super::bench_source::annotate(&w, offset, t, line)
             }) as super::bench_output::Annotate
         });
+        if let Some(s) = script.clone() {
+            sink.annotate = Some(Box::new(
+                move |t: &crate::client::Trace, line: &mut Value| {
+                    super::bench_conv::annotate_script(&s, t, line)
+                },
+            ));
+        }
         sink.level_rate = lv.rate.filter(|_| sweep);
         eprintln!(
             "running {} against {target} (model {model}) ...",

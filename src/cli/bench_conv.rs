@@ -8,7 +8,7 @@ use crate::load::source::PromptText;
 use crate::load::Source;
 use crate::metrics::stats::nearest_rank;
 use crate::metrics::summary::Collector;
-use crate::workload::conversation::{GroupOrder, SharedPrefix};
+use crate::workload::conversation::{scripts, GroupOrder, ScriptOpts, Scripts, SharedPrefix};
 use crate::workload::filler::{nonce_base_from_seed, nonce_number};
 use crate::workload::prompt::{self, MatchedPrompt, PromptSpec};
 use crate::workload::Endpoint;
@@ -23,8 +23,11 @@ use std::time::Duration;
 pub struct ConvArgs {
     /// Multi-turn conversations of this many turns: each concurrent stream runs conversations,
     /// turn k resending turns 1..k-1 with the model's actual replies plus a new user turn of
-    /// --prompt-tokens (closed loop only). The summary shows prompt and cached tokens per turn.
-    #[arg(long, value_name = "TURNS", conflicts_with = "rate")]
+    /// --prompt-tokens. With --rate, conversations start on the open-loop schedule (R
+    /// conversations/s) and each runs its turns after the think time; --requests counts turns
+    /// (whole conversations). With --shared-prefix-tokens each conversation opens with its
+    /// group's prefix. The summary shows prompt and cached tokens per turn.
+    #[arg(long, value_name = "TURNS")]
     pub multi_turn: Option<u32>,
     /// With --multi-turn: pause between a reply and the conversation's next turn, milliseconds.
     #[arg(
@@ -36,7 +39,9 @@ pub struct ConvArgs {
     pub think_time: f64,
     /// Every request starts with one of --prefix-groups shared prompts of exactly this many tokens,
     /// counted in --prompt-tokens (the request's own part, with its nonce line, fills the rest).
-    #[arg(long, value_name = "P", conflicts_with_all = ["multi_turn", "prompt"])]
+    /// With --multi-turn: each conversation's first turn is its group's prefix and a new user
+    /// turn (--prompt-tokens in all); later turns add user turns of --prompt-tokens minus P.
+    #[arg(long, value_name = "P", conflicts_with = "prompt")]
     pub shared_prefix_tokens: Option<u64>,
     /// With --shared-prefix-tokens: the number of distinct shared prompts; request i uses group
     /// i mod G.
@@ -60,11 +65,31 @@ impl ConvArgs {
     }
 }
 
-/// Checks the flags (clap checked which go together) against `--prompt-tokens`.
-pub fn validate(c: &ConvArgs, prompt_tokens: u64) -> Result<()> {
+/// Checks the flags (clap checked which go together) against `--prompt-tokens`; `rate`: the
+/// run is open-loop, `requests` / `warmup`: its counts.
+pub fn validate(
+    c: &ConvArgs,
+    prompt_tokens: u64,
+    rate: bool,
+    requests: Option<u64>,
+    warmup: u64,
+) -> Result<()> {
     if let Some(t) = c.multi_turn {
         if t == 0 {
             bail!("--multi-turn must be at least 1 turn per conversation (e.g. --multi-turn 4)");
+        }
+        let t = t as u64;
+        if rate {
+            // Each arrival is a whole conversation: a partial one would end early for a count.
+            for (flag, n) in [("--requests", requests.unwrap_or(0)), ("--warmup", warmup)] {
+                if n % t != 0 {
+                    bail!(
+                        "{flag} {n} is not a whole number of {t}-turn conversations: with --rate each scheduled arrival is a conversation of --multi-turn {t} requests; use {} or {}",
+                        n / t * t,
+                        n.div_ceil(t) * t
+                    );
+                }
+            }
         }
     }
     if !(c.think_time >= 0.0 && c.think_time.is_finite()) {
@@ -84,6 +109,95 @@ pub fn validate(c: &ConvArgs, prompt_tokens: u64) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Which structured workloads combine with a dataset or synthetic source: `--multi-turn` with
+/// `--dataset` replays the dataset's conversations; the rest are refused, naming why.
+pub fn validate_sources(c: &ConvArgs, src: &super::bench_source::SourceArgs) -> Result<()> {
+    if !c.active() || !src.active() {
+        return Ok(());
+    }
+    if c.shared_prefix_tokens.is_some() {
+        bail!("--shared-prefix-tokens sizes each request's own part as a matched prompt, so it can't take prompts from --dataset or --input-tokens-dist / --output-tokens-dist; to share a system prompt across dataset requests, put it first in each item's `messages` (with --allow-prefix-cache the engine can reuse it)");
+    }
+    if src.input_tokens_dist.is_some() || src.output_tokens_dist.is_some() {
+        bail!("--multi-turn can't take --input-tokens-dist / --output-tokens-dist: a later turn's prompt is the history with the model's replies, not a drawn length; size the new user turns with --prompt-tokens (and --max-tokens), or replay real conversations with --dataset");
+    }
+    for (flag, set) in [
+        (
+            "--dataset-min-prompt-tokens",
+            src.dataset_min_prompt_tokens.is_some(),
+        ),
+        (
+            "--dataset-max-prompt-tokens",
+            src.dataset_max_prompt_tokens.is_some(),
+        ),
+        (
+            "--dataset-max-output-tokens",
+            src.dataset_max_output_tokens.is_some(),
+        ),
+    ] {
+        if set {
+            bail!("{flag} can't be used with --multi-turn --dataset: a replayed conversation's prompts hold the model's replies, so they are not counted before sending (the server's usage is recorded per turn); drop the filter");
+        }
+    }
+    Ok(())
+}
+
+/// The dataset conversations of `--multi-turn --dataset` (None otherwise). `seed`: `--seed`;
+/// `nonce`: a nonce line before each conversation's first turn.
+pub fn load_script(
+    c: &ConvArgs,
+    src: &super::bench_source::SourceArgs,
+    seed: u64,
+    max_tokens: u64,
+    nonce: bool,
+) -> Result<Option<Arc<Scripts>>> {
+    let (Some(turns), Some(path)) = (c.multi_turn, &src.dataset) else {
+        return Ok(None);
+    };
+    if src.dataset_sample == Some(0) {
+        bail!("--dataset-sample must be at least 1");
+    }
+    let format = src.dataset_format.map(|f| match f {
+        super::bench_source::DatasetFormatArg::Jsonl => crate::workload::dataset::Format::Jsonl,
+        super::bench_source::DatasetFormatArg::Sharegpt => {
+            crate::workload::dataset::Format::Sharegpt
+        }
+    });
+    let ds = crate::workload::dataset::load(path, format)
+        .map_err(|e| anyhow::anyhow!("--dataset {e}"))?;
+    let s = scripts(
+        &ds,
+        &ScriptOpts {
+            turns,
+            sample: src.dataset_sample,
+            seed,
+            default_max_tokens: max_tokens,
+            nonce,
+        },
+    )
+    .map_err(|e| anyhow::anyhow!("--dataset with --multi-turn {turns}: {e}"))?;
+    eprintln!(
+        "replaying {} conversations of {turns} user turns from {}",
+        s.conversations.len(),
+        path.display()
+    );
+    for n in s.record["notes"].as_array().into_iter().flatten() {
+        eprintln!("note: {}", n.as_str().unwrap_or_default());
+    }
+    Ok(Some(Arc::new(s)))
+}
+
+/// What a `--requests-jsonl` line of a replayed dataset conversation adds: its source item and
+/// the turn's output length.
+pub fn annotate_script(s: &Scripts, t: &Trace, line: &mut Value) {
+    let Some(p) = t.place else { return };
+    if let (Some(c), Some(k)) = (p.conversation, p.turn) {
+        let script = s.of(c);
+        line["source"] = script.source.clone();
+        line["sent_max_tokens"] = json!(script.max_tokens.get(k as usize - 1).copied().flatten());
+    }
 }
 
 /// Prompt tokens of the matched prompt bench sizes: the whole prompt, or with a shared prefix
@@ -181,6 +295,9 @@ pub struct SourceParts<'a> {
     pub nonce_base: u64,
     /// The sweep level (each level's groups get fresh prefixes).
     pub level: usize,
+    /// `--multi-turn --dataset`: the conversations replayed (`load_script`), and whether their
+    /// first turns carry a nonce line.
+    pub script: Option<(Arc<Scripts>, bool)>,
 }
 
 /// The source of a structured workload, or `None` for bench's independent requests.
@@ -189,8 +306,23 @@ pub fn source(
     prefix: Option<&PrefixPlan>,
     p: SourceParts<'_>,
 ) -> Option<Arc<dyn Source>> {
+    let level = p.level as u64;
+    let prefixes = |plan: &PrefixPlan| {
+        let prefixes = (0..plan.groups as u64)
+            .map(|g| {
+                let n = nonce_number(plan.base, level * plan.groups as u64 + g);
+                let mut s = plan.prompt.text(n);
+                s.push('\n');
+                s
+            })
+            .collect();
+        SharedPrefix {
+            prefixes,
+            order: plan.order,
+        }
+    };
     if let Some(turns) = c.multi_turn {
-        return Some(Arc::new(ConversationSource::new(
+        let conv = ConversationSource::new(
             p.target.clone(),
             p.endpoint,
             p.base.clone(),
@@ -200,25 +332,22 @@ pub fn source(
             p.nonce_base,
             turns,
             Duration::from_secs_f64(c.think_time / 1e3),
-        )));
+        );
+        let conv = match p.script {
+            Some((s, nonce)) => conv.with_script(s, nonce),
+            None => conv,
+        };
+        return Some(Arc::new(match prefix {
+            Some(plan) => conv.with_prefix(prefixes(plan), Some(plan.total_tokens)),
+            None => conv,
+        }));
     }
     let plan = prefix?;
-    let prefixes = (0..plan.groups as u64)
-        .map(|g| {
-            let n = nonce_number(plan.base, p.level as u64 * plan.groups as u64 + g);
-            let mut s = plan.prompt.text(n);
-            s.push('\n');
-            s
-        })
-        .collect();
     Some(Arc::new(PrefixSource {
         target: p.target.clone(),
         endpoint: p.endpoint,
         base: p.base.clone(),
-        prefix: SharedPrefix {
-            prefixes,
-            order: plan.order,
-        },
+        prefix: prefixes(plan),
         rest: Arc::new(p.prompt),
         prompt_tokens: Some(plan.total_tokens),
         api_key: p.api_key,

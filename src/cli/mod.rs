@@ -15,6 +15,7 @@ pub mod report;
 pub mod run;
 pub mod selftest;
 pub mod selftest_floor;
+pub mod selftest_source;
 pub mod verify;
 
 /// Ends a command with an exit code other than the plain error's 1 (a refusal is 2, an

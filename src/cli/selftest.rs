@@ -11,6 +11,7 @@ use crate::load::session::{self, Session, Telemetry};
 use crate::load::source::{PromptText, RequestSource};
 use crate::load::{Mode, Plan, Source};
 use crate::metrics::stats::Distribution;
+use crate::workload::items::WorkSet;
 use crate::workload::request::BodySpec;
 use crate::workload::Endpoint;
 use anyhow::{bail, Context, Result};
@@ -49,6 +50,9 @@ pub struct SelftestArgs {
     /// Write the results as JSON here.
     #[arg(long)]
     pub json: Option<std::path::PathBuf>,
+    /// A dataset or synthetic-length workload instead of the literal prompt (`selftest_source`).
+    #[command(flatten)]
+    pub source: super::selftest_source::SelftestSourceArgs,
 }
 
 #[derive(Debug, Serialize)]
@@ -80,6 +84,9 @@ pub struct LevelResult {
     pub client_cpu_sys_us_per_chunk: f64,
     /// Share of the client's reads stamped with the kernel's receive time (the rest: read time).
     pub kernel_stamped_reads: f64,
+    /// Chunks per read of the client (SSE events over socket reads): how many chunks each
+    /// wakeup found waiting. Streams in step (equal output lengths) give more per read.
+    pub chunks_per_read: f64,
     /// The bare reader's CPU per chunk at this level (see `selftest_floor`): the kernel's share
     /// that any client on this host pays. Absent below 16 streams or with `--no-floor`.
     pub floor_cpu_user_us_per_chunk: Option<f64>,
@@ -88,6 +95,10 @@ pub struct LevelResult {
     pub naps: u64,
     pub peak_rss_mib: f64,
     pub wall_s: f64,
+    /// With a dataset or synthetic workload: each request's item and token counts
+    /// (`selftest_source::level_record`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workload: Option<Value>,
 }
 
 #[derive(Debug, Serialize)]
@@ -103,6 +114,10 @@ pub struct SelftestReport {
     pub engine_url: String,
     pub levels: Vec<LevelResult>,
     pub memory_model: &'static str,
+    /// The dataset or synthetic work set (its `prompt` record, as bench's); absent: the literal
+    /// prompt.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workload: Option<Value>,
 }
 
 #[derive(Debug, Serialize)]
@@ -197,9 +212,10 @@ impl Drop for EngineChild {
     }
 }
 
-/// The selftest's request source: a short literal chat prompt with a nonce line, exactly
-/// `max_tokens` generated (`ignore_eos`), built like every load's requests.
-fn selftest_source(target: &Target, max_tokens: u64) -> RequestSource {
+/// The selftest's request source: a short literal chat prompt with a nonce line (or, with
+/// `work`, each request's dataset or synthetic item and its output length), exactly `max_tokens`
+/// generated (`ignore_eos`), built like every load's requests.
+fn selftest_source(target: &Target, max_tokens: u64, work: Option<&Arc<WorkSet>>) -> RequestSource {
     RequestSource {
         target: target.clone(),
         endpoint: Endpoint::Chat,
@@ -213,9 +229,12 @@ fn selftest_source(target: &Target, max_tokens: u64) -> RequestSource {
             stream: Some(true),
         }
         .build(),
-        prompt: PromptText::Literal {
-            text: "selftest".into(),
-            nonce: true,
+        prompt: match work {
+            Some(w) => PromptText::Work(w.clone()),
+            None => PromptText::Literal {
+                text: "selftest".into(),
+                nonce: true,
+            },
         },
         api_key: None,
         offset: 0,
@@ -263,6 +282,7 @@ async fn level(
     engine_pid: u32,
     c: usize,
     args: &SelftestArgs,
+    work: Option<&Arc<WorkSet>>,
 ) -> Result<LevelResult> {
     let t = Duration::from_secs(30);
     delete_json(target, "/debug/emissions", None, t)
@@ -278,7 +298,7 @@ async fn level(
             warmup_duration: None,
             max_in_flight: None,
         },
-        source: Arc::new(selftest_source(target, args.max_tokens)),
+        source: Arc::new(selftest_source(target, args.max_tokens, work)),
         opts: StreamOpts {
             timeout: Duration::from_secs(300),
             stall: Duration::from_secs(60),
@@ -387,11 +407,13 @@ async fn level(
         } else {
             0.0
         },
+        chunks_per_read: chunks as f64 / (kern + read).max(1) as f64,
         floor_cpu_user_us_per_chunk: None,
         floor_cpu_sys_us_per_chunk: None,
         naps,
         peak_rss_mib: peak_rss_mib(),
         wall_s,
+        workload: work.map(|w| super::selftest_source::level_record(w, &traces)),
     })
 }
 
@@ -442,6 +464,7 @@ pub fn run(args: SelftestArgs) -> Result<()> {
     let rt = crate::load::pace::client_runtime()?;
     let started_at = crate::clock::wall_rfc3339();
     let mut levels = Vec::new();
+    let mut workload = None;
     rt.block_on(async {
         // Wait for the engine's health (it may declare a startup time).
         for _ in 0..100 {
@@ -450,16 +473,30 @@ pub fn run(args: SelftestArgs) -> Result<()> {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+        let most = args.levels.iter().max().copied().unwrap_or(1) as u64 * args.waves;
+        let work = super::selftest_source::prepare(
+            &args.source,
+            &target,
+            "selftest",
+            args.max_tokens,
+            most,
+        )
+        .await?;
+        workload = work.as_ref().map(|w| w.record.clone());
         for &c in &args.levels {
             eprintln!(
                 "selftest: concurrency {c} ({} requests of {} tokens) ...",
                 c as u64 * args.waves,
                 args.max_tokens
             );
-            let mut r = level(&target, engine.pid(), c, &args).await?;
+            let mut r = level(&target, engine.pid(), c, &args, work.as_ref()).await?;
             if c >= 16 && !args.no_floor {
                 // Blocks this thread on purpose: the bare reader must run with no runtime.
-                let req = selftest_source(&target, args.max_tokens).prepare(0).bytes;
+                // The literal prompt's request with any workload: the floor takes one request,
+                // and the host's cost per chunk does not depend on the prompt.
+                let req = selftest_source(&target, args.max_tokens, None)
+                    .prepare(0)
+                    .bytes;
                 let f = super::selftest_floor::measure(&target.authority(), &req, c, args.waves)?;
                 r.floor_cpu_user_us_per_chunk = Some(f.user_us_per_chunk);
                 r.floor_cpu_sys_us_per_chunk = Some(f.sys_us_per_chunk);
@@ -481,6 +518,7 @@ pub fn run(args: SelftestArgs) -> Result<()> {
         waves: args.waves,
         engine_url,
         levels,
+        workload,
         memory_model: "in flight: 16 bytes per received chunk (offset + kind) plus one request body; after a request completes: one ~150-byte metrics record per request and 4 bytes per output chunk gap; chunk text is never kept",
     };
     print_report(&report);
@@ -502,6 +540,9 @@ fn print_report(r: &SelftestReport) {
         "bakeoff selftest  {} cpus ({})  {} tokens/request at {} tok/s, {} waves",
         r.host.cpus, r.host.cpu_model, r.max_tokens, r.decode_tok_s, r.waves
     );
+    if let Some(w) = &r.workload {
+        println!("workload: {}", w["describe"].as_str().unwrap_or_default());
+    }
     println!(
         "{:>6} {:>7} {:>9} | {:>8} {:>8} {:>8} | {:>9} {:>9} | {:>8} | {:>7} {:>11} {:>6} | {:>7} {:>6}",
         "conc",
@@ -558,6 +599,9 @@ fn print_report(r: &SelftestReport) {
                 u,
                 s
             );
+        }
+        if let Some(w) = &l.workload {
+            super::selftest_source::print_level(w);
         }
         if l.unmatched_requests > 0 {
             println!(

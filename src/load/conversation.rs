@@ -7,13 +7,22 @@
 //! can serve everything but the newest turn. After each reply the stream waits the think time
 //! (outside any request's clock). A failed turn ends its conversation; the stream starts a new one.
 //!
+//! Open loop (`--rate`): each scheduled arrival starts a conversation, and one task runs its
+//! turns one after another on one connection, with the think time between them; turn k of the
+//! conversation of arrival a is request a·T + k − 1 (T turns per conversation).
+//!
+//! Both combine with a shared prefix: each conversation's first turn opens with its group's
+//! shared prompt (the group of conversation c is chosen as a request's would be for index c), and
+//! every later turn resends it as part of the history.
+//!
 //! Shared prefix: every request starts with one of G shared prompts (its group), followed by the
 //! request's own part with its nonce line.
 
 use super::{send, Prepared, Source, StreamState};
 use crate::client::{Conn, Place, StreamOpts, Target, Trace};
-use crate::workload::conversation::{History, SharedPrefix, UserTurns};
+use crate::workload::conversation::{History, Scripts, SharedPrefix, UserTurns};
 use crate::workload::filler::nonce_number;
+use crate::workload::filler::NonceFormat;
 use crate::workload::request::insert_input;
 use crate::workload::Endpoint;
 use serde_json::{Map, Value};
@@ -37,6 +46,14 @@ pub struct ConversationSource {
     pub turns_per_conversation: u32,
     /// Pause between a reply and the next turn of its conversation.
     pub think: Duration,
+    /// Each conversation opens with its group's shared prefix (`with_prefix`).
+    pub prefix: Option<SharedPrefix>,
+    /// Prompt tokens of a first turn with its prefix, when sized.
+    pub first_turn_tokens: Option<u64>,
+    /// Dataset conversations (`with_script`): conversation c replays script c mod n, its own
+    /// user turns and output lengths in place of `turns`.
+    pub script: Option<Arc<Scripts>>,
+    script_nonce: bool,
     conversations: AtomicU64,
 }
 
@@ -63,8 +80,28 @@ impl ConversationSource {
             nonce_base,
             turns_per_conversation: turns_per_conversation.max(1),
             think,
+            prefix: None,
+            first_turn_tokens: None,
+            script: None,
+            script_nonce: false,
             conversations: AtomicU64::new(0),
         }
+    }
+
+    /// Each conversation's first turn starts with its group's prefix; `tokens`: the prompt
+    /// tokens of such a first turn (prefix and user turn), when sized.
+    pub fn with_prefix(mut self, prefix: SharedPrefix, tokens: Option<u64>) -> Self {
+        self.prefix = Some(prefix);
+        self.first_turn_tokens = tokens;
+        self
+    }
+
+    /// Each conversation replays a dataset conversation's user turns (with a nonce line before
+    /// the first, when `nonce`).
+    pub fn with_script(mut self, script: Arc<Scripts>, nonce: bool) -> Self {
+        self.script = Some(script);
+        self.script_nonce = nonce;
+        self
     }
 
     /// Conversations started so far.
@@ -76,13 +113,39 @@ impl ConversationSource {
     /// request `index`.
     fn prepare_turn(&self, state: &mut Conversation, index: u64) -> Prepared {
         if state.id.is_none() || state.history.len() >= self.turns_per_conversation as usize {
-            state.id = Some(self.conversations.fetch_add(1, Ordering::Relaxed));
+            let id = self.conversations.fetch_add(1, Ordering::Relaxed);
+            state.id = Some(id);
+            state.group = self.prefix.as_ref().map(|p| p.group(id));
             state.history = History::default();
+            if let Some(s) = &self.script {
+                state.history.set_preamble(s.of(id).preamble.clone());
+            }
         }
         let number = nonce_number(self.nonce_base, self.offset + index);
-        let (text, tokens) = self.turns.turn(number);
-        state.history.push_user(text);
+        let k = state.history.len();
         let mut body = self.base.clone();
+        let (text, tokens) = match (&self.script, state.id) {
+            (Some(s), Some(id)) => {
+                let c = s.of(id);
+                if let Some(m) = c.max_tokens[k] {
+                    body.insert("max_tokens".into(), m.into());
+                }
+                let line = if k == 0 && self.script_nonce {
+                    NonceFormat::Compact.line(number)
+                } else {
+                    String::new()
+                };
+                (line + &c.turns[k], None)
+            }
+            _ => self.turns.turn(number),
+        };
+        let (text, tokens) = match (&self.prefix, state.group) {
+            (Some(p), Some(g)) if state.history.is_empty() => {
+                (p.text(g, &text), self.first_turn_tokens)
+            }
+            _ => (text, tokens),
+        };
+        state.history.push_user(text);
         state.history.insert(&mut body, self.endpoint);
         // Only a first turn is the sized prompt alone; later turns carry the history.
         let tokens = if state.history.len() == 1 {
@@ -101,7 +164,8 @@ impl ConversationSource {
 }
 
 impl Source for ConversationSource {
-    /// Outside a closed loop (no stream to keep a history): every request is a first turn.
+    /// Outside the conversation drivers (a closed-loop stream, an open-loop arrival), with no
+    /// history to keep: every request is a first turn.
     fn prepare(&self, index: u64) -> Prepared {
         self.prepare_turn(&mut Conversation::default(), index)
     }
@@ -115,6 +179,8 @@ impl Source for ConversationSource {
 #[derive(Debug, Default)]
 pub struct Conversation {
     id: Option<u64>,
+    /// Its shared-prefix group, when the load has one.
+    group: Option<u32>,
     history: History,
     /// The last turn came back: wait the think time before the next one.
     replied: bool,
@@ -146,7 +212,7 @@ pub(super) async fn turn(
     let place = Place {
         conversation: conv.id,
         turn: Some(conv.history.len() as u32),
-        prefix_group: None,
+        prefix_group: conv.group,
     };
     let opts = StreamOpts {
         collect: true,
@@ -166,6 +232,79 @@ pub(super) async fn turn(
         _ => conv.id = None,
     }
     trace
+}
+
+/// One open-loop arrival `(index, warm-up, intended start)`: a request, or with a multi-turn
+/// source a whole conversation (`open_conversation`).
+pub(super) async fn arrival(
+    source: &dyn Source,
+    conn: &mut Option<Conn>,
+    target: &Target,
+    (i, warmup, intended): (u64, bool, u64),
+    opts: &StreamOpts,
+    out: &tokio::sync::mpsc::UnboundedSender<Trace>,
+    reader: Option<&crate::client::Reader>,
+) -> Trace {
+    match source.conversations() {
+        Some(c) => open_conversation(c, conn, target, i, warmup, intended, opts, out).await,
+        None => {
+            super::one(
+                conn,
+                target,
+                source,
+                i,
+                warmup,
+                Some(intended),
+                opts,
+                reader,
+            )
+            .await
+        }
+    }
+}
+
+/// Runs the conversation of open-loop arrival `arrival` (scheduled at `intended`): its turns one
+/// after another on `conn`, with the think time between them, as requests `arrival·T + k`.
+/// Every turn's trace but the last goes to `out` as it completes; the last is returned (a failed
+/// turn ends the conversation and is the last). Only the first turn carries the intended start:
+/// the later ones start when the conversation is ready for them.
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn open_conversation(
+    source: &ConversationSource,
+    conn: &mut Option<Conn>,
+    target: &Target,
+    arrival: u64,
+    warmup: bool,
+    intended: u64,
+    opts: &StreamOpts,
+    out: &tokio::sync::mpsc::UnboundedSender<Trace>,
+) -> Trace {
+    let per = source.turns_per_conversation as u64;
+    let mut state = StreamState::default();
+    let mut k = 0;
+    loop {
+        think(source, &mut state).await;
+        let mut t = turn(
+            source,
+            &mut state,
+            conn,
+            target,
+            arrival * per + k,
+            warmup,
+            opts,
+        )
+        .await;
+        if k == 0 {
+            t.intended_ns = Some(intended);
+        }
+        k += 1;
+        if !t.ok() || k >= per {
+            return t;
+        }
+        if let Err(e) = out.send(t) {
+            return e.0;
+        }
+    }
 }
 
 /// The request source of a shared-prefix load: request `index` is the prompt of its group's

@@ -488,16 +488,24 @@ async fn open(
         open_conns(&target, warm, Duration::from_secs(30)).await?,
     ));
     // The schedule's prefix does not depend on its length, so the warm-up by time is counted
-    // on a schedule long enough to hold it, then the measured requests follow.
+    // on a schedule long enough to hold it, then the measured requests follow. A multi-turn
+    // source's arrivals are conversations of `per` requests each.
+    let per = source
+        .conversations()
+        .map_or(1, |c| c.turns_per_conversation as u64);
     let warmup = match plan.warmup_duration {
-        None => plan.warmup,
+        None => plan.warmup.div_ceil(per),
         Some(d) => {
             let n = plan.warmup + (d.as_secs_f64() * rate * 3.0).ceil() as u64 + 16;
-            warmup_count(&schedule(rate, arrival, n), plan.warmup, Some(d))
+            warmup_count(
+                &schedule(rate, arrival, n),
+                plan.warmup.div_ceil(per),
+                Some(d),
+            )
         }
     };
     let total = match (plan.requests, plan.duration) {
-        (Some(r), _) => warmup + r,
+        (Some(r), _) => warmup + r.div_ceil(per),
         (None, Some(d)) => warmup + (d.as_secs_f64() * rate * 3.0).ceil() as u64 + 16,
         (None, None) => warmup + 1,
     };
@@ -551,14 +559,13 @@ async fn open(
         let reader = reader.clone();
         set.spawn(async move {
             let mut conn = pool.lock().expect("pool lock").pop();
-            let t = one(
+            let t = conversation::arrival(
+                &*source,
                 &mut conn,
                 &target,
-                &*source,
-                i as u64,
-                is_warmup,
-                Some(intended),
+                (i as u64, is_warmup, intended),
                 &opts,
+                &out,
                 reader.as_ref(),
             )
             .await;
@@ -590,7 +597,7 @@ async fn open(
     Ok(RunWindow {
         start_ns: measured_start,
         end_ns: mono_ns(),
-        warmup_requests: warmup,
+        warmup_requests: warmup * per,
         cap_delayed,
         peak_in_flight: peak.load(Ordering::Relaxed),
     })

@@ -72,6 +72,10 @@ pub struct Item {
     pub at: String,
     pub input: ItemInput,
     pub output: OutputLen,
+    /// ShareGPT: the human turns after the first, each with the gpt reply after it (if any), for
+    /// multi-turn replays (`workload::conversation::scripts`). Empty for JSONL items (a
+    /// `messages` list holds its own turns).
+    pub later_turns: Vec<(String, Option<String>)>,
 }
 
 /// A loaded dataset file.
@@ -237,6 +241,7 @@ pub fn parse_jsonl(name: &str, text: &str) -> Result<Vec<Item>, String> {
             at,
             input,
             output,
+            later_turns: Vec::new(),
         });
     }
     Ok(items)
@@ -314,12 +319,25 @@ pub fn parse_sharegpt(name: &str, text: &str) -> Result<(Vec<Item>, usize), Stri
             skipped += 1;
             continue;
         }
+        let mut later_turns = Vec::new();
+        let rest = &e.conversations[h + 1..];
+        for (k, t) in rest.iter().enumerate() {
+            if is_human(&t) && !t.value.is_empty() {
+                let reply = rest[k + 1..]
+                    .iter()
+                    .take_while(|r| !is_human(r))
+                    .find(is_gpt)
+                    .map(|r| r.value.clone());
+                later_turns.push((t.value.clone(), reply));
+            }
+        }
         items.push(Item {
             index: items.len(),
             id: e.id.as_ref().and_then(id_text),
             at: format!("{name} entry {k}"),
             input: ItemInput::Text(prompt.clone()),
             output: OutputLen::Reply(reply.value.clone()),
+            later_turns,
         });
     }
     Ok((items, skipped))
@@ -375,6 +393,9 @@ mod tests {
         assert_eq!(skipped, 1);
         assert_eq!(items.len(), 2);
         assert_eq!(items[0].input, ItemInput::Text("q1".into()));
+        // The later human turns are kept for multi-turn replays, each with the reply after it.
+        assert_eq!(items[0].later_turns, vec![("q2".to_string(), None)]);
+        assert!(items[1].later_turns.is_empty());
         assert_eq!(items[0].output, OutputLen::Reply("r1".into()));
         assert_eq!(items[1].id.as_deref(), Some("3"));
         assert_eq!(items[1].at, "s.json entry 2");

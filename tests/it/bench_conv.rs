@@ -263,7 +263,11 @@ fn structured_workloads_refuse_what_they_cannot_do() {
     let e = Engine::start(PROFILE);
     let out = e.path("x.json");
     let cases: &[(&[&str], &str)] = &[
-        (&["--multi-turn", "2", "--rate", "5"], "--rate"),
+        // Under --rate each arrival is a whole conversation (the default 32 requests are not).
+        (
+            &["--multi-turn", "3", "--rate", "5"],
+            "--requests 32 is not a whole number of 3-turn conversations",
+        ),
         (&["--multi-turn", "0"], "--multi-turn must be at least 1"),
         (&["--think-time", "5"], "--multi-turn"),
         (
@@ -279,9 +283,16 @@ fn structured_workloads_refuse_what_they_cannot_do() {
             &["--shared-prefix-tokens", "8", "--prefix-groups", "0"],
             "--prefix-groups must be at least 1",
         ),
+        // Multi-turn with a shared prefix works (bench_conv_combo.rs); with a synthetic source the
+        // prefix can't be sized.
         (
-            &["--shared-prefix-tokens", "8", "--multi-turn", "2"],
-            "--multi-turn",
+            &[
+                "--shared-prefix-tokens",
+                "8",
+                "--input-tokens-dist",
+                "fixed:20",
+            ],
+            "--shared-prefix-tokens sizes each request's own part",
         ),
     ];
     for (args, want) in cases {

@@ -8,6 +8,7 @@ mod support;
 mod architecture;
 mod bench;
 mod bench_conv;
+mod bench_conv_combo;
 mod bench_dataset;
 mod bench_export;
 mod bench_failures;
@@ -44,6 +45,7 @@ mod report {
     mod summary;
 }
 mod selftest;
+mod selftest_dataset;
 mod tls;
 mod trust_bundle;
 mod telemetry {

@@ -10,6 +10,7 @@ mod bench;
 mod bench_dataset;
 mod campaign_run;
 mod conversation;
+mod conversation_dataset;
 mod gate;
 mod lane;
 mod prompt;
