@@ -378,6 +378,32 @@ fn synthetic_and_shared_prefix_campaigns_send_exact_prompts_the_same_on_every_ar
     }
 }
 
+#[test]
+fn the_dataset_example_loads_and_plans_with_its_digest() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let c = campaign::load(&root.join("examples/campaigns/reference-dataset.toml"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let d = c.workload.dataset.as_ref().unwrap();
+    assert_eq!(d.path, root.join("examples/datasets/sample.jsonl"));
+    assert_eq!(d.sha256, sha256(&d.path));
+    assert_eq!(d.items_in_file, 40);
+    let p = campaign::plan(&c);
+    // 1 cold + 6 warm + 4 × 6 at c4 = 31 items per arm, numbered in plan order.
+    let firsts: Vec<Option<u64>> = p
+        .steps_for("fast-arm")
+        .filter_map(|s| match &s.kind {
+            campaign::StepKind::Timing { first_item, .. } => Some(*first_item),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(firsts, [Some(0), Some(1), Some(7)]);
+    assert!(p
+        .evidence_files()
+        .contains(&"fast-arm-timing-dataset-c4-warm.json"));
+    let text = p.render(&campaign::Mask::none());
+    assert!(text.contains(&format!("sha256 {}", d.sha256)), "{text}");
+}
+
 /// Loads a campaign of `workload` keys and `tables` (the file is in a temp dir beside an empty
 /// `data/` folder and a copy of the sample): the errors, FILE for its path.
 fn load(workload: &str, tables: &str) -> String {
