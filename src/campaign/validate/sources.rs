@@ -25,6 +25,23 @@ pub(super) fn sources(c: &mut Campaign, dir: &Path, r: &mut Reporter) {
     synthetic(c, r);
     conversation(c, r);
     shared_prefix(c, r);
+    // The label needs warm requests that all report the matched prompt's tokens.
+    let items = c.workload.dataset.is_some() || c.workload.synthetic.is_some();
+    if items
+        && c.policy
+            .required_evidence_labels
+            .iter()
+            .any(|l| l == "matched-performance")
+    {
+        r.error(
+            &p("policy.required_evidence_labels"),
+            format!(
+                "`matched-performance` can never be claimed: the timed requests send [workload.{}] prompts, not the matched prompt, so promotion would always be withheld",
+                if c.workload.dataset.is_some() { "dataset" } else { "synthetic" }
+            ),
+            "remove \"matched-performance\" from required_evidence_labels (every request's prompt tokens are checked against the server's usage in the timing files)",
+        );
+    }
     // Evidence file names say what was sent: `dataset-c1-warm`, not the matched prompt's size.
     let w = &mut c.workload;
     if w.prompt_label.is_empty() {

@@ -150,6 +150,11 @@ fn a_dataset_campaign_sends_every_arm_the_same_items_with_exact_prompt_tokens() 
         items["inc"], items["cand"],
         "every arm sized the same items"
     );
+    let md = std::fs::read_to_string(b.join("publication-summary.md")).unwrap();
+    assert!(
+        md.contains(&format!("- workload source: dataset (docs/campaign.md, Workload sources; dataset sha256 {digest})")),
+        "{md}"
+    );
     // No matched prompt was sent, so none is reported as matched.
     assert_eq!(w["matched_prompt_tokens_reported"], serde_json::json!({}));
 
@@ -404,9 +409,31 @@ fn the_dataset_example_loads_and_plans_with_its_digest() {
     assert!(text.contains(&format!("sha256 {}", d.sha256)), "{text}");
 }
 
-/// Loads a campaign of `workload` keys and `tables` (the file is in a temp dir beside an empty
-/// `data/` folder and a copy of the sample): the errors, FILE for its path.
-fn load(workload: &str, tables: &str) -> String {
+#[test]
+fn compare_names_a_different_workload_source() {
+    use bakeoff::evidence::result::CampaignResult;
+    use bakeoff::report::compare::differences;
+    let matched = CampaignResult::default();
+    let mut a = CampaignResult::default();
+    a.workload.source = Some(
+        serde_json::json!({"kind": "dataset", "path": "/a/x.jsonl", "sha256": "aa", "sample": 4}),
+    );
+    let mut b = a.clone();
+    // The same file elsewhere is the same workload.
+    b.workload.source.as_mut().unwrap()["path"] = "/b/x.jsonl".into();
+    assert!(differences(&a, &b).is_empty());
+    b.workload.source.as_mut().unwrap()["sha256"] = "bb".into();
+    let d = differences(&a, &b);
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert_eq!(d[0].field, "workload source");
+    let d = differences(&matched, &a);
+    assert_eq!(d[0].a, "the matched prompt", "{d:?}");
+}
+
+/// Loads a campaign of `workload` keys and `tables` (the file is in a temp dir beside a
+/// `data/` folder holding a copy of the sample), with `edits` (from, to) applied to its text: the
+/// errors, FILE for its path.
+fn load_edited(workload: &str, tables: &str, edits: &[(&str, &str)]) -> String {
     let d = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(d.path().join("data")).unwrap();
     std::fs::copy(sample(), d.path().join("data/sample.jsonl")).unwrap();
@@ -415,10 +442,20 @@ fn load(workload: &str, tables: &str) -> String {
         port: 18997,
     };
     let p = write(&t, workload, tables);
+    let mut text = std::fs::read_to_string(&p).unwrap();
+    for (from, to) in edits {
+        assert!(text.contains(from), "{from}");
+        text = text.replace(from, to);
+    }
+    std::fs::write(&p, text).unwrap();
     match campaign::load(&p) {
         Ok(_) => String::new(),
         Err(e) => e.to_string().replace(&p.display().to_string(), "FILE"),
     }
+}
+
+fn load(workload: &str, tables: &str) -> String {
+    load_edited(workload, tables, &[])
 }
 
 #[test]
@@ -505,6 +542,18 @@ fn bad_workload_sources_are_one_line_errors_naming_the_file_field_and_fix() {
     assert!(
         e.contains("workload.shared_prefix.tokens: a shared prefix of 64 tokens does not fit in matched_prompt_tokens = 64")
             && e.contains("give tokens from 1 to 63"),
+        "{e}"
+    );
+    let e = load_edited(
+        "",
+        "[workload.dataset]\npath = \"data/sample.jsonl\"\n",
+        &[(
+            "[policy]\n",
+            "[policy]\nrequired_evidence_labels = [\"matched-performance\"]\n",
+        )],
+    );
+    assert!(
+        e.contains("policy.required_evidence_labels: `matched-performance` can never be claimed"),
         "{e}"
     );
     let e = load("", "[workload.conversation]\nturns = 0\n");
