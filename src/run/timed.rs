@@ -155,8 +155,6 @@ pub async fn run_work(inp: TimingInput, work: StepWork) -> Result<TimingOutput, 
         // Requests served from the prefix cache although their prompts carried a nonce
         // (conversations and shared prefixes are meant to be).
         "prefix_cache_warning": if inp.prompt.nonce && !structured { stats.prefix_cache.defeated_cache_warning() } else { None },
-        // Per turn (conversations) or per group (shared prefixes): the cache effect.
-        "workload": workload,
         "arrival_clock": out.reads.evidence(),
         // Set when the client, not the server, was the limit (its reads fell behind).
         "client_limit_warning": session::client_limit_warning(&stats, &out.reads),
@@ -164,6 +162,11 @@ pub async fn run_work(inp: TimingInput, work: StepWork) -> Result<TimingOutput, 
         "gpu": lane.gpu,
         "requests": lines,
     });
+    let mut evidence = evidence;
+    if let Some(w) = workload {
+        // Per turn (conversations) or per group (shared prefixes): the cache effect.
+        evidence["workload"] = w;
+    }
     if let Err(e) = out.window {
         if stats.ok == 0 {
             return Err(format!("the load could not run: {e}"));

@@ -578,3 +578,38 @@ pub async fn size_synthetic(
         record,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(n: usize) -> WorkSet {
+        WorkSet {
+            items: (0..n)
+                .map(|i| WorkItem {
+                    content: Content::Text(format!("item {i}")),
+                    expected_tokens: Some(i as u64),
+                    max_tokens: None,
+                    source: json!({ "item": i }),
+                })
+                .collect(),
+            nonce: None,
+            record: Value::Null,
+        }
+    }
+
+    #[test]
+    fn a_rotated_set_gives_request_from_plus_i_the_item_to_plus_i() {
+        let w = set(7);
+        for (from, to) in [(0, 0), (1000, 0), (1003, 4), (5, 12), (98_000_000, 6)] {
+            let r = w.rotated(from, to);
+            for i in 0..20u64 {
+                assert_eq!(
+                    r.item(from + i).source,
+                    w.item(to + i).source,
+                    "from {from} to {to}, request {i}"
+                );
+            }
+        }
+    }
+}
