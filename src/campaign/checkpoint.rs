@@ -109,6 +109,16 @@ pub struct Checkpoint {
     /// checkpoints written before it existed, which used 0).
     #[serde(default)]
     pub nonce_base: Option<u64>,
+    /// The `[workload.dataset]` file the run started with: a resume refuses a changed one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dataset: Option<DatasetDigest>,
+}
+
+/// A dataset file and the SHA-256 of its bytes.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct DatasetDigest {
+    pub path: PathBuf,
+    pub sha256: String,
 }
 
 impl Checkpoint {
@@ -139,7 +149,38 @@ impl Checkpoint {
             timing: Vec::new(),
             // Drawn by the runner when it opens a new bundle (run/recorder.rs).
             nonce_base: None,
+            dataset: c.workload.dataset.as_ref().map(|d| DatasetDigest {
+                path: d.path.clone(),
+                sha256: d.sha256.clone(),
+            }),
         }
+    }
+
+    /// Why the campaign `c` (the bundle's copy, loaded again for a resume) may not resume this
+    /// run: its dataset file changed (or is another file) since the run started, so the arms
+    /// still to run would send other prompts than those that ran. None: it may.
+    pub fn workload_changed(&self, c: &super::Campaign) -> Option<String> {
+        let was = self.dataset.as_ref()?;
+        let Some(now) = &c.workload.dataset else {
+            return Some(
+                "the run started with a [workload.dataset] the campaign no longer has".into(),
+            );
+        };
+        if now.path != was.path {
+            return Some(format!(
+                "workload.dataset.path is {} now, but the run started with {}; resume with the campaign's original dataset",
+                now.path.display(),
+                was.path.display()
+            ));
+        }
+        (now.sha256 != was.sha256).then(|| {
+            format!(
+                "the dataset file {} changed since the run started (sha256 {} then, {} now): the arms still to run would send other prompts than those that ran; put the original file back to resume, or start a new campaign",
+                now.path.display(),
+                was.sha256,
+                now.sha256
+            )
+        })
     }
 
     pub fn load(dir: &Path) -> anyhow::Result<Checkpoint> {

@@ -97,6 +97,9 @@ impl Plan {
             s.seed,
             s.ignore_eos
         );
+        if let Some(src) = &self.request.source {
+            let _ = writeln!(o, "  source     {}", source_line(src));
+        }
         if !w.long_context_targets.is_empty() {
             let t: Vec<(&String, &u64)> = w.long_context_targets.iter().collect();
             let _ = writeln!(
@@ -446,9 +449,17 @@ fn describe(c: &Campaign, step: &PlanStep) -> String {
             requests,
             ignore_eos,
             slo,
+            first_item,
         } => format!(
-            "{} {requests} request(s) at c{concurrency}, {prompt_tokens} prompt + {max_tokens} max tokens{}{}",
+            "{} {requests} request(s) at c{concurrency}, {}{}{}",
             state.as_str(),
+            match first_item {
+                Some(f) => format!(
+                    "work items {f}..{} (max tokens per item, else {max_tokens})",
+                    f + u64::from(*requests)
+                ),
+                None => format!("{prompt_tokens} prompt + {max_tokens} max tokens"),
+            },
             if *ignore_eos { ", ignore_eos" } else { "" },
             if slo.is_empty() {
                 String::new()
@@ -494,5 +505,53 @@ fn describe(c: &Campaign, step: &PlanStep) -> String {
             "same recipe hash, argv/env hash, served model `{served_model}` and context {served_context}"
         ),
         StepKind::RestorationPreflight { gates } => list(gates, |g| g.as_str().to_string()),
+    }
+}
+
+/// The dry-run line of a workload source.
+fn source_line(src: &crate::campaign::WorkSource) -> String {
+    use crate::campaign::WorkSource;
+    let opt = |v: Option<u64>| v.map_or("-".to_string(), |x| x.to_string());
+    match src {
+        WorkSource::Dataset(d) => format!(
+            "dataset {} ({} items, sha256 {}), format {:?}, {}, prompt tokens {}..{}, max output {}, output lengths from {}",
+            d.path.display(),
+            d.items_in_file,
+            d.sha256,
+            d.format,
+            match d.sample {
+                Some(n) => format!("sample {n} (seed {})", d.seed),
+                None => "every item in file order".into(),
+            },
+            opt(d.min_prompt_tokens),
+            opt(d.max_prompt_tokens),
+            opt(d.max_output_tokens),
+            match d.output_tokens {
+                crate::campaign::OutputTokens::Dataset => "the dataset",
+                crate::campaign::OutputTokens::MaxTokens => "max_tokens",
+            }
+        ),
+        WorkSource::Synthetic {
+            input_tokens,
+            output_tokens,
+            seed,
+            pool,
+        } => format!(
+            "synthetic lengths: input {}, output {}, seed {seed}, {pool} draws per arm",
+            input_tokens.map_or("matched_prompt_tokens".to_string(), |d| format!("{d:?}")),
+            output_tokens.map_or("max_tokens".to_string(), |d| format!("{d:?}"))
+        ),
+        WorkSource::Conversation {
+            turns,
+            think_time_ms,
+        } => format!(
+            "multi-turn conversations of {turns} turns (history resent, think time {think_time_ms} ms), each user turn a matched prompt"
+        ),
+        WorkSource::SharedPrefix {
+            tokens,
+            groups,
+            order,
+            ..
+        } => format!("shared prefix: {groups} group(s) of {tokens} tokens, {order:?} order, within each matched prompt"),
     }
 }

@@ -26,11 +26,15 @@ mod validate;
 pub use command::{shell_quote, CommandLine, LaunchCommand, Mask, StopMethod, SELF_PROGRAM};
 pub use diag::{CampaignError, Diagnostic};
 pub use loader::{load, parse};
-pub use plan::{plan, Phase, Plan, PlanStep, RequestContract, RunState, StepKind};
+pub use plan::{plan, Phase, Plan, PlanStep, RequestContract, RunState, StepKind, WorkSource};
 pub use spec::{
     canonical_json, hex_sha256, ApiKind, Arm, Campaign, ContainerRecipe, EndpointRecipe, EnvValue,
     GateName, Gates, Identity, Lane, Policy, PreflightGate, ProcessRecipe, Promotion, QualityGate,
     QualityRisk, RankingMetric, RecipeKind, RecipeRef, ReferenceRecipe, RetrievalGate, Role,
     Sampling, SlurmRecipe, Source, Speculative, ToolVariant, ToolsGate, Volume, Workload,
+};
+pub use spec::{
+    in_campaign_words, ConversationSource, DatasetFormat, DatasetSource, OutputTokens, PrefixOrder,
+    SharedPrefixSource, SyntheticSource,
 };
 pub use validate::{is_env_name, is_id, looks_secret, token_label};

@@ -84,6 +84,11 @@ pub enum StepKind {
         /// warm steps only, empty without SLOs.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         slo: Vec<crate::metrics::slo::SloLimit>,
+        /// With a dataset or synthetic source (`RequestContract::source`): the work item of the
+        /// step's first request; request i sends item `first_item + i` (mod the items), the same
+        /// on every arm.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        first_item: Option<u64>,
     },
     /// Needle retrieval at the arm's long-context target.
     Retrieval {
@@ -170,6 +175,77 @@ pub struct RequestContract {
     /// Prompts differ per request (a nonce), so no prefix cache can serve them.
     pub defeat_prefix_cache: bool,
     pub sizing_timeout_s: u64,
+    /// Where the timed requests' prompts come from beside the matched prompt
+    /// (`[workload.dataset]`, `.synthetic`, `.conversation`, `.shared_prefix`); None: the
+    /// matched prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<WorkSource>,
+}
+
+/// A timed step's workload source, with everything it needs (parsed, digested).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum WorkSource {
+    /// A dataset file: its path, SHA-256 (read at load) and sampling; every arm sends the same
+    /// items in the same order.
+    Dataset(super::spec::DatasetSource),
+    /// Synthetic lengths: `pool` seeded draws, request k sending draw k mod pool.
+    Synthetic {
+        input_tokens: Option<crate::workload::synthetic::Dist>,
+        output_tokens: Option<crate::workload::synthetic::Dist>,
+        seed: u64,
+        pool: usize,
+    },
+    /// Multi-turn conversations; each user turn is a matched prompt of `matched_prompt_tokens`.
+    Conversation { turns: u32, think_time_ms: f64 },
+    /// Every prompt starts with one of `groups` shared prefixes of `tokens` tokens.
+    SharedPrefix {
+        tokens: u64,
+        groups: u32,
+        order: super::spec::PrefixOrder,
+        seed: u64,
+    },
+}
+
+/// Most synthetic draws sized per arm (bench's bound).
+pub const MAX_SYNTHETIC_POOL: usize = 4096;
+
+/// The plan's workload source (None: the matched prompt). `requests`: the timed requests of one
+/// arm (the synthetic pool).
+pub fn work_source(w: &super::spec::Workload, requests: u64) -> Option<WorkSource> {
+    use crate::workload::synthetic::Dist;
+    if let Some(d) = &w.dataset {
+        return Some(WorkSource::Dataset(d.clone()));
+    }
+    if let Some(s) = &w.synthetic {
+        // Validated at load; a distribution that does not parse is left out.
+        let parse = |v: &Option<String>| v.as_deref().and_then(|v| Dist::parse("", v).ok());
+        return Some(WorkSource::Synthetic {
+            input_tokens: parse(&s.input_tokens),
+            output_tokens: parse(&s.output_tokens),
+            seed: s.seed,
+            pool: (requests as usize).clamp(1, MAX_SYNTHETIC_POOL),
+        });
+    }
+    if let Some(c) = &w.conversation {
+        return Some(WorkSource::Conversation {
+            turns: c.turns,
+            think_time_ms: c.think_time_ms,
+        });
+    }
+    w.shared_prefix.as_ref().map(|p| WorkSource::SharedPrefix {
+        tokens: p.tokens,
+        groups: p.groups,
+        order: p.order,
+        seed: p.seed,
+    })
+}
+
+impl WorkSource {
+    /// Dataset and synthetic sources send work items (the steps number them).
+    pub fn has_items(&self) -> bool {
+        matches!(self, WorkSource::Dataset(_) | WorkSource::Synthetic { .. })
+    }
 }
 
 /// Requests of each long-context timing step.
@@ -285,6 +361,16 @@ pub fn plan(c: &Campaign) -> Plan {
 
     let w = &c.workload;
     let label = c.prompt_label();
+    // Timed requests per arm: cold c1 (1), warm c1, and each level above 1.
+    let per_arm: u64 = 1 + u64::from(w.warm_repetitions)
+        * (1 + w
+            .concurrency
+            .iter()
+            .filter(|&&n| n > 1)
+            .map(|&n| u64::from(n))
+            .sum::<u64>());
+    let source = work_source(w, per_arm);
+    let items = source.as_ref().is_some_and(WorkSource::has_items);
     for arm in &c.arms {
         let id = arm.id.as_str();
         let file = |step: &str, shape: Option<&str>| bundle::step_file(id, step, shape);
@@ -342,6 +428,7 @@ pub fn plan(c: &Campaign) -> Plan {
                 RunState::Warm => w.slo_at(concurrency),
                 RunState::Cold => Vec::new(),
             },
+            first_item: None,
         };
         let mut levels: Vec<u32> = w.concurrency.iter().copied().filter(|&n| n > 1).collect();
         levels.sort_unstable();
@@ -358,7 +445,20 @@ pub fn plan(c: &Campaign) -> Plan {
                 format!("{label}-c{n}-warm"),
             ));
         }
-        for (kind, shape) in shapes {
+        let mut next_item = 0u64;
+        for (mut kind, shape) in shapes {
+            if let (
+                StepKind::Timing {
+                    requests,
+                    first_item,
+                    ..
+                },
+                true,
+            ) = (&mut kind, items)
+            {
+                *first_item = Some(next_item);
+                next_item += u64::from(*requests);
+            }
             let f = file("timing", Some(&shape));
             push(Phase::Arm, Some(id), kind, Some(shape), f);
         }
@@ -466,6 +566,7 @@ pub fn plan(c: &Campaign) -> Plan {
             sampling: w.sampling.clone(),
             defeat_prefix_cache: !w.allow_prefix_cache,
             sizing_timeout_s: 300,
+            source,
         },
         steps,
         suites: suite_digests(c),

@@ -3,19 +3,17 @@
 
 use crate::client::{Target, Trace};
 use crate::load::conversation::{ConversationSource, PrefixSource};
+use crate::load::places::{PlaceSummary, Shape};
 use crate::load::session::Sink;
 use crate::load::source::PromptText;
 use crate::load::Source;
-use crate::metrics::stats::nearest_rank;
 use crate::metrics::summary::Collector;
 use crate::workload::conversation::{scripts, GroupOrder, ScriptOpts, Scripts, SharedPrefix};
-use crate::workload::filler::{nonce_base_from_seed, nonce_number};
-use crate::workload::prompt::{self, MatchedPrompt, PromptSpec};
+use crate::workload::prompt::{MatchedPrompt, PromptSpec};
 use crate::workload::Endpoint;
 use anyhow::{bail, Result};
 use clap::Args;
 use serde_json::{json, Map, Value};
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -208,19 +206,15 @@ pub fn sized_tokens(c: &ConvArgs, prompt_tokens: u64) -> u64 {
 
 /// The shared prefix of a run: its prompt sized once, its groups' numbers per level.
 pub struct PrefixPlan {
-    prompt: MatchedPrompt,
+    prefix: crate::workload::prefix::PrefixPrompt,
     groups: u32,
     order: GroupOrder,
-    /// Where the groups' nonce numbers start (apart from the requests' own numbers).
-    base: u64,
     total_tokens: u64,
 }
 
-/// Sizes the shared prefix when one is asked for: a matched prompt whose content (group nonce
-/// line and filler, plus the newline that ends it) is exactly `--shared-prefix-tokens` of the
-/// endpoint's tokenizer. `rest` is the request's own part, sized first; its measured template
-/// overhead is what the prefix's sizing target adds. Also fills the prompt record. `seed`:
-/// `--seed` (the random group order's).
+/// Sizes the shared prefix when one is asked for (`workload::prefix`). `rest` is the request's
+/// own part, sized first. Also fills the prompt record. `seed`: `--seed` (the random group
+/// order's).
 pub async fn size_prefix(
     c: &ConvArgs,
     prompt_tokens: u64,
@@ -236,29 +230,13 @@ pub async fn size_prefix(
     let Some(rest) = rest else {
         bail!("--shared-prefix-tokens needs a sized prompt (drop --prompt)");
     };
-    let content = (p - 1) as i64;
-    let target = content + rest.template_overhead;
-    if target < 1 {
-        bail!("--shared-prefix-tokens {p}: too small for this endpoint's template; use a larger value");
-    }
     eprintln!(
         "sizing the {p}-token shared prefix of {} group(s) ...",
         c.prefix_groups
     );
-    let m = prompt::build(&PromptSpec {
-        tokens: target as u64,
-        nonce: true,
-        ..spec.clone()
-    })
-    .await
-    .map_err(|e| anyhow::anyhow!("--shared-prefix-tokens {p}: sizing the shared prefix: {e}"))?;
-    if m.template_overhead != rest.template_overhead {
-        bail!(
-            "--shared-prefix-tokens {p}: the endpoint's template overhead differed between the two sizings ({} and {} tokens); the prefix can't be sized exactly",
-            rest.template_overhead,
-            m.template_overhead
-        );
-    }
+    let prefix = crate::workload::prefix::size(p, spec, rest, nonce_base)
+        .await
+        .map_err(|e| anyhow::anyhow!("--shared-prefix-tokens {p}: {e}"))?;
     let order = if c.prefix_random {
         GroupOrder::Random {
             seed: seed.unwrap_or(0),
@@ -272,15 +250,14 @@ pub async fn size_prefix(
         "groups": c.prefix_groups,
         "order": if c.prefix_random { "random" } else { "round-robin" },
         "what": "each prompt is its group's shared prefix (a group nonce line and filler, ending with a newline: exactly `tokens` of content), then the request's own part (the matched prompt below: its nonce line and filler)",
-        "prompt": serde_json::to_value(&m)?,
+        "prompt": serde_json::to_value(&prefix.prompt)?,
         "rest_target_tokens": rest.target_tokens,
     });
     Ok(Some(PrefixPlan {
         groups: c.prefix_groups,
         order,
-        base: nonce_base_from_seed(nonce_base ^ 0x7072_6566_6978),
         total_tokens: prompt_tokens,
-        prompt: m,
+        prefix,
     }))
 }
 
@@ -307,19 +284,9 @@ pub fn source(
     p: SourceParts<'_>,
 ) -> Option<Arc<dyn Source>> {
     let level = p.level as u64;
-    let prefixes = |plan: &PrefixPlan| {
-        let prefixes = (0..plan.groups as u64)
-            .map(|g| {
-                let n = nonce_number(plan.base, level * plan.groups as u64 + g);
-                let mut s = plan.prompt.text(n);
-                s.push('\n');
-                s
-            })
-            .collect();
-        SharedPrefix {
-            prefixes,
-            order: plan.order,
-        }
+    let prefixes = |plan: &PrefixPlan| SharedPrefix {
+        prefixes: plan.prefix.texts(plan.groups, level),
+        order: plan.order,
     };
     if let Some(turns) = c.multi_turn {
         let conv = ConversationSource::new(
@@ -373,163 +340,40 @@ pub fn load_fields(c: &ConvArgs, load: &mut Value) {
     }
 }
 
-/// The `--requests-jsonl` fields of a request with a place: conversation, turn, group, and the
-/// prompt and cached tokens the server reported.
-pub fn place_fields(line: &mut Value, t: &Trace) {
-    let Some(p) = t.place else { return };
-    if let Some(c) = p.conversation {
-        line["conversation"] = json!(c);
-    }
-    if let Some(k) = p.turn {
-        line["turn"] = json!(k);
-    }
-    if let Some(g) = p.prefix_group {
-        line["prefix_group"] = json!(g);
-    }
-    let u = t.usage.as_ref();
-    line["prompt_tokens"] = json!(u.and_then(|u| u.prompt_tokens));
-    line["cached_tokens"] = json!(u.and_then(|u| u.cached_tokens));
-}
+/// The `--requests-jsonl` fields of a request with a place (`load::places`, shared with
+/// campaigns).
+pub use crate::load::places::place_fields;
 
-/// The samples of one turn or group.
-#[derive(Debug, Default)]
-struct Row {
-    requests: u64,
-    ok: u64,
-    prompt: Vec<f64>,
-    cached: Vec<f64>,
-    ttft: Vec<f64>,
-    /// Cached tokens of the row's first successful request (in arrival order).
-    first_cached: Option<Option<u64>>,
-    hits: u64,
-}
-
-impl Row {
-    fn json(&self) -> Value {
-        let p50 = |v: &[f64]| {
-            let mut v = v.to_vec();
-            v.sort_by(f64::total_cmp);
-            (!v.is_empty()).then(|| nearest_rank(&v, 50.0))
-        };
-        json!({
-            "requests": self.requests,
-            "ok": self.ok,
-            "prompt_tokens_p50": p50(&self.prompt),
-            "cached_tokens_p50": p50(&self.cached),
-            "ttft_ms_p50": p50(&self.ttft),
-            "requests_with_cached_tokens": self.hits,
-            "first_request_cached_tokens": self.first_cached.flatten(),
-        })
-    }
-}
-
-/// Wraps bench's sink and gathers the per-turn and per-group rows (measured requests only).
+/// Wraps bench's sink and gathers the per-turn and per-group rows (measured requests only;
+/// `load::places`).
 pub struct ConvSink<S> {
     pub inner: S,
-    turns: BTreeMap<u32, Row>,
-    groups: BTreeMap<u32, Row>,
-    conversations: std::collections::BTreeSet<u64>,
-    prompt_sum: u64,
-    cached_sum: u64,
-    reporting: u64,
+    places: PlaceSummary,
 }
 
 impl<S> ConvSink<S> {
     pub fn new(inner: S) -> ConvSink<S> {
         ConvSink {
             inner,
-            turns: BTreeMap::new(),
-            groups: BTreeMap::new(),
-            conversations: Default::default(),
-            prompt_sum: 0,
-            cached_sum: 0,
-            reporting: 0,
+            places: PlaceSummary::default(),
         }
     }
 
-    /// The report's `workload` record (`None` when no request had a place).
+    /// The report's `workload` record (`None` when no structured workload was asked for).
     pub fn summary(&self, c: &ConvArgs) -> Option<Value> {
         if !c.active() {
             return None;
         }
-        let rows = |m: &BTreeMap<u32, Row>, key: &str| {
-            m.iter()
-                .map(|(k, r)| {
-                    let mut v = r.json();
-                    v[key] = json!(k);
-                    v
-                })
-                .collect::<Vec<_>>()
-        };
-        let share = (self.prompt_sum > 0).then(|| self.cached_sum as f64 / self.prompt_sum as f64);
-        let mut v = json!({
-            "cached_tokens_share": share,
-            "cached_tokens_share_what": "sum of usage cached_tokens over sum of usage prompt_tokens, successful measured requests reporting both",
-            "requests_reporting_cached_tokens": self.reporting,
-        });
-        if let Some(t) = c.multi_turn {
-            v["multi_turn"] = json!({
-                "turns": t,
-                "think_time_ms": c.think_time,
-                "conversations": self.conversations.len(),
-                "per_turn": rows(&self.turns, "turn"),
-            });
-        }
-        if let Some(p) = c.shared_prefix_tokens {
-            v["shared_prefix"] = json!({
-                "tokens": p,
-                "groups": c.prefix_groups,
-                "per_group": rows(&self.groups, "group"),
-            });
-        }
-        Some(v)
-    }
-
-    fn fold(&mut self, t: &Trace) {
-        let Some(place) = t.place.filter(|_| !t.warmup) else {
-            return;
-        };
-        let usage = t.usage.as_ref();
-        let prompt = usage.and_then(|u| u.prompt_tokens);
-        let cached = usage.and_then(|u| u.cached_tokens);
-        let ttft = crate::metrics::RequestMetrics::from_trace(t).ttft_ms;
-        if t.ok() {
-            if let (Some(p), Some(c)) = (prompt, cached) {
-                self.prompt_sum += p;
-                self.cached_sum += c;
-                self.reporting += 1;
-            }
-        }
-        if let Some(c) = place.conversation {
-            self.conversations.insert(c);
-        }
-        let keys = [
-            place.turn.map(|k| (true, k)),
-            place.prefix_group.map(|g| (false, g)),
-        ];
-        for (is_turn, k) in keys.into_iter().flatten() {
-            let row = if is_turn {
-                self.turns.entry(k).or_default()
-            } else {
-                self.groups.entry(k).or_default()
-            };
-            row.requests += 1;
-            if !t.ok() {
-                continue;
-            }
-            row.ok += 1;
-            row.prompt.extend(prompt.map(|x| x as f64));
-            row.cached.extend(cached.map(|x| x as f64));
-            row.ttft.extend(ttft);
-            row.hits += u64::from(cached.unwrap_or(0) > 0);
-            row.first_cached.get_or_insert(cached);
-        }
+        Some(self.places.summary(Shape {
+            multi_turn: c.multi_turn.map(|t| (t, c.think_time)),
+            shared_prefix: c.shared_prefix_tokens.map(|p| (p, c.prefix_groups)),
+        }))
     }
 }
 
 impl<S: Sink> Sink for ConvSink<S> {
     fn trace(&mut self, t: Trace, stats: &Collector) -> Result<()> {
-        self.fold(&t);
+        self.places.fold(&t);
         self.inner.trace(t, stats)
     }
 

@@ -3,13 +3,12 @@
 //! checks, the sizing call and what each `--requests-jsonl` line adds (the source item, the
 //! expected and the reported prompt tokens).
 
-use crate::client::Trace;
 use crate::workload::dataset::{self, Format};
 use crate::workload::items::{self, DatasetOpts, SizeCtx, WorkSet};
 use crate::workload::synthetic::Dist;
 use anyhow::{bail, Result};
 use clap::{Args, ValueEnum};
-use serde_json::{json, Value};
+
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -165,15 +164,8 @@ pub async fn prepare(
     Ok(Some(Arc::new(w)))
 }
 
-/// What a `--requests-jsonl` line of load request `offset + t.index` adds: the source item, the
-/// expected prompt tokens and those the server reported.
-pub fn annotate(work: &WorkSet, offset: u64, t: &Trace, line: &mut Value) {
-    let item = work.item(offset + t.index);
-    line["source"] = item.source.clone();
-    line["expected_prompt_tokens"] = json!(item.expected_tokens);
-    line["reported_prompt_tokens"] = json!(t.usage.as_ref().and_then(|u| u.prompt_tokens));
-    line["sent_max_tokens"] = json!(item.max_tokens);
-}
+/// What a `--requests-jsonl` line adds (`workload::items::annotate`, shared with campaigns).
+pub use crate::workload::items::annotate;
 
 /// A warning when output lengths come from the source but the engine may stop early.
 pub fn eos_note(work: &WorkSet, ignore_eos: bool) -> Option<String> {

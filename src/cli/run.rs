@@ -89,6 +89,9 @@ fn load_resume(dir: &Path, file: Option<&Path>) -> Result<Campaign> {
             "the bundle's campaign.toml differs from the one the run started with",
         ));
     }
+    if let Some(why) = ck.workload_changed(&c) {
+        return Err(refuse(why));
+    }
     if let Some(f) = file {
         let other = load(f)?;
         if other.source.sha256 != c.source.sha256 {

@@ -85,6 +85,15 @@ pub struct WorkloadRecord {
     /// (`concurrency_priority_level`); None: the highest level each arm ran (older campaigns).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub concurrency_priority_level: Option<u64>,
+    /// The workload source beside the matched prompt (`[workload.dataset]`, `.synthetic`,
+    /// `.conversation`, `.shared_prefix`: the plan's record, with a dataset's SHA-256); None:
+    /// the matched prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<serde_json::Value>,
+    /// Per arm, the work items it sized, in order (dataset: item index and id; synthetic: the
+    /// drawn lengths): every arm must send the same ones.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub work_items: BTreeMap<String, Vec<serde_json::Value>>,
 }
 
 /// One SLO gate as the run used it.

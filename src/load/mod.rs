@@ -5,6 +5,7 @@
 
 pub mod conversation;
 pub mod pace;
+pub mod places;
 pub mod session;
 pub mod source;
 

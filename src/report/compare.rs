@@ -1,6 +1,6 @@
 //! `bakeoff compare DIR1 DIR2`: the arms two campaigns share, side by side. Unlike workloads
 //! (matched prompt tokens, max tokens, concurrency, sampling, prefix-cache policy, API,
-//! long-context targets, hardware, measurement protocol) are refused unless forced, with every
+//! long-context targets, workload source, hardware, measurement protocol) are refused unless forced, with every
 //! difference named. Each side is labelled by campaign id and run time (or a user label); the
 //! comparison renders as a table or JSON, and [`regressions`] lists every metric of B worse than
 //! A's beyond a threshold (`--fail-on-regression PCT`).
@@ -104,6 +104,19 @@ pub fn differences(a: &CampaignResult, b: &CampaignResult) -> Vec<Difference> {
         }
     };
     check("api", api(a), api(b));
+    // The workload source (dataset digest and sampling, distributions, conversation, shared
+    // prefix), without the file's path (the same file may sit elsewhere on another machine).
+    let source = |r: &CampaignResult| match &r.workload.source {
+        None => "the matched prompt".to_string(),
+        Some(v) => {
+            let mut v = v.clone();
+            if let Some(o) = v.as_object_mut() {
+                o.remove("path");
+            }
+            v.to_string()
+        }
+    };
+    check("workload source", source(a), source(b));
     check(
         "long_context_targets",
         format!("{:?}", a.workload.long_context_targets),

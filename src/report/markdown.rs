@@ -105,6 +105,17 @@ pub fn render(v: &Verdict, r: &CampaignResult, summary: &Value) -> String {
         s(&w["matched_prompt_tokens"]),
         r.workload.max_tokens
     );
+    if let Some(src) = &r.workload.source {
+        let _ = writeln!(
+            o,
+            "- workload source: {} (docs/campaign.md, Workload sources{})",
+            src["kind"].as_str().unwrap_or("?"),
+            src["sha256"]
+                .as_str()
+                .map(|h| format!("; dataset sha256 {h}"))
+                .unwrap_or_default()
+        );
+    }
     let _ = writeln!(
         o,
         "- warm repetitions per arm: {}; concurrency levels: {:?}",

@@ -20,6 +20,8 @@ pub struct Live {
     pub ready: Option<ReadyFacts>,
     /// The matched prompt, sized once per launch by the first timing step.
     pub prompt: Option<Arc<MatchedPrompt>>,
+    /// The workload source beside it (dataset items, conversations, ...), sized with it.
+    pub work: Option<crate::run::timed::StepWork>,
     /// This launch's masked log copy in the bundle.
     pub log_name: String,
     /// Its entry in the launch journal.

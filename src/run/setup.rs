@@ -313,6 +313,9 @@ pub fn new_result(c: &Campaign) -> CampaignResult {
             })
             .collect(),
         concurrency_priority_level: w.concurrency_priority_level.map(u64::from),
+        // Recorded by the first timing step that sizes the source (run/steps/timing.rs).
+        source: None,
+        work_items: BTreeMap::new(),
     };
     // The policy the verdict follows, recorded so the verdict is a function of the bundle alone.
     r.policy = Some(c.policy.clone());

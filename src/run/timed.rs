@@ -1,12 +1,19 @@
-//! One timed step: the matched prompt at a fixed concurrency, closed loop, with an engine
-//! `/metrics` snapshot before and after and GPU samples where the lane has GPUs.
+//! One timed step: the matched prompt (or the campaign's workload source: dataset items,
+//! synthetic lengths, multi-turn conversations, shared prefixes) at a fixed concurrency, closed
+//! loop, with an engine `/metrics` snapshot before and after and GPU samples where the lane has
+//! GPUs.
 
 use crate::client::{StreamOpts, Target, Trace};
 use crate::evidence::result::{CiMethod, Stat, TimingRecord};
+use crate::load::conversation::{ConversationSource, PrefixSource};
+use crate::load::places::{place_fields, PlaceSummary, Shape};
 use crate::load::session::{self, Session, Telemetry};
 use crate::load::source::{PromptText, RequestSource};
-use crate::load::{Mode, Plan};
+use crate::load::{Mode, Plan, Source};
 use crate::metrics::summary::RunStats;
+use crate::workload::conversation::{GroupOrder, SharedPrefix};
+use crate::workload::items::{annotate, WorkSet};
+use crate::workload::prefix::PrefixPrompt;
 use crate::workload::prompt::MatchedPrompt;
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
@@ -17,6 +24,9 @@ pub struct TimingInput {
     pub target: Target,
     /// The shared body (`workload::request::BodySpec`); the prompt is added per request.
     pub base: Map<String, Value>,
+    /// The matched prompt: what every request sends, or the user turn of a conversation, or
+    /// the request's own part after a shared prefix; its endpoint and nonce setting are the
+    /// step's (dataset items and synthetic lengths send their own prompts).
     pub prompt: Arc<MatchedPrompt>,
     pub api_key: Option<String>,
     pub concurrency: u32,
@@ -31,6 +41,44 @@ pub struct TimingInput {
     pub gpus: Vec<String>,
 }
 
+/// A timed step's workload source, sized once per launch (`run/steps/timing.rs`).
+#[derive(Clone, Default)]
+pub enum StepWork {
+    /// Every request sends the matched prompt.
+    #[default]
+    Matched,
+    /// Dataset items or synthetic lengths: request i sends item `first_item + i`.
+    Items { set: Arc<WorkSet>, first_item: u64 },
+    /// Each stream runs conversations of `turns` turns; each user turn is the matched prompt.
+    Conversation { turns: u32, think_time_ms: f64 },
+    /// Each prompt is one of `groups` shared prefixes, then the matched prompt.
+    Prefix {
+        prefix: Arc<PrefixPrompt>,
+        groups: u32,
+        order: GroupOrder,
+    },
+}
+
+impl StepWork {
+    /// The per-turn / per-group summary this source has.
+    fn shape(&self) -> Option<Shape> {
+        match self {
+            StepWork::Conversation {
+                turns,
+                think_time_ms,
+            } => Some(Shape {
+                multi_turn: Some((*turns, *think_time_ms)),
+                shared_prefix: None,
+            }),
+            StepWork::Prefix { prefix, groups, .. } => Some(Shape {
+                multi_turn: None,
+                shared_prefix: Some((prefix.tokens, *groups)),
+            }),
+            _ => None,
+        }
+    }
+}
+
 pub struct TimingOutput {
     pub stats: RunStats,
     pub evidence: Value,
@@ -42,15 +90,13 @@ pub struct TimingOutput {
 /// stats, one line per request (with raw chunk offsets), the engine's own metric deltas and GPU
 /// samples joined to the step.
 pub async fn run(inp: TimingInput) -> Result<TimingOutput, String> {
-    let source = Arc::new(RequestSource {
-        target: inp.target.clone(),
-        endpoint: inp.prompt.endpoint,
-        base: inp.base.clone(),
-        prompt: PromptText::Matched(inp.prompt.clone()),
-        api_key: inp.api_key.clone(),
-        offset: inp.first_index,
-        nonce_base: inp.nonce_base,
-    });
+    run_work(inp, StepWork::Matched).await
+}
+
+/// [`run`] with the campaign's workload source: what the requests send beside the matched
+/// prompt.
+pub async fn run_work(inp: TimingInput, work: StepWork) -> Result<TimingOutput, String> {
+    let (source, items) = source(&inp, &work);
     let s = Session {
         target: inp.target.clone(),
         plan: Plan {
@@ -82,8 +128,21 @@ pub async fn run(inp: TimingInput) -> Result<TimingOutput, String> {
     let lines: Vec<Value> = out
         .sink
         .iter()
-        .map(|t| request_line(t, out.started_ns))
+        .map(|t| {
+            let mut line = request_line(t, out.started_ns);
+            if let Some(w) = &items {
+                annotate(w, inp.first_index, t, &mut line);
+            }
+            place_fields(&mut line, t);
+            line
+        })
         .collect();
+    let workload = work.shape().map(|shape| {
+        let mut p = PlaceSummary::default();
+        out.sink.iter().for_each(|t| p.fold(t));
+        p.summary(shape)
+    });
+    let structured = workload.is_some();
     let lane = out.lane.expect("asked for lane telemetry");
     let evidence = json!({
         "load": {"mode": "closed-loop", "concurrency": inp.concurrency, "requests": inp.requests,
@@ -91,10 +150,11 @@ pub async fn run(inp: TimingInput) -> Result<TimingOutput, String> {
                  "nonce_base": inp.prompt.nonce.then_some(inp.nonce_base)},
         "load_error": out.window.as_ref().err().map(|e| e.to_string()),
         "sampling": Value::Object(inp.base.clone()),
-        "prompt": serde_json::to_value(&*inp.prompt).unwrap_or(Value::Null),
+        "prompt": prompt_record(&inp, &work, items.as_deref()),
         "stats": stats,
-        // Requests served from the prefix cache although their prompts carried a nonce.
-        "prefix_cache_warning": if inp.prompt.nonce { stats.prefix_cache.defeated_cache_warning() } else { None },
+        // Requests served from the prefix cache although their prompts carried a nonce
+        // (conversations and shared prefixes are meant to be).
+        "prefix_cache_warning": if inp.prompt.nonce && !structured { stats.prefix_cache.defeated_cache_warning() } else { None },
         "arrival_clock": out.reads.evidence(),
         // Set when the client, not the server, was the limit (its reads fell behind).
         "client_limit_warning": session::client_limit_warning(&stats, &out.reads),
@@ -102,6 +162,11 @@ pub async fn run(inp: TimingInput) -> Result<TimingOutput, String> {
         "gpu": lane.gpu,
         "requests": lines,
     });
+    let mut evidence = evidence;
+    if let Some(w) = workload {
+        // Per turn (conversations) or per group (shared prefixes): the cache effect.
+        evidence["workload"] = w;
+    }
     if let Err(e) = out.window {
         if stats.ok == 0 {
             return Err(format!("the load could not run: {e}"));
@@ -118,6 +183,107 @@ pub async fn run(inp: TimingInput) -> Result<TimingOutput, String> {
         evidence,
         ok_metrics,
     })
+}
+
+/// The step's request source, and its work items renumbered to the step's server indices
+/// (request i of the step sends item `first_item + i` on every arm).
+fn source(inp: &TimingInput, work: &StepWork) -> (Arc<dyn Source>, Option<Arc<WorkSet>>) {
+    let matched = || PromptText::Matched(inp.prompt.clone());
+    let endpoint = inp.prompt.endpoint;
+    let request = |prompt: PromptText| RequestSource {
+        target: inp.target.clone(),
+        endpoint,
+        base: inp.base.clone(),
+        prompt,
+        api_key: inp.api_key.clone(),
+        offset: inp.first_index,
+        nonce_base: inp.nonce_base,
+    };
+    match work {
+        StepWork::Matched => (Arc::new(request(matched())), None),
+        StepWork::Items { set, first_item } => {
+            let set = Arc::new(set.rotated(inp.first_index, *first_item));
+            (Arc::new(request(PromptText::Work(set.clone()))), Some(set))
+        }
+        StepWork::Conversation {
+            turns,
+            think_time_ms,
+        } => (
+            Arc::new(ConversationSource::new(
+                inp.target.clone(),
+                endpoint,
+                inp.base.clone(),
+                Arc::new(matched()),
+                inp.api_key.clone(),
+                inp.first_index,
+                inp.nonce_base,
+                *turns,
+                Duration::from_secs_f64(think_time_ms / 1e3),
+            )),
+            None,
+        ),
+        StepWork::Prefix {
+            prefix,
+            groups,
+            order,
+        } => (
+            Arc::new(PrefixSource {
+                target: inp.target.clone(),
+                endpoint,
+                base: inp.base.clone(),
+                // Fresh prefixes per step: a step never meets an earlier step's in the cache.
+                prefix: SharedPrefix {
+                    prefixes: prefix.texts(*groups, inp.first_index),
+                    order: *order,
+                },
+                rest: Arc::new(matched()),
+                prompt_tokens: Some(inp.prompt.target_tokens + prefix.tokens),
+                api_key: inp.api_key.clone(),
+                offset: inp.first_index,
+                nonce_base: inp.nonce_base,
+            }),
+            None,
+        ),
+    }
+}
+
+/// The step's `prompt` record: the matched prompt, the work set's record (dataset: file, digest,
+/// sampling, items), or the matched prompt with the conversation or shared prefix.
+fn prompt_record(inp: &TimingInput, work: &StepWork, items: Option<&WorkSet>) -> Value {
+    if let Some(w) = items {
+        return w.record.clone();
+    }
+    let m = &inp.prompt;
+    let mut v = serde_json::to_value(&**m).unwrap_or(Value::Null);
+    match work {
+        StepWork::Conversation {
+            turns,
+            think_time_ms,
+        } => {
+            v["conversation"] = json!({
+                "turns": turns,
+                "think_time_ms": think_time_ms,
+                "what": "each stream runs conversations: turn k resends turns 1..k-1 with the model's actual replies, then a new user turn (this matched prompt, its own nonce line)",
+            });
+        }
+        StepWork::Prefix {
+            prefix,
+            groups,
+            order,
+        } => {
+            v["target_tokens"] = json!(m.target_tokens + prefix.tokens);
+            v["shared_prefix"] = json!({
+                "tokens": prefix.tokens,
+                "groups": groups,
+                "order": match order { GroupOrder::RoundRobin => "round-robin", GroupOrder::Random { .. } => "random" },
+                "what": "each prompt is its group's shared prefix (a group nonce line and filler, ending with a newline: exactly `tokens` of content), then the request's own part (this matched prompt: its nonce line and filler)",
+                "prompt": serde_json::to_value(&prefix.prompt).unwrap_or(Value::Null),
+                "rest_target_tokens": m.target_tokens,
+            });
+        }
+        _ => {}
+    }
+    v
 }
 
 fn request_line(t: &Trace, start: u64) -> Value {

@@ -82,6 +82,36 @@ impl WorkSet {
     }
 }
 
+impl WorkSet {
+    /// The same items renumbered so that load request `k` (offset included) sends the item
+    /// this set gives request `k - from + to`: a campaign step whose server request indices
+    /// start at `from` sends items `to, to + 1, ...`, the same items on every arm.
+    pub fn rotated(&self, from: u64, to: u64) -> WorkSet {
+        let n = self.items.len() as u64;
+        let shift = (to % n + n - from % n) % n;
+        let items = (0..n)
+            .map(|j| self.items[((j + shift) % n) as usize].clone())
+            .collect();
+        WorkSet {
+            items,
+            nonce: self.nonce,
+            record: self.record.clone(),
+        }
+    }
+}
+
+/// What a request line of load request `offset + t.index` adds (bench's `--requests-jsonl`
+/// lines and a campaign timing step's `requests`, so one reader reads both): the source item,
+/// the expected prompt tokens, those the server reported, and the `max_tokens` sent (None: the
+/// load's own).
+pub fn annotate(work: &WorkSet, offset: u64, t: &crate::client::Trace, line: &mut Value) {
+    let item = work.item(offset + t.index);
+    line["source"] = item.source.clone();
+    line["expected_prompt_tokens"] = json!(item.expected_tokens);
+    line["reported_prompt_tokens"] = json!(t.usage.as_ref().and_then(|u| u.prompt_tokens));
+    line["sent_max_tokens"] = json!(item.max_tokens);
+}
+
 fn nonce_line(nonce: Option<NonceFormat>, number: u64) -> String {
     nonce.map(|f| f.line(number)).unwrap_or_default()
 }
@@ -547,4 +577,39 @@ pub async fn size_synthetic(
         nonce: None,
         record,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(n: usize) -> WorkSet {
+        WorkSet {
+            items: (0..n)
+                .map(|i| WorkItem {
+                    content: Content::Text(format!("item {i}")),
+                    expected_tokens: Some(i as u64),
+                    max_tokens: None,
+                    source: json!({ "item": i }),
+                })
+                .collect(),
+            nonce: None,
+            record: Value::Null,
+        }
+    }
+
+    #[test]
+    fn a_rotated_set_gives_request_from_plus_i_the_item_to_plus_i() {
+        let w = set(7);
+        for (from, to) in [(0, 0), (1000, 0), (1003, 4), (5, 12), (98_000_000, 6)] {
+            let r = w.rotated(from, to);
+            for i in 0..20u64 {
+                assert_eq!(
+                    r.item(from + i).source,
+                    w.item(to + i).source,
+                    "from {from} to {to}, request {i}"
+                );
+            }
+        }
+    }
 }

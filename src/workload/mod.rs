@@ -7,6 +7,7 @@ pub mod conversation;
 pub mod dataset;
 pub mod filler;
 pub mod items;
+pub mod prefix;
 pub mod prompt;
 pub mod request;
 pub mod streamed;

@@ -299,9 +299,15 @@ fn violations(files: &[File]) -> Vec<String> {
         (
             // engine and gates: to check the profiles and suite files a campaign names at load;
             // metrics: to check `[[workload.slo]]` limits at load with the grammar `bench --slo`
-            // uses (metrics is below gates, which may import it).
+            // uses (metrics is below gates, which may import it); workload: to read a
+            // `[workload.dataset]` file and parse `[workload.synthetic]` distributions at load
+            // with the code `bench --dataset` / `--input-tokens-dist` use.
             "campaign",
-            Some(&["client", "clock", "engine", "evidence", "gates", "metrics"][..]),
+            Some(
+                &[
+                    "client", "clock", "engine", "evidence", "gates", "metrics", "workload",
+                ][..],
+            ),
         ),
         (
             "run",

@@ -23,6 +23,7 @@ mod campaign {
     mod run;
     mod slo;
     mod spec;
+    mod workload_sources;
 }
 mod client;
 mod decide;

@@ -8,6 +8,7 @@ mod support;
 
 mod bench;
 mod bench_dataset;
+mod campaign_dataset;
 mod campaign_run;
 mod conversation;
 mod conversation_dataset;

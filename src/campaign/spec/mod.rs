@@ -21,6 +21,10 @@ pub use identity::{Identity, Lane};
 pub use recipes::{
     ContainerRecipe, EndpointRecipe, EnvValue, ProcessRecipe, ReferenceRecipe, SlurmRecipe, Volume,
 };
+pub use workload::{
+    in_campaign_words, ConversationSource, DatasetFormat, DatasetSource, OutputTokens, PrefixOrder,
+    SharedPrefixSource, SyntheticSource,
+};
 pub use workload::{ApiKind, Sampling, Workload};
 // The domain values and the policy are defined once in evidence/ (the verdict reads them from
 // `campaign-result.json` without depending on the campaign module).

@@ -51,6 +51,130 @@ pub struct Workload {
     /// default: the highest level listed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub concurrency_priority_level: Option<u32>,
+    /// `[workload.dataset]`: prompts from a dataset file instead of the matched prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dataset: Option<DatasetSource>,
+    /// `[workload.synthetic]`: prompt and output lengths drawn from distributions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub synthetic: Option<SyntheticSource>,
+    /// `[workload.conversation]`: multi-turn conversations resending their history.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation: Option<ConversationSource>,
+    /// `[workload.shared_prefix]`: every prompt starts with one of G shared prefixes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared_prefix: Option<SharedPrefixSource>,
+}
+
+/// `[workload.dataset]`: the timed requests send a dataset's items (bench's `--dataset`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DatasetSource {
+    /// The file, relative to the campaign file (made absolute at load).
+    pub path: std::path::PathBuf,
+    #[serde(default)]
+    pub format: DatasetFormat,
+    /// Use this many items, drawn in an order fixed by `seed` (default: every item, file order).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sample: Option<usize>,
+    #[serde(default)]
+    pub seed: u64,
+    /// Leave out items with fewer prompt tokens (as each arm's endpoint counts them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_prompt_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_prompt_tokens: Option<u64>,
+    /// Leave out items whose output length is above this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_output_tokens: Option<u64>,
+    /// Where each request's `max_tokens` comes from.
+    #[serde(default)]
+    pub output_tokens: OutputTokens,
+    /// SHA-256 of the file's bytes and its item count, read at load (never from the campaign).
+    #[serde(skip_deserializing, default, skip_serializing_if = "String::is_empty")]
+    pub sha256: String,
+    #[serde(skip_deserializing, default)]
+    pub items_in_file: usize,
+}
+
+/// `[workload.dataset] format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DatasetFormat {
+    /// From the content: `[` ShareGPT, `{` JSONL.
+    #[default]
+    Auto,
+    Jsonl,
+    Sharegpt,
+}
+
+/// `[workload.dataset] output_tokens`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutputTokens {
+    /// Each item's output length (`output_tokens`/`max_tokens` of a JSONL line, the first reply
+    /// of a ShareGPT conversation); items without one use `workload.max_tokens`.
+    #[default]
+    Dataset,
+    /// Every request sends `workload.max_tokens`.
+    MaxTokens,
+}
+
+/// `[workload.synthetic]`: lengths drawn (seeded) from distributions, in bench's
+/// `--input-tokens-dist` grammar (`fixed:N`, `uniform:LO:HI`, `normal:MEAN:STD`,
+/// `lognormal:MEAN:STD`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SyntheticSource {
+    /// Prompt tokens of each request (default: `matched_prompt_tokens` for every request).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_tokens: Option<String>,
+    /// `max_tokens` of each request (default: `workload.max_tokens`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<String>,
+    #[serde(default)]
+    pub seed: u64,
+}
+
+/// `[workload.conversation]`: each stream runs conversations of `turns` turns; turn k resends
+/// turns 1..k-1 with the model's actual replies plus a new user turn of
+/// `matched_prompt_tokens`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConversationSource {
+    pub turns: u32,
+    /// Pause between a reply and the conversation's next turn, milliseconds.
+    #[serde(default)]
+    pub think_time_ms: f64,
+}
+
+/// `[workload.shared_prefix]`: every prompt (of `matched_prompt_tokens`) starts with one of
+/// `groups` shared prefixes of exactly `tokens` tokens.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SharedPrefixSource {
+    pub tokens: u64,
+    #[serde(default = "one")]
+    pub groups: u32,
+    #[serde(default)]
+    pub order: PrefixOrder,
+    /// Seed of the `random` order.
+    #[serde(default)]
+    pub seed: u64,
+}
+
+/// `[workload.shared_prefix] order`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PrefixOrder {
+    /// Request i uses group i mod G.
+    #[default]
+    RoundRobin,
+    /// A seeded pseudo-random group per request.
+    Random,
+}
+
+fn one() -> u32 {
+    1
 }
 
 /// `[[workload.slo]]`: `limit = "ttft_p95=500ms"` (or a comma list, `metrics::slo` form), at
@@ -64,6 +188,21 @@ pub struct SloEntry {
 }
 
 impl Workload {
+    /// The kind of the workload source (`matched` when none is declared).
+    pub fn source_kind(&self) -> &'static str {
+        if self.dataset.is_some() {
+            "dataset"
+        } else if self.synthetic.is_some() {
+            "synthetic"
+        } else if self.conversation.is_some() {
+            "conversation"
+        } else if self.shared_prefix.is_some() {
+            "shared-prefix"
+        } else {
+            "matched"
+        }
+    }
+
     /// The level the `concurrency` and `goodput` priorities compare: the declared one, else the
     /// highest level listed.
     pub fn priority_level(&self) -> u32 {
@@ -82,6 +221,44 @@ impl Workload {
             .flatten()
             .collect()
     }
+}
+
+/// A message of the workload code (written for `bakeoff bench`'s flags) in the campaign's words:
+/// each flag becomes the `[workload]` field that sets the same thing.
+pub fn in_campaign_words(msg: &str) -> String {
+    [
+        (
+            "--dataset-min-prompt-tokens",
+            "workload.dataset.min_prompt_tokens",
+        ),
+        (
+            "--dataset-max-prompt-tokens",
+            "workload.dataset.max_prompt_tokens",
+        ),
+        (
+            "--dataset-max-output-tokens",
+            "workload.dataset.max_output_tokens",
+        ),
+        ("--dataset-sample", "workload.dataset.sample"),
+        (
+            "--dataset-format jsonl|sharegpt",
+            "format = \"jsonl\" or \"sharegpt\" in [workload.dataset]",
+        ),
+        ("--dataset-format", "workload.dataset.format"),
+        ("--input-tokens-dist", "workload.synthetic.input_tokens"),
+        ("--output-tokens-dist", "workload.synthetic.output_tokens"),
+        ("--allow-prefix-cache", "workload.allow_prefix_cache = true"),
+        ("--endpoint completions", "workload.api = \"completions\""),
+        ("--endpoint chat", "workload.api = \"chat\""),
+        (
+            "--tokenizer FILE",
+            "the arm's `tokenizer` (a tokenizer.json)",
+        ),
+        ("--tokenizer", "the arm's `tokenizer`"),
+        ("--max-tokens", "workload.max_tokens"),
+    ]
+    .iter()
+    .fold(msg.to_string(), |m, (flag, field)| m.replace(flag, field))
 }
 
 fn default_warm() -> u32 {

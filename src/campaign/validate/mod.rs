@@ -10,6 +10,7 @@ mod identity;
 mod policy;
 mod recipes;
 mod slurm;
+mod sources;
 mod workload;
 
 use super::diag::{CampaignError, Reporter, SpanIndex};
@@ -27,6 +28,7 @@ pub(super) fn resolve_and_validate(
     let dir = c.source.dir.clone();
     identity::identity(c, &dir, &mut r);
     identity::lane(c, &mut r);
+    sources::sources(c, &dir, &mut r);
     workload::workload(c, &mut r);
     gates::gates(c, &dir, &mut r);
     for i in 0..c.arms.len() {

@@ -130,6 +130,7 @@ async fn launch_arm(
                 spec,
                 ready: None,
                 prompt: None,
+                work: None,
                 log_name,
                 journal,
             })

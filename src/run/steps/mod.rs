@@ -8,6 +8,7 @@ pub mod quality;
 pub mod restoration;
 pub mod retrieval;
 pub mod timing;
+pub mod timing_work;
 pub mod tools;
 
 use super::arm::{gate_ctx, Live};

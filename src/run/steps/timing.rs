@@ -2,6 +2,7 @@
 //! (decode speed at the long-context prompt length). Both size an exact prompt on the arm,
 //! reserve request indices and run the one timed load (run/timed.rs).
 
+use super::timing_work;
 use crate::campaign::{ApiKind, Arm, PlanStep, RunState, StepKind};
 use crate::client::Target;
 use crate::evidence::result::{GoodputRecord, SloCheckRecord};
@@ -24,10 +25,7 @@ async fn build_prompt(
     tokens: u64,
 ) -> Guarded<Result<MatchedPrompt, String>> {
     let req = &cx.plan.request;
-    let endpoint = match req.api {
-        ApiKind::Chat => Endpoint::Chat,
-        ApiKind::Completions => Endpoint::Completions,
-    };
+    let endpoint = endpoint(cx);
     let (target, model, tok) = (
         target.clone(),
         arm.served_model.clone(),
@@ -51,6 +49,37 @@ async fn build_prompt(
         .await
     })
     .await
+}
+
+fn endpoint(cx: &Cx) -> Endpoint {
+    match cx.plan.request.api {
+        ApiKind::Chat => Endpoint::Chat,
+        ApiKind::Completions => Endpoint::Completions,
+    }
+}
+
+/// Sizes what the arm's timed steps send (`timing_work`), cancellable, a panic caught.
+async fn size_work(
+    cx: &Cx,
+    arm: &Arm,
+    target: &Target,
+    matched_tokens: u64,
+) -> Guarded<Result<(MatchedPrompt, timed::StepWork), String>> {
+    let req = &cx.plan.request;
+    let inp = timing_work::SizeInput {
+        target: target.clone(),
+        model: arm.served_model.clone(),
+        endpoint: endpoint(cx),
+        tokenizer: arm.tokenizer.clone(),
+        api_key: api_key(arm),
+        nonce: req.defeat_prefix_cache,
+        timeout: Duration::from_secs(req.sizing_timeout_s),
+        matched_tokens,
+        max_tokens: cx.c().workload.max_tokens.into(),
+        source: req.source.clone(),
+        nonce_base: cx.rec.nonce_base(),
+    };
+    cx.guarded(timing_work::size(inp)).await
 }
 
 /// The timed input of `requests` requests at `concurrency`, their indices reserved on the arm.
@@ -88,6 +117,7 @@ pub async fn run(cx: &mut Cx, arm: &Arm, s: &PlanStep, live: &mut Option<Live>) 
         requests,
         ignore_eos,
         ref slo,
+        first_item,
     } = s.kind
     else {
         unreachable!("dispatched on Timing")
@@ -95,8 +125,8 @@ pub async fn run(cx: &mut Cx, arm: &Arm, s: &PlanStep, live: &mut Option<Live>) 
     let ev_name = s.evidence.as_str();
     let l = live.as_mut().expect("ready");
     let target = l.target();
-    if l.prompt.is_none() {
-        match build_prompt(cx, arm, &target, prompt_tokens as u64).await {
+    if l.work.is_none() {
+        match size_work(cx, arm, &target, prompt_tokens as u64).await {
             Guarded::Cancelled => return Done::cancelled(),
             Guarded::Panicked(m) => {
                 return Done::new(Outcome::Fatal(fail(FailureClass::Crash, m, ev_name)), None)
@@ -105,30 +135,47 @@ pub async fn run(cx: &mut Cx, arm: &Arm, s: &PlanStep, live: &mut Option<Live>) 
                 let f = if l.crashed() {
                     l.crash_failure("prompt sizing", ev_name)
                 } else {
-                    fail(
-                        FailureClass::Compatibility,
-                        format!("matched prompt: {e}"),
-                        ev_name,
-                    )
+                    fail(FailureClass::Compatibility, e.clone(), ev_name)
                 };
-                let ev = json!({"error": format!("matched prompt: {e}")});
+                let ev = json!({"error": e});
                 return Done::new(Outcome::Fatal(f), Some(ev));
             }
-            Guarded::Done(Ok(m)) => l.prompt = Some(Arc::new(m)),
+            Guarded::Done(Ok((m, work))) => {
+                let w = &mut cx.rec.result().workload;
+                if w.source.is_none() {
+                    w.source = cx
+                        .plan
+                        .request
+                        .source
+                        .as_ref()
+                        .and_then(|s| serde_json::to_value(s).ok());
+                }
+                if let Some(list) = timing_work::item_list(&work) {
+                    if let Some(e) = same_items(cx, arm, list) {
+                        let f = fail(FailureClass::Compatibility, e.clone(), ev_name);
+                        return Done::new(Outcome::Fatal(f), Some(json!({"error": e})));
+                    }
+                }
+                l.prompt = Some(Arc::new(m));
+                l.work = Some(work);
+            }
         }
     }
-    let prompt = l.prompt.clone().expect("built above");
+    let mut work = l.work.clone().expect("sized above");
+    if let (timed::StepWork::Items { first_item: f, .. }, Some(first)) = (&mut work, first_item) {
+        *f = first;
+    }
     let inp = input(
         cx,
         arm,
         target,
-        prompt,
+        l.prompt.clone().expect("sized with the work"),
         (max_tokens, ignore_eos),
         concurrency,
         requests,
     );
     let l = live.as_ref().expect("ready");
-    let out = match cx.guarded(timed::run(inp)).await {
+    let out = match cx.guarded(timed::run_work(inp, work)).await {
         Guarded::Cancelled => return Done::cancelled(),
         Guarded::Panicked(m) => {
             return Done::new(Outcome::Fatal(fail(FailureClass::Crash, m, ev_name)), None)
@@ -155,7 +202,12 @@ pub async fn run(cx: &mut Cx, arm: &Arm, s: &PlanStep, live: &mut Option<Live>) 
         rec.slo = checks;
         rec.goodput = Some(goodput);
     }
-    if let Some(p) = rec.prompt_tokens_reported {
+    let matched = cx.plan.request.source.is_none()
+        || matches!(
+            cx.plan.request.source,
+            Some(crate::campaign::WorkSource::SharedPrefix { .. })
+        );
+    if let Some(p) = rec.prompt_tokens_reported.filter(|_| matched) {
         cx.rec
             .result()
             .workload
@@ -197,6 +249,30 @@ pub async fn run(cx: &mut Cx, arm: &Arm, s: &PlanStep, live: &mut Option<Live>) 
         return Done::new(Outcome::Fatal(f), Some(ev));
     }
     Done::ok(ev)
+}
+
+/// Records the arm's work items and checks them against the arms sized before (this run or an
+/// earlier invocation): a bake-off compares arms on the same work. Some(error) when they differ.
+fn same_items(cx: &mut Cx, arm: &Arm, list: Vec<serde_json::Value>) -> Option<String> {
+    let w = &mut cx.rec.result().workload;
+    let other = w
+        .work_items
+        .iter()
+        .find(|(id, l)| **id != arm.id && **l != list)
+        .map(|(id, l)| (id.clone(), l.len()));
+    w.work_items.insert(arm.id.clone(), list.clone());
+    other.map(|(id, n)| {
+        let first = w.work_items[&id]
+            .iter()
+            .zip(&list)
+            .position(|(a, b)| a != b)
+            .unwrap_or(n.min(list.len()));
+        format!(
+            "arm `{}` would send different work items than arm `{id}` ({} items against {n}; they first differ at position {first}): its endpoint counts the dataset's prompt or output tokens differently, so the length filters chose other items; widen or drop the filters (workload.dataset.min_prompt_tokens, max_prompt_tokens, max_output_tokens) so every arm gets the same work",
+            arm.id,
+            list.len()
+        )
+    })
 }
 
 /// The level's SLO limits checked against its distributions, and its goodput: the successful
