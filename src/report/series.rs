@@ -388,6 +388,33 @@ mod tests {
     }
 
     #[test]
+    fn gpu_readings_are_summed_per_sampling_round() {
+        // Two GPUs read at the same moment (one round, one mono_ns), then one GPU alone.
+        let g = serde_json::json!({"samples": [
+            {"t_ms": 0.5, "mono_ns": 1000, "uuid": "A", "memory_used_mib": 100, "utilization_pct": 50.0, "power_w": 200.0},
+            {"t_ms": 0.5, "mono_ns": 1000, "uuid": "B", "memory_used_mib": 300, "utilization_pct": 100.0, "power_w": 300.0},
+            {"t_ms": 200.5, "mono_ns": 200_001_000u64, "uuid": "A", "memory_used_mib": 150, "utilization_pct": null, "power_w": null},
+        ]});
+        let p = gpu_samples(&g);
+        assert_eq!(p.len(), 2);
+        assert_eq!(
+            (
+                p[0].t_s,
+                p[0].used_mib,
+                p[0].utilization_pct,
+                p[0].power_w,
+                p[0].gpus
+            ),
+            (0.0005, 400.0, Some(75.0), Some(500.0), 2)
+        );
+        assert_eq!(
+            (p[1].used_mib, p[1].utilization_pct, p[1].power_w),
+            (150.0, None, None)
+        );
+        assert!(gpu_samples(&serde_json::json!({"per_gpu": []})).is_empty());
+    }
+
+    #[test]
     fn percentiles_stand_in_for_missing_requests() {
         let d = serde_json::json!({"min": 1.0, "p50": 2.0, "p95": 3.0, "max": 4.0});
         assert_eq!(
