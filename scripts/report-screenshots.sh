@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Regenerates the report screenshots in docs/report/: the seed replay's report
-# (docs/report/seed-replay.png) and a concurrency sweep's (docs/report/sweep.png, from
-# examples/campaigns/report-sweep.toml), taken with headless Chromium.
+# (docs/report/seed-replay.png), a concurrency sweep's (docs/report/sweep.png, from
+# examples/campaigns/report-sweep.toml) and `bakeoff bench --html` of a rate sweep against the
+# reference engine with --slo and --find-saturation (docs/report/bench-rate-sweep.png, ~20 s),
+# taken with headless Chromium.
 #
 #   scripts/report-screenshots.sh                      # runs both campaigns (~5 min), then shoots
 #   scripts/report-screenshots.sh SEED_BUNDLE SWEEP_BUNDLE   # re-renders existing bundles, then shoots
+#   scripts/report-screenshots.sh --bench-only         # only the bench rate sweep
 #
 # Runs the campaigns with target/debug/bakeoff (built first; BAKEOFF_BIN overrides), stops the
 # incumbent each run restores, checks that every chart of each page rendered (the page's title is
@@ -32,7 +35,12 @@ fi
 export BAKEOFF_BIN
 
 work=$(mktemp -d /tmp/bakeoff-screenshots.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+engine_pid=""
+cleanup() {
+  if [ -n "$engine_pid" ]; then kill "$engine_pid" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
 
 # Stops the incumbent a finished run restored (its process group, from restoration-launch.json).
 stop_restored() {
@@ -61,9 +69,14 @@ chrome() {
     --hide-scrollbars --virtual-time-budget=5000 --user-data-dir="$profile" "$@" 2>/dev/null
 }
 
-# shoot BUNDLE NAME: checks the page rendered every chart, then screenshots the whole page.
+# shoot BUNDLE NAME: checks the bundle's report.html rendered every chart, then screenshots it.
 shoot() {
-  local page="$1/report.html" dom="$work/$2.dom"
+  shoot_page "$1/report.html" "$2"
+}
+
+# shoot_page PAGE NAME: checks the page rendered every chart, then screenshots the whole page.
+shoot_page() {
+  local page="$1" dom="$work/$2.dom"
   chrome --window-size=1280,1000 --dump-dom "file://$page" >"$dom"
   local height
   height=$(python3 - "$dom" <<'EOF'
@@ -82,7 +95,35 @@ EOF
   echo "$out/$2.png: 1280x$height, $(wc -c <"$out/$2.png") bytes" >&2
 }
 
-if [ $# -eq 2 ]; then
+# A rate sweep of `bakeoff bench --html` against a reference engine that serves two requests at a
+# time (its KV cache holds two), each ~30 ms to the first token and 24 tokens at 200 tok/s: the
+# lower rates hold the TTFT SLO, the higher ones queue and break it.
+bench_sweep() {
+  echo "running a bench rate sweep against the reference engine ..." >&2
+  printf '%s\n' 'model = "ref"' 'ttft_ms = 30' 'prefill_tok_s = 0' 'decode_tok_s = 200' \
+    'concurrency_slowdown = 0.2' 'context_tokens = 8192' 'kv_tokens = 200' >"$work/ref.toml"
+  "$BAKEOFF_BIN" engine --port 0 --profile "$work/ref.toml" >"$work/engine.out" 2>"$work/engine.err" &
+  engine_pid=$!
+  local url=""
+  for _ in $(seq 1 100); do
+    url=$(grep -o 'http://[0-9.:]*' "$work/engine.out" 2>/dev/null | head -n1 || true)
+    [ -n "$url" ] && break
+    sleep 0.1
+  done
+  [ -n "$url" ] || { cat "$work/engine.err" >&2; echo "the reference engine did not start" >&2; exit 1; }
+  "$BAKEOFF_BIN" bench "$url" --rate 2,4,8,16,32 --requests 32 --max-tokens 24 --prompt-tokens 64 \
+    --ignore-eos --seed 1 --slo ttft_p95=100ms,e2e_p99=600ms --find-saturation --no-progress \
+    --html "$work/bench-rate-sweep.html" >"$work/bench.log" 2>&1 || { tail -n 20 "$work/bench.log" >&2; exit 1; }
+  kill "$engine_pid" 2>/dev/null || true
+  wait "$engine_pid" 2>/dev/null || true
+  engine_pid=""
+}
+
+if [ "${1:-}" = "--bench-only" ]; then
+  bench_sweep
+  shoot_page "$work/bench-rate-sweep.html" bench-rate-sweep
+  exit 0
+elif [ $# -eq 2 ]; then
   seed="$work/seed-replay" sweep="$work/sweep"
   cp -r "$1" "$seed"
   cp -r "$2" "$sweep"
@@ -93,8 +134,10 @@ elif [ $# -eq 0 ]; then
   run_campaign examples/seed-replay/campaign.toml "$seed"
   run_campaign examples/campaigns/report-sweep.toml "$sweep"
 else
-  echo "usage: $0 [SEED_BUNDLE SWEEP_BUNDLE]" >&2
+  echo "usage: $0 [SEED_BUNDLE SWEEP_BUNDLE | --bench-only]" >&2
   exit 2
 fi
 shoot "$seed" seed-replay
 shoot "$sweep" sweep
+bench_sweep
+shoot_page "$work/bench-rate-sweep.html" bench-rate-sweep

@@ -117,6 +117,11 @@ pub struct BenchArgs {
     /// sweep writes one file per level, PATH with -concurrency<N> before the extension).
     #[arg(long, value_name = "PATH")]
     pub export_vllm: Option<PathBuf>,
+    /// Write a self-contained HTML page here: latency (p50/p95/p99) and throughput against the
+    /// concurrency or rate levels, the throughput-latency frontier, TTFT/ITL distributions per
+    /// level and the per-request TTFT timeline, with the --slo limits and the saturation level.
+    #[arg(long, value_name = "PATH")]
+    pub html: Option<PathBuf>,
     /// Never show a progress bar.
     #[arg(long)]
     pub no_progress: bool,
@@ -154,6 +159,7 @@ pub fn read_api_key(var: Option<&str>) -> Result<Option<String>> {
 
 pub fn run(args: BenchArgs) -> Result<()> {
     super::bench_export::check_paths(args.csv.as_deref(), args.export_vllm.as_deref())?;
+    super::bench_html::check_path(args.html.as_deref())?;
     crate::clock::raise_nofile_limit();
     // One thread: chunk wakeups never cross threads and the client leaves the other cores to
     // the engine under test.
@@ -203,6 +209,9 @@ pub fn run(args: BenchArgs) -> Result<()> {
         eprintln!("summary written to {}", p.display());
     }
     super::bench_export::write(&reports, args.csv.as_deref(), args.export_vllm.as_deref())?;
+    if let Some(p) = &args.html {
+        super::bench_html::write(p, &reports, &args.sweep())?;
+    }
     for report in &reports {
         let level = bench_sweep::level_label(&reports, report);
         if report.interrupted {
@@ -560,7 +569,7 @@ pub async fn bench_levels(
                 },
             }
         );
-        let out = session::run(
+        let mut out = session::run(
             Session {
                 target: target.clone(),
                 plan,
@@ -571,7 +580,7 @@ pub async fn bench_levels(
                 seed,
             },
             super::bench_conv::ConvSink::new(bench_sweep::SloSink::new(
-                sink,
+                super::bench_html::HtmlSink::new(sink, args.html.is_some()),
                 args.shape.slo.is_some(),
             )),
         )
@@ -631,6 +640,7 @@ pub async fn bench_levels(
             stats,
             slo: None,
             goodput: None,
+            points: std::mem::take(&mut out.sink.inner.inner.points),
         };
         bench_sweep::judge(&args.sweep(), &mut report, &out.sink.inner.ok)?;
         reports.push(report);

@@ -279,6 +279,7 @@ mod tests {
             slo: None,
             goodput: None,
             workload: None,
+            points: Vec::new(),
         }
     }
 

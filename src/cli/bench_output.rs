@@ -55,7 +55,15 @@ pub struct BenchReport {
     /// `--slo`: successful requests whose own latencies met every limit, and per second.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub goodput: Option<Value>,
+    /// `--html`: each successful measured request's send time and latencies (not in `--json`;
+    /// `cli/bench_html.rs`).
+    #[serde(skip)]
+    pub points: Vec<SentRequest>,
 }
+
+/// A successful measured request kept for `--html`: its send time (CLOCK_MONOTONIC ns, shared by
+/// every level) and its metrics.
+pub type SentRequest = (u64, crate::metrics::RequestMetrics);
 
 /// One line per level of a `--concurrency` or `--rate` sweep (with `--slo`: goodput and the
 /// verdict).

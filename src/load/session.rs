@@ -322,6 +322,9 @@ fn lane_evidence(
         Some(set) => json!({
             "source": set.source, "note": set.note, "interval_ms": set.interval_ms,
             "per_gpu": sampler::summarize(&set.samples, t0, t1),
+            // Every reading, `t_ms` after the sampler started (just before the load): the
+            // report draws them on the run's timeline.
+            "samples": set.samples,
         }),
     };
     LaneEvidence {

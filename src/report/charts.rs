@@ -1,50 +1,21 @@
 //! The report's plots as Chart.js configurations (data and axes only; the page's script,
 //! `charts.js`, adds the behaviour every chart shares and writes the render status).
 //!
-//! Chart.js 4 (MIT) is vendored, pinned and embedded: `vendor/chart.js/` (version, licence and
-//! SHA-256 in `vendor/README.md`), so `report.html` stays one self-contained file that loads
-//! nothing. Each plot is a [`Plot`]: a chart, or the reason it could not be drawn.
+//! The pieces shared with `bench --html` (the vendored Chart.js, [`Plot`], axes, datasets, the
+//! CDF steps) are in `chartkit.rs`. Each plot is a [`Plot`]: a chart, or the reason it could not
+//! be drawn.
 //!
 //! Every arm keeps one colour in every chart (its position in the campaign). A dataset may carry
 //! `noLegend` (left out of the legend: an arm's p95 curve or interval bars), `group` (clicking an
 //! arm's legend entry toggles its whole group) and `levelLabels` (text drawn beside each point);
 //! a point may carry `t`, its tooltip.
 
-use super::series::{ecdf, Series, E2E_FIELD, ITL_FIELD, TTFT_FIELD};
+use super::chartkit::{axis, cdf_config, cdf_points, config, level_axis, line, pt, zero_axis};
+pub use super::chartkit::{chart_js, fmt, plot, Plot, CHART_JS, COLORS, GLUE_JS};
+use super::series::{Series, E2E_FIELD, ITL_FIELD, TTFT_FIELD};
 use crate::decide::metric::{DECODE, TTFT};
 use crate::evidence::result::{ArmResult, CampaignResult, Stat, TimingRecord};
 use serde_json::{json, Value};
-
-/// Chart.js 4.6.1, `dist/chart.umd.min.js` of the npm package (see `vendor/README.md`).
-pub const CHART_JS: &str = include_str!("../../vendor/chart.js/chart.umd.min.js");
-/// The page's glue: builds each chart from its configuration and writes `#chart-status`.
-pub const GLUE_JS: &str = include_str!("charts.js");
-
-/// The vendored library without its source-map comment (the page has no map to load).
-pub fn chart_js() -> &'static str {
-    match CHART_JS.rfind("\n//# sourceMappingURL=") {
-        Some(i) => &CHART_JS[..i],
-        None => CHART_JS,
-    }
-}
-
-pub const COLORS: &[&str] = &[
-    "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
-    "#bcbd22", "#17becf", "#393b79", "#637939",
-];
-
-/// A plot of the report: its chart, or why there is none.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Plot {
-    /// Stable id: the canvas is `chart-<id>`, the status entry names it.
-    pub id: &'static str,
-    pub title: String,
-    pub caption: String,
-    /// The Chart.js configuration; None when the bundle has no data for it.
-    pub config: Option<Value>,
-    /// Why the plot is missing (when `config` is None).
-    pub missing: String,
-}
 
 /// The arm's label as the documents show it (its id when it has none).
 pub fn label(a: &ArmResult) -> String {
@@ -57,42 +28,6 @@ pub fn label(a: &ArmResult) -> String {
 
 fn color(r: &CampaignResult, arm: &str) -> &'static str {
     COLORS[r.arms.iter().position(|a| a.id == arm).unwrap_or(0) % COLORS.len()]
-}
-
-fn axis(kind: &str, title: &str) -> Value {
-    json!({"type": kind, "title": {"display": true, "text": title}, "grace": "5%"})
-}
-
-fn config(kind: &str, title: &str, datasets: Vec<Value>, x: Value, y: Value) -> Value {
-    json!({
-        "type": kind,
-        "data": {"datasets": datasets},
-        "options": {
-            "scales": {"x": x, "y": y},
-            "plugins": {"title": {"display": true, "text": title}},
-        },
-    })
-}
-
-fn line(label: &str, color: &str, data: Vec<Value>) -> Value {
-    json!({
-        "label": label, "data": data, "borderColor": color, "backgroundColor": color,
-        "borderWidth": 2, "pointRadius": 3, "showLine": true, "fill": false,
-    })
-}
-
-fn pt(x: f64, y: f64, t: String) -> Value {
-    json!({"x": x, "y": y, "t": t})
-}
-
-fn fmt(v: f64) -> String {
-    if v.abs() >= 100.0 {
-        format!("{v:.0}")
-    } else if v.abs() >= 10.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.2}")
-    }
 }
 
 /// An arm's timing record at a level (1: the warm run).
@@ -120,22 +55,6 @@ pub fn levels(r: &CampaignResult) -> Vec<u64> {
     l.sort();
     l.dedup();
     l
-}
-
-fn plot(
-    id: &'static str,
-    title: &str,
-    caption: &str,
-    config: Option<Value>,
-    missing: &str,
-) -> Plot {
-    Plot {
-        id,
-        title: title.to_string(),
-        caption: caption.to_string(),
-        config,
-        missing: missing.to_string(),
-    }
 }
 
 /// Warm median TTFT against warm median decode speed per arm, with each median's interval.
@@ -203,16 +122,7 @@ fn cdf(r: &CampaignResult, s: &Series, field: &str, name: &str) -> Option<(Value
         let (l, k) = (label(a), color(r, &a.id));
         let v = st.values(field);
         let (name_n, pts) = if !v.is_empty() {
-            // A step function: each sample raises the curve by 1/n.
-            let mut pts = vec![pt(v[0], 0.0, format!("{l}: 0 % below {} ms", fmt(v[0])))];
-            let mut prev = 0.0;
-            for (x, p) in ecdf(&v) {
-                let tip = format!("{l}: {:.0} % at or below {} ms", p * 100.0, fmt(x));
-                pts.push(pt(x, prev, tip.clone()));
-                pts.push(pt(x, p, tip));
-                prev = p;
-            }
-            (format!("{l} (n={})", v.len()), pts)
+            (format!("{l} (n={})", v.len()), cdf_points(&l, &v))
         } else if let Some(a_pts) = st.approx.get(field) {
             exact = false;
             let pts = a_pts
@@ -231,18 +141,8 @@ fn cdf(r: &CampaignResult, s: &Series, field: &str, name: &str) -> Option<(Value
     if ds.is_empty() {
         return None;
     }
-    let mut y = axis("linear", "fraction of requests");
-    y["min"] = json!(0);
-    y["max"] = json!(1);
-    y["grace"] = json!(0);
     Some((
-        config(
-            "scatter",
-            &format!("{name} distribution per arm (warm, C1)"),
-            ds,
-            axis("linear", &format!("{name}, ms")),
-            y,
-        ),
+        cdf_config(&format!("{name} distribution per arm (warm, C1)"), name, ds),
         exact,
     ))
 }
@@ -286,11 +186,11 @@ fn latency_vs_concurrency(
     if ds.is_empty() {
         return None;
     }
-    let mut x = axis("category", "concurrency (streams)");
-    x["labels"] = json!(lv.iter().map(|c| c.to_string()).collect::<Vec<_>>());
-    x.as_object_mut().unwrap().remove("grace");
-    let mut y = axis("linear", &format!("{name}, ms (solid p50, dashed p95)"));
-    y["beginAtZero"] = json!(true);
+    let x = level_axis(
+        "concurrency (streams)",
+        &lv.iter().map(|c| c.to_string()).collect::<Vec<_>>(),
+    );
+    let y = zero_axis(&format!("{name}, ms (solid p50, dashed p95)"));
     Some(config(
         "line",
         &format!("{name} against concurrency"),
@@ -320,11 +220,11 @@ fn throughput(r: &CampaignResult) -> Option<Value> {
     if ds.is_empty() {
         return None;
     }
-    let mut x = axis("category", "concurrency (streams)");
-    x["labels"] = json!(lv.iter().map(|c| c.to_string()).collect::<Vec<_>>());
-    x.as_object_mut().unwrap().remove("grace");
-    let mut y = axis("linear", "aggregate output throughput, tok/s");
-    y["beginAtZero"] = json!(true);
+    let x = level_axis(
+        "concurrency (streams)",
+        &lv.iter().map(|c| c.to_string()).collect::<Vec<_>>(),
+    );
+    let y = zero_axis("aggregate output throughput, tok/s");
     Some(config(
         "line",
         "Aggregate throughput against concurrency",
@@ -429,23 +329,4 @@ pub fn plots(r: &CampaignResult, s: &Series) -> Vec<Plot> {
         "No arm has both throughput and end-to-end latency at a concurrency level.",
     ));
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_vendored_library_is_embedded_without_its_source_map() {
-        assert!(CHART_JS.starts_with("/*!\n * Chart.js v4.6.1"));
-        assert!(!chart_js().contains("sourceMappingURL"));
-        assert!(!chart_js().contains("</script"));
-    }
-
-    #[test]
-    fn ticks_read_as_short_numbers() {
-        assert_eq!(fmt(1234.5678), "1235");
-        assert_eq!(fmt(50.04), "50.0");
-        assert_eq!(fmt(0.75), "0.75");
-    }
 }

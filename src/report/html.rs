@@ -7,7 +7,8 @@
 //! `document.title` to `ok` once every chart rendered with no script error, so a headless browser
 //! can check it (`tests/it/report/browser.rs`).
 
-use super::charts::{self, Plot};
+use super::chartkit::{self, esc};
+use super::charts;
 use super::markdown::{interval_cell, intervals_sentence};
 use super::series::Series;
 use super::summary::{headline_levels, level_key, ranked_level};
@@ -17,53 +18,6 @@ use crate::decide::Verdict;
 use crate::evidence::result::CampaignResult;
 use serde_json::Value;
 use std::fmt::Write as _;
-
-const STYLE: &str = "body{font-family:sans-serif;margin:24px;color:#222;max-width:1240px}\
-table{border-collapse:collapse;margin:8px 0 16px}td,th{border:1px solid #ccc;padding:4px 8px;font-size:13px;text-align:left}\
-th{background:#f0f0f0}td.n{text-align:right}.charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(580px,1fr));gap:20px}\
-figure{margin:0}.box{position:relative;height:400px}figcaption{font-size:12px;color:#555;margin-top:4px}\
-p.missing{color:#a11;border:1px dashed #ccc;padding:12px}.ok{color:#186a1d}.bad{color:#a11}";
-
-pub fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
-/// The plots' figures and their configurations (`#chart-specs`, JSON safe inside a script
-/// element).
-fn figures(plots: &[Plot]) -> (String, String) {
-    let mut o = String::new();
-    let mut specs = Vec::new();
-    for p in plots {
-        match &p.config {
-            Some(c) => {
-                let _ = write!(
-                    o,
-                    "<figure id=\"fig-{id}\"><div class=\"box\"><canvas id=\"chart-{id}\" role=\"img\" aria-label=\"{t}\"></canvas></div><figcaption>{c}</figcaption></figure>",
-                    id = p.id,
-                    t = esc(&p.title),
-                    c = esc(&p.caption)
-                );
-                specs.push(serde_json::json!({"id": p.id, "config": c}));
-            }
-            None => {
-                let _ = write!(
-                    o,
-                    "<figure id=\"fig-{}\"><p class=\"missing\"><b>{}:</b> {}</p></figure>",
-                    p.id,
-                    esc(&p.title),
-                    esc(&p.missing)
-                );
-            }
-        }
-    }
-    let json = serde_json::to_string(&specs)
-        .unwrap_or_else(|_| "[]".into())
-        .replace('<', "\\u003c");
-    (o, json)
-}
 
 fn v2s(v: &Value) -> String {
     match v {
@@ -75,14 +29,7 @@ fn v2s(v: &Value) -> String {
 
 pub fn render(v: &Verdict, r: &CampaignResult, s: &Series, summary: &Value) -> String {
     let mut o = String::new();
-    let _ = write!(
-        o,
-        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>pending</title>\
-         <meta name=\"viewport\" content=\"width=device-width\"><style>{STYLE}</style>\
-         <script>window.__errs=[];window.addEventListener('error',function(e){{window.__errs.push(String(e.message))}});\
-         (function(){{var ce=console.error;console.error=function(){{window.__errs.push('console.error');ce.apply(console,arguments)}}}})();</script>\
-         </head><body>"
-    );
+    o.push_str(&chartkit::head());
     let _ = write!(o, "<h1>Bake-off verdict: {}</h1>", esc(&r.campaign_id));
     let d = &summary["decision"];
     let _ = write!(
@@ -154,12 +101,8 @@ pub fn render(v: &Verdict, r: &CampaignResult, s: &Series, summary: &Value) -> S
     }
     let mut plots = charts::plots(r, s);
     plots.push(timeline::plot(r, s));
-    let (figs, specs) = figures(&plots);
-    let _ = write!(
-        o,
-        "</table><h2>Plots</h2><div class=\"charts\">{figs}</div><pre id=\"chart-status\" hidden></pre>\
-         <script type=\"application/json\" id=\"chart-specs\">{specs}</script>"
-    );
+    o.push_str("</table>");
+    o.push_str(&chartkit::plots_section("Plots", &plots));
     o.push_str("<h2>Failures</h2>");
     if v.failures.is_empty() {
         o.push_str("<p>None.</p>");
@@ -196,11 +139,6 @@ pub fn render(v: &Verdict, r: &CampaignResult, s: &Series, summary: &Value) -> S
         );
     }
     o.push_str("</table><p>Re-check: <code>bakeoff verify DIR</code> re-hashes every evidence file; <code>bakeoff report DIR</code> re-derives this page.</p>");
-    let _ = write!(
-        o,
-        "<script>{}</script><script>{}</script></body></html>",
-        charts::chart_js(),
-        charts::GLUE_JS
-    );
+    o.push_str(&chartkit::tail());
     o
 }

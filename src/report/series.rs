@@ -3,10 +3,13 @@
 //! run's timeline.
 //!
 //! A timing file written by the orchestrator carries `requests[]` (each with `ok`,
-//! `send_offset_ms` and `metrics.ttft_ms` / `itl_ms` / `e2e_ms`), `stats.metrics` (percentiles)
-//! and `gpu.per_gpu[]` (`memory_used_mib_max`, `utilization_pct_mean`, `power_w_mean`). When a
-//! file has no per-request values the distributions fall back to the percentiles of
-//! `stats.metrics` (marked approximate). Missing or unreadable files leave gaps, never errors.
+//! `send_offset_ms` and `metrics.ttft_ms` / `itl_ms` / `e2e_ms`), `stats.metrics` (percentiles),
+//! `gpu.per_gpu[]` (`memory_used_mib_max`, `utilization_pct_mean`, `power_w_mean`: one summary
+//! per GPU over the step) and `gpu.samples[]` (every reading of `telemetry::sampler`: `t_ms` after
+//! the sampler started, just before the load, `mono_ns`, `uuid`, `memory_used_mib`,
+//! `utilization_pct`, `power_w`; older bundles have none). When a file has no per-request values
+//! the distributions fall back to the percentiles of `stats.metrics` (marked approximate).
+//! Missing or unreadable files leave gaps, never errors.
 //!
 //! The timeline: `checkpoint.json` records each finished step's wall time in run order; the steps
 //! are laid end to end by those wall times and a timed step's load is placed at the end of its
@@ -34,12 +37,28 @@ pub struct RequestPoint {
     pub metrics: BTreeMap<&'static str, f64>,
 }
 
-/// GPU use during one timed step (summed memory over the lane's GPUs; mean utilisation and power).
+/// GPU use during one timed step, over the lane's GPUs: memory and power summed, utilisation the
+/// mean of the GPUs'.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct GpuStep {
+    /// The step's summary (`per_gpu`): the most memory used, the mean utilisation and power.
     pub used_mib: f64,
     pub utilization_pct: Option<f64>,
     pub power_w: Option<f64>,
+    /// Every sampling round (`samples`), in time order; empty when the file has none.
+    pub samples: Vec<GpuPoint>,
+}
+
+/// One sampling round of the lane's GPUs (memory and power summed, utilisation the mean).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GpuPoint {
+    /// Seconds after the step's load started.
+    pub t_s: f64,
+    pub used_mib: f64,
+    pub utilization_pct: Option<f64>,
+    pub power_w: Option<f64>,
+    /// GPUs read in this round.
+    pub gpus: usize,
 }
 
 /// One timed step of one arm.
@@ -115,8 +134,52 @@ fn from_distribution(d: &Value) -> Vec<(f64, f64)> {
     .collect()
 }
 
+fn mean(v: &[f64]) -> Option<f64> {
+    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+}
+
+/// The sampling rounds of a timing file's `gpu.samples` (the readings of one round share their
+/// `mono_ns`).
+fn gpu_samples(g: &Value) -> Vec<GpuPoint> {
+    let mut rounds: BTreeMap<u64, Vec<&Value>> = BTreeMap::new();
+    for s in g
+        .get("samples")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let key = match s.get("mono_ns").and_then(Value::as_u64) {
+            Some(k) => k,
+            None => match s.get("t_ms").and_then(Value::as_f64) {
+                Some(t) => (t * 1e6) as u64,
+                None => continue,
+            },
+        };
+        rounds.entry(key).or_default().push(s);
+    }
+    rounds
+        .values()
+        .filter_map(|r| {
+            let t_ms = r.iter().filter_map(|s| s.get("t_ms")?.as_f64()).next()?;
+            let all =
+                |k: &str| -> Vec<f64> { r.iter().filter_map(|s| s.get(k)?.as_f64()).collect() };
+            let used = all("memory_used_mib");
+            let power = all("power_w");
+            Some(GpuPoint {
+                t_s: t_ms / 1000.0,
+                used_mib: used.iter().sum(),
+                utilization_pct: mean(&all("utilization_pct")),
+                power_w: (!power.is_empty()).then(|| power.iter().sum()),
+                gpus: r.len(),
+            })
+        })
+        .collect()
+}
+
 fn gpu_of(f: &Value) -> Option<GpuStep> {
-    let per = f.get("gpu")?.get("per_gpu")?.as_array()?;
+    let g = f.get("gpu")?;
+    let samples = gpu_samples(g);
+    let per = g.get("per_gpu")?.as_array()?;
     let used: Vec<f64> = per
         .iter()
         .filter_map(|g| g.get("memory_used_mib_max")?.as_f64())
@@ -124,14 +187,13 @@ fn gpu_of(f: &Value) -> Option<GpuStep> {
     if used.is_empty() {
         return None;
     }
-    let mean = |k: &str| {
-        let v: Vec<f64> = per.iter().filter_map(|g| g.get(k)?.as_f64()).collect();
-        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
-    };
+    let all = |k: &str| -> Vec<f64> { per.iter().filter_map(|g| g.get(k)?.as_f64()).collect() };
+    let power = all("power_w_mean");
     Some(GpuStep {
         used_mib: used.iter().sum(),
-        utilization_pct: mean("utilization_pct_mean"),
-        power_w: mean("power_w_mean"),
+        utilization_pct: mean(&all("utilization_pct_mean")),
+        power_w: (!power.is_empty()).then(|| power.iter().sum()),
+        samples,
     })
 }
 
@@ -323,6 +385,33 @@ mod tests {
         let s = read(d.path(), &result());
         assert!(!s.timeline_from_checkpoint);
         assert_eq!(s.step("a", "warm", 2).unwrap().load_start_s, Some(1.0));
+    }
+
+    #[test]
+    fn gpu_readings_are_summed_per_sampling_round() {
+        // Two GPUs read at the same moment (one round, one mono_ns), then one GPU alone.
+        let g = serde_json::json!({"samples": [
+            {"t_ms": 0.5, "mono_ns": 1000, "uuid": "A", "memory_used_mib": 100, "utilization_pct": 50.0, "power_w": 200.0},
+            {"t_ms": 0.5, "mono_ns": 1000, "uuid": "B", "memory_used_mib": 300, "utilization_pct": 100.0, "power_w": 300.0},
+            {"t_ms": 200.5, "mono_ns": 200_001_000u64, "uuid": "A", "memory_used_mib": 150, "utilization_pct": null, "power_w": null},
+        ]});
+        let p = gpu_samples(&g);
+        assert_eq!(p.len(), 2);
+        assert_eq!(
+            (
+                p[0].t_s,
+                p[0].used_mib,
+                p[0].utilization_pct,
+                p[0].power_w,
+                p[0].gpus
+            ),
+            (0.0005, 400.0, Some(75.0), Some(500.0), 2)
+        );
+        assert_eq!(
+            (p[1].used_mib, p[1].utilization_pct, p[1].power_w),
+            (150.0, None, None)
+        );
+        assert!(gpu_samples(&serde_json::json!({"per_gpu": []})).is_empty());
     }
 
     #[test]

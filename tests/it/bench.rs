@@ -180,6 +180,7 @@ fn bench_and_campaign_timing_run_one_load_path_and_agree() {
         requests_jsonl: None,
         csv: None,
         export_vllm: None,
+        html: None,
         no_progress: true,
         source: Default::default(),
         shape: Default::default(),

@@ -42,6 +42,7 @@ mod prompt {
     mod sizing;
 }
 mod report {
+    mod bench_html;
     mod browser;
     mod summary;
 }

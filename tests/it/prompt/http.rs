@@ -573,6 +573,7 @@ async fn bench_against_a_stream_only_endpoint_sends_exactly_sized_prompts() {
         requests_jsonl: None,
         csv: None,
         export_vllm: None,
+        html: None,
         no_progress: true,
         source: Default::default(),
         shape: Default::default(),

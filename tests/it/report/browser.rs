@@ -27,7 +27,7 @@ const ALL_CHARTS: [&str; 8] = [
     "timeline",
 ];
 
-fn chromium(profile: &Path, args: &[&str], url: &str) -> std::process::Output {
+pub(super) fn chromium(profile: &Path, args: &[&str], url: &str) -> std::process::Output {
     assert!(
         Path::new(CHROMIUM).exists(),
         "{CHROMIUM} is missing: install it with `apt-get install -y chromium` (the report tests need a headless browser)"
@@ -70,13 +70,13 @@ fn unescape(s: &str) -> String {
 }
 
 /// What a page showed: its title, `#chart-status` and Chromium's log.
-struct Shown {
-    title: String,
-    status: Value,
-    log: String,
+pub(super) struct Shown {
+    pub title: String,
+    pub status: Value,
+    pub log: String,
 }
 
-fn load(page: &Path, scratch: &Path) -> Shown {
+pub(super) fn load(page: &Path, scratch: &Path) -> Shown {
     let out = chromium(
         scratch,
         &["--dump-dom"],
@@ -113,6 +113,15 @@ fn is_number(tick: &str) -> bool {
 /// titled (units after a comma, or streams), readable ticks and a legend that fits and names
 /// every measured arm.
 fn check_rendered(s: &Shown, expected: &[&str], arms: &[String]) {
+    check_page(s, expected);
+    for c in s.status["charts"].as_array().unwrap() {
+        check_chart(c, arms);
+    }
+}
+
+/// The page-wide checks: it reported ok, with no script, console or loading error, drawing
+/// exactly the expected charts in order (each one then checked by [`check_chart`]).
+pub(super) fn check_page(s: &Shown, expected: &[&str]) {
     let st = &s.status;
     assert_eq!(
         s.title, "ok",
@@ -136,62 +145,6 @@ fn check_rendered(s: &Shown, expected: &[&str], arms: &[String]) {
     let charts = st["charts"].as_array().unwrap();
     let ids: Vec<&str> = charts.iter().map(|c| c["id"].as_str().unwrap()).collect();
     assert_eq!(ids, expected, "{st:#}");
-    for c in charts {
-        let id = c["id"].as_str().unwrap();
-        assert_eq!(c["ok"], true, "{id}: {c:#}");
-        assert!(c["title"].as_str().is_some_and(|t| !t.is_empty()), "{id}");
-        assert_eq!(c["legend_fits"], true, "{id}: a legend entry is cut: {c:#}");
-        assert!(c["painted_pixels"].as_u64().unwrap() > 2000, "{id}: {c:#}");
-        assert!(c["points"].as_u64().unwrap() > 0, "{id}: {c:#}");
-        assert_eq!(
-            c["points"], c["placed"],
-            "{id}: a point off the plot: {c:#}"
-        );
-        let axes = c["axes"].as_object().unwrap();
-        assert!(axes.contains_key("x") && axes.contains_key("y"), "{id}");
-        for (k, a) in axes {
-            let title = a["title"].as_str().unwrap_or_default();
-            assert!(
-                title.contains(", ")
-                    || title.contains("(streams)")
-                    || title == "fraction of requests",
-                "{id} axis {k}: title {title:?} names no unit"
-            );
-            let ticks: Vec<&str> = a["ticks"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|t| t.as_str().unwrap())
-                .collect();
-            assert!(ticks.len() >= 2, "{id} axis {k}: ticks {ticks:?}");
-            for t in &ticks {
-                assert!(is_number(t), "{id} axis {k}: tick {t:?}");
-                // Nice numbers: no tick needs more than 2 decimals (no 111/223/334.5).
-                let decimals = t.split('.').nth(1).map_or(0, str::len);
-                assert!(decimals <= 2, "{id} axis {k}: tick {t:?}");
-            }
-            if title.contains("concurrency") {
-                assert!(
-                    ticks.iter().all(|t| t.parse::<u64>().is_ok()),
-                    "{id}: concurrency ticks {ticks:?} are not whole streams"
-                );
-            }
-        }
-        let legend: Vec<&str> = c["legend"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|l| l.as_str().unwrap())
-            .collect();
-        for a in arms {
-            assert!(
-                legend
-                    .iter()
-                    .any(|l| l == a || l.starts_with(&format!("{a} ("))),
-                "{id}: arm {a:?} is not in the legend {legend:?}"
-            );
-        }
-    }
     let console_errors: Vec<&str> = s
         .log
         .lines()
@@ -200,8 +153,66 @@ fn check_rendered(s: &Shown, expected: &[&str], arms: &[String]) {
     assert!(console_errors.is_empty(), "{console_errors:?}");
 }
 
+/// One chart drew, titled, with its axes titled (units after a comma, or streams), readable
+/// ticks, points on the plot and a legend that fits and names every one of `names` (exactly, or
+/// followed by ` (`).
+pub(super) fn check_chart(c: &Value, names: &[String]) {
+    let id = c["id"].as_str().unwrap();
+    assert_eq!(c["ok"], true, "{id}: {c:#}");
+    assert!(c["title"].as_str().is_some_and(|t| !t.is_empty()), "{id}");
+    assert_eq!(c["legend_fits"], true, "{id}: a legend entry is cut: {c:#}");
+    assert!(c["painted_pixels"].as_u64().unwrap() > 2000, "{id}: {c:#}");
+    assert!(c["points"].as_u64().unwrap() > 0, "{id}: {c:#}");
+    assert_eq!(
+        c["points"], c["placed"],
+        "{id}: a point off the plot: {c:#}"
+    );
+    let axes = c["axes"].as_object().unwrap();
+    assert!(axes.contains_key("x") && axes.contains_key("y"), "{id}");
+    for (k, a) in axes {
+        let title = a["title"].as_str().unwrap_or_default();
+        assert!(
+            title.contains(", ") || title.contains("(streams)") || title == "fraction of requests",
+            "{id} axis {k}: title {title:?} names no unit"
+        );
+        let ticks: Vec<&str> = a["ticks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.as_str().unwrap())
+            .collect();
+        assert!(ticks.len() >= 2, "{id} axis {k}: ticks {ticks:?}");
+        for t in &ticks {
+            assert!(is_number(t), "{id} axis {k}: tick {t:?}");
+            // Nice numbers: no tick needs more than 2 decimals (no 111/223/334.5).
+            let decimals = t.split('.').nth(1).map_or(0, str::len);
+            assert!(decimals <= 2, "{id} axis {k}: tick {t:?}");
+        }
+        if title.contains("concurrency") {
+            assert!(
+                ticks.iter().all(|t| t.parse::<u64>().is_ok()),
+                "{id}: concurrency ticks {ticks:?} are not whole streams"
+            );
+        }
+    }
+    let legend: Vec<&str> = c["legend"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_str().unwrap())
+        .collect();
+    for a in names {
+        assert!(
+            legend
+                .iter()
+                .any(|l| l == a || l.starts_with(&format!("{a} ("))),
+            "{id}: {a:?} is not in the legend {legend:?}"
+        );
+    }
+}
+
 /// The page loads nothing: no address in an attribute that loads, no CSS url().
-fn check_self_contained(html: &str) {
+pub(super) fn check_self_contained(html: &str) {
     for bad in [
         "src=\"http",
         "href=\"http",
@@ -248,14 +259,17 @@ fn every_chart_of_the_seed_fixture_renders_in_headless_chromium() {
         .collect();
     assert!(measured.len() >= 5, "{measured:?}");
     check_rendered(&shown, &expected, &measured);
-    // The fixture's GPU memory per step is drawn on the timeline's right axis.
+    // The fixture's GPU memory per step (a summary, no readings) is drawn on the timeline's
+    // right axis; it has no utilization or power, so no axis for them.
     let tl = &shown.status["charts"][expected.len() - 1];
     assert_eq!(tl["axes"]["y2"]["title"], "GPU memory used, MiB", "{tl:#}");
+    assert!(tl["axes"].get("y3").is_none() && tl["axes"].get("y4").is_none());
     assert!(tl["legend"]
         .as_array()
         .unwrap()
         .iter()
-        .any(|l| l == "GPU memory used (max per step)"));
+        .any(|l| l == "GPU memory used, MiB (right)"));
+    assert!(html.contains("each timed step's summary"));
 
     // A screenshot far from blank.
     let shot = d.path().join("report.png");
@@ -384,4 +398,134 @@ fn a_real_sweep_renders_every_chart() {
         charts[7]
     );
     assert!(charts[7]["axes"].get("y2").is_none());
+
+    // GPU readings on the timeline. No GPU here, so the bundle the run wrote gets them added
+    // (a fixture): every timed step's evidence gains the `gpu` record `load::session` writes on
+    // a lane with GPUs, built from `telemetry::sampler`'s own types (`GpuSample` readings every
+    // 200 ms of two GPUs over the step's load, `summarize` for `per_gpu`), then the bundle is
+    // re-sealed and re-rendered.
+    let gb = t.path("gpu-bundle");
+    copy_dir(&b, &gb);
+    let readings = add_gpu_samples(&gb);
+    assert!(readings > 20, "{readings} readings");
+    bakeoff::evidence::manifest::write(&gb).unwrap();
+    bakeoff::report::render_all(&gb).unwrap();
+    let page = gb.join("report.html");
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("every reading the sampler took during each timed step"));
+    let s = load(&page, &t.path("chromium-gpu"));
+    check_rendered(&s, &ALL_CHARTS, &["inc".to_string(), long.to_string()]);
+    let tl = &s.status["charts"][7];
+    for (axis, title, key) in [
+        ("y2", "GPU memory used, MiB", "GPU memory used, MiB (right)"),
+        ("y3", "GPU utilization, %", "GPU utilization, % (right)"),
+        ("y4", "GPU power, W", "GPU power, W (right)"),
+    ] {
+        assert_eq!(tl["axes"][axis]["title"], title, "{tl:#}");
+        assert!(
+            tl["legend"].as_array().unwrap().iter().any(|l| l == key),
+            "{key}: {tl:#}"
+        );
+    }
+    // Every TTFT point and, per arm and quantity, every sampling round plus one gap per step.
+    let rounds = readings / 2;
+    let steps = 2 * (1 + 1 + 2);
+    assert_eq!(
+        tl["points"],
+        2 * (1 + 6 + 12 + 24) + 3 * (rounds + steps),
+        "{tl:#}"
+    );
+    // The readings are memory, not wallpaper: the GPU axes' ticks reach the values written.
+    let top = |axis: &str| -> f64 {
+        tl["axes"][axis]["ticks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|t| t.as_str()?.replace(',', "").parse::<f64>().ok())
+            .fold(0.0, f64::max)
+    };
+    assert!(top("y2") >= 2.0 * 40_000.0, "{tl:#}");
+    assert_eq!(top("y3"), 100.0, "{tl:#}");
+    assert!(top("y4") >= 2.0 * 600.0, "{tl:#}");
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), dest).unwrap();
+        }
+    }
+}
+
+/// Adds a lane-with-GPUs `gpu` record to every timed step's evidence file of a bundle (see the
+/// test); returns how many readings were written.
+fn add_gpu_samples(bundle: &Path) -> u64 {
+    use bakeoff::telemetry::sampler::{summarize, GpuSample};
+    let result: Value =
+        serde_json::from_slice(&std::fs::read(bundle.join("campaign-result.json")).unwrap())
+            .unwrap();
+    let mut files: Vec<String> = Vec::new();
+    for a in result["arms"].as_array().unwrap() {
+        for t in [&a["cold"], &a["warm"]] {
+            files.extend(t["evidence"].as_str().map(str::to_string));
+        }
+        for t in a["concurrency"]
+            .as_object()
+            .into_iter()
+            .flat_map(|m| m.values())
+        {
+            files.extend(t["evidence"].as_str().map(str::to_string));
+        }
+    }
+    assert_eq!(files.len(), 8, "{files:?}");
+    let mut n = 0;
+    for (i, name) in files.iter().enumerate() {
+        let p = bundle.join(name);
+        let mut f: Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+        let end_ms = f["requests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                r["send_offset_ms"].as_f64().unwrap_or(0.0)
+                    + r["metrics"]["e2e_ms"].as_f64().unwrap_or(0.0)
+            })
+            .fold(0.0, f64::max);
+        // The sampler's clock: CLOCK_MONOTONIC ns, a distinct start per step.
+        let start_ns = 1_000_000_000_000 + i as u64 * 100_000_000_000;
+        let mut samples = Vec::new();
+        let mut t_ms = 0.0;
+        while t_ms <= end_ms + 200.0 {
+            for (g, uuid) in ["GPU-4f6b1e2a-0000", "GPU-4f6b1e2a-0001"]
+                .iter()
+                .enumerate()
+            {
+                let load = (t_ms / end_ms.max(1.0)).min(1.0);
+                samples.push(GpuSample {
+                    t_ms,
+                    mono_ns: start_ns + (t_ms * 1e6) as u64,
+                    uuid: uuid.to_string(),
+                    memory_used_mib: 40_000 + (load * 2_000.0) as u64 + g as u64 * 100,
+                    utilization_pct: Some(60.0 + 40.0 * load),
+                    power_w: Some(350.0 + 300.0 * load),
+                    sm_clock_mhz: Some(1980),
+                });
+            }
+            t_ms += 200.0;
+        }
+        n += samples.len() as u64;
+        let end_ns = start_ns + (end_ms * 1e6) as u64;
+        f["gpu"] = serde_json::json!({
+            "source": "nvml", "note": null, "interval_ms": 200,
+            "per_gpu": summarize(&samples, start_ns, end_ns),
+            "samples": samples,
+        });
+        std::fs::write(&p, serde_json::to_vec_pretty(&f).unwrap()).unwrap();
+    }
+    n
 }
