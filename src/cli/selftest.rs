@@ -91,6 +91,9 @@ pub struct LevelResult {
     /// that any client on this host pays. Absent below 16 streams or with `--no-floor`.
     pub floor_cpu_user_us_per_chunk: Option<f64>,
     pub floor_cpu_sys_us_per_chunk: Option<f64>,
+    /// SSE events the bare reader counted (the same workload as the client's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub floor_chunks: Option<u64>,
     /// Naps the client's runtime took before parking (reads gathered in rounds; see load::pace).
     pub naps: u64,
     pub peak_rss_mib: f64,
@@ -410,6 +413,7 @@ async fn level(
         chunks_per_read: chunks as f64 / (kern + read).max(1) as f64,
         floor_cpu_user_us_per_chunk: None,
         floor_cpu_sys_us_per_chunk: None,
+        floor_chunks: None,
         naps,
         peak_rss_mib: peak_rss_mib(),
         wall_s,
@@ -492,14 +496,17 @@ pub fn run(args: SelftestArgs) -> Result<()> {
             let mut r = level(&target, engine.pid(), c, &args, work.as_ref()).await?;
             if c >= 16 && !args.no_floor {
                 // Blocks this thread on purpose: the bare reader must run with no runtime.
-                // The literal prompt's request with any workload: the floor takes one request,
-                // and the host's cost per chunk does not depend on the prompt.
-                let req = selftest_source(&target, args.max_tokens, None)
-                    .prepare(0)
-                    .bytes;
-                let f = super::selftest_floor::measure(&target.authority(), &req, c, args.waves)?;
+                // It sends the same workload as the client (with a dataset, the same items in
+                // the same order, so the same output lengths): per-request costs then weigh the
+                // same in both figures, and the ratio is the client's own share.
+                let src = selftest_source(&target, args.max_tokens, work.as_ref());
+                let reqs: Vec<Vec<u8>> = (0..c as u64 * args.waves)
+                    .map(|i| src.prepare(i).bytes)
+                    .collect();
+                let f = super::selftest_floor::measure(&target.authority(), &reqs, c, args.waves)?;
                 r.floor_cpu_user_us_per_chunk = Some(f.user_us_per_chunk);
                 r.floor_cpu_sys_us_per_chunk = Some(f.sys_us_per_chunk);
+                r.floor_chunks = Some(f.chunks);
             }
             levels.push(r);
         }

@@ -21,7 +21,15 @@ pub struct Floor {
 }
 
 /// Runs `waves` requests on each of `conns` connections (closed loop) and counts SSE events.
-pub fn measure(authority: &str, request: &[u8], conns: usize, waves: u64) -> Result<Floor> {
+/// The n-th request sent is `requests[n mod len]`, as the client's load numbers them.
+pub fn measure(authority: &str, requests: &[Vec<u8>], conns: usize, waves: u64) -> Result<Floor> {
+    anyhow::ensure!(!requests.is_empty(), "floor reader: no request to send");
+    let mut sent = 0usize;
+    let mut next = || {
+        let r = &requests[sent % requests.len()];
+        sent += 1;
+        r
+    };
     let mut streams = Vec::with_capacity(conns);
     for _ in 0..conns {
         let s = TcpStream::connect(authority)
@@ -44,7 +52,7 @@ pub fn measure(authority: &str, request: &[u8], conns: usize, waves: u64) -> Res
     }
     let (u0, s0) = crate::clock::cpu_ns(libc::RUSAGE_THREAD);
     for s in &mut streams {
-        s.write_all(request)?;
+        s.write_all(next())?;
     }
     let mut left: Vec<u64> = vec![waves; conns];
     // The last bytes of each connection, so a "[DONE]" split across two reads is still seen.
@@ -99,7 +107,7 @@ pub fn measure(authority: &str, request: &[u8], conns: usize, waves: u64) -> Res
                     if left[i] == 0 {
                         running -= 1;
                     } else {
-                        streams[i].write_all(request)?;
+                        streams[i].write_all(next())?;
                     }
                 }
                 if n < buf.capacity() {

@@ -22,7 +22,9 @@ fn selftest(args: &[&str]) -> serde_json::Value {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(out.status.success(), "{text}");
-    assert!(text.contains("workload: "), "{text}");
+    if args.iter().any(|a| *a == "--dataset" || a.ends_with("-tokens-dist")) {
+        assert!(text.contains("workload: "), "{text}");
+    }
     serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap()
 }
 
@@ -93,4 +95,42 @@ fn selftest_with_synthetic_output_lengths() {
         assert_eq!(r["reported_prompt_tokens"], 32, "{r}");
         assert_eq!(r["completion_tokens"], r["sent_max_tokens"], "{r}");
     }
+}
+
+/// The floor replays the client's own workload: with a dataset it reads the same items' output
+/// lengths, so its event count is the dataset's, not the literal prompt's 64 tokens a request.
+#[test]
+fn the_floor_reads_the_same_dataset_workload_as_the_client() {
+    let _g = crate::support::exclusive();
+    let data =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/datasets/sample.jsonl");
+    // The literal prompt: every request streams 64 tokens plus a fixed number of other events
+    // (role, finish, [DONE], ...): that fixed number, measured here rather than assumed.
+    let lit = selftest(&["--levels", "16"]);
+    let l = &lit["levels"][0];
+    let n = l["requests_ok"].as_u64().unwrap();
+    assert_eq!(n, 32, "{l}");
+    let floor = l["floor_chunks"]
+        .as_u64()
+        .expect("floor measured at 16 streams");
+    assert_eq!(floor % n, 0, "{l}");
+    let extra = floor / n - 64;
+    let v = selftest(&["--levels", "16", "--dataset", data.to_str().unwrap()]);
+    let l = &v["levels"][0];
+    let reqs = l["workload"]["requests"].as_array().unwrap();
+    assert_eq!(reqs.len(), 32, "{l}");
+    let tokens: u64 = reqs
+        .iter()
+        .map(|r| r["completion_tokens"].as_u64().unwrap())
+        .sum();
+    assert_ne!(
+        tokens,
+        64 * 32,
+        "the sample's output lengths differ from 64"
+    );
+    assert_eq!(
+        l["floor_chunks"].as_u64().unwrap(),
+        tokens + extra * 32,
+        "the floor read the dataset's output lengths: {l}"
+    );
 }
