@@ -120,6 +120,39 @@ pub fn oom_line(text: &str) -> Option<String> {
         .map(|l| l.trim().to_string())
 }
 
+/// Words of a line that says why a program stopped (lower case).
+const ERROR_PATTERNS: &[&str] = &[
+    "error",
+    "refused",
+    "fatal",
+    "failed",
+    "failure",
+    "exception",
+    "traceback",
+    "panic",
+    "abort",
+    "cannot",
+    "can't",
+    "unable",
+    "invalid",
+    "not found",
+    "no such",
+];
+
+/// The last of `lines` that reads as an error. An engine that exits at start may write its
+/// reason on stderr and its banner on stdout; Docker's log driver copies the two streams apart,
+/// so the banner can land after the reason and "the last line" alone would hide why it stopped.
+pub fn last_error_line(lines: &[String]) -> Option<&str> {
+    lines
+        .iter()
+        .rev()
+        .find(|l| {
+            let low = l.to_ascii_lowercase();
+            ERROR_PATTERNS.iter().any(|p| low.contains(p))
+        })
+        .map(|l| l.trim())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -142,6 +175,19 @@ mod tests {
             lines("a\r\nload 10%\rload 50%\rload 100%\nb\n\n"),
             vec!["a", "load 100%", "b"]
         );
+    }
+
+    #[test]
+    fn the_reason_wins_over_a_banner_copied_after_it() {
+        let tail = last_lines(
+            "loading\nengine refused the model: simulated\nlistening on :8000\n",
+            5,
+        );
+        assert_eq!(
+            last_error_line(&tail),
+            Some("engine refused the model: simulated")
+        );
+        assert_eq!(last_error_line(&last_lines("loading\nready\n", 5)), None);
     }
 
     #[test]

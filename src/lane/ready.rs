@@ -113,14 +113,19 @@ async fn exited(running: &mut Running, lane: &LaneSpec, exit: ExitInfo) -> Launc
     } else {
         Cause::Exited
     };
-    let why = match (
-        &oom_line,
-        log_tail.iter().rev().find(|l| !l.trim().is_empty()),
-    ) {
-        (Some(l), _) => format!("out of memory: «{l}»"),
-        (None, _) if exit.oom_killed => "the kernel OOM killer stopped it".to_string(),
-        (None, Some(l)) => format!("its last log line: «{}»", l.trim()),
-        (None, None) => "it wrote nothing to its log".to_string(),
+    let last = log_tail
+        .iter()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .map(|l| l.trim());
+    let why = match (&oom_line, logs::last_error_line(&log_tail), last) {
+        (Some(l), _, _) => format!("out of memory: «{l}»"),
+        (None, _, _) if exit.oom_killed => "the kernel OOM killer stopped it".to_string(),
+        (None, Some(e), Some(l)) if e != l => {
+            format!("its last log line that reads as an error: «{e}» (the last line: «{l}»)")
+        }
+        (None, _, Some(l)) => format!("its last log line: «{l}»"),
+        (None, _, None) => "it wrote nothing to its log".to_string(),
     };
     let mut message = format!(
         "the {} arm exited {:.2} s after launch, before it was ready on {} ({exit}); {why}",

@@ -22,7 +22,10 @@ fn selftest(args: &[&str]) -> serde_json::Value {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(out.status.success(), "{text}");
-    if args.iter().any(|a| *a == "--dataset" || a.ends_with("-tokens-dist")) {
+    if args
+        .iter()
+        .any(|a| *a == "--dataset" || a.ends_with("-tokens-dist"))
+    {
         assert!(text.contains("workload: "), "{text}");
     }
     serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap()
