@@ -284,6 +284,19 @@ impl Ended {
 }
 
 impl Camp {
+    /// Starts the incumbent from its profile `incumbent`, runs `bakeoff run FILE` to its end,
+    /// stops what the run left on the lane, and checks that the run succeeded: its bundle.
+    pub fn run_ok(&self, incumbent: &str, file: &Path) -> PathBuf {
+        let inc = self.start_incumbent(incumbent);
+        let o = run(&[file.to_str().unwrap()]);
+        let b = self.bundle();
+        cleanup(&b, Some(inc), self.port);
+        assert!(o.status.success(), "{}", text(&o));
+        b
+    }
+}
+
+impl Camp {
     /// Starts the incumbent from its profile `incumbent`, then spawns `bakeoff run FILE` with the
     /// lock directory `locks/` and the bundle at `output` (the campaign's `out/` when `None`).
     pub fn spawn_run(&self, incumbent: &str, file: &Path, output: Option<&Path>) -> LiveRun {

@@ -132,11 +132,7 @@ fn a_dataset_campaign_sends_every_arm_the_same_items_with_exact_prompt_tokens() 
     );
     assert!(dry_text.contains("work items 4..10"), "{dry_text}");
 
-    let inc = t.start_incumbent("inc");
-    let o = run(&[f]);
-    let b = t.bundle();
-    cleanup(&b, Some(inc), t.port);
-    assert!(o.status.success(), "{}", text(&o));
+    let b = t.run_ok("inc", Path::new(f));
     verify(&b);
 
     let r = json(&b.join("campaign-result.json"));
@@ -237,11 +233,7 @@ fn a_multi_turn_campaign_resends_each_conversation_and_the_cache_grows_per_turn(
         "allow_prefix_cache = false\n",
         "[workload.conversation]\nturns = 3\n",
     );
-    let inc = t.start_incumbent("inc");
-    let o = run(&[file.to_str().unwrap()]);
-    let b = t.bundle();
-    cleanup(&b, Some(inc), t.port);
-    assert!(o.status.success(), "{}", text(&o));
+    let b = t.run_ok("inc", &file);
     verify(&b);
     let r = json(&b.join("campaign-result.json"));
     assert_eq!(r["workload"]["source"]["kind"], "conversation", "{r:#}");
@@ -308,11 +300,7 @@ fn synthetic_and_shared_prefix_campaigns_send_exact_prompts_the_same_on_every_ar
         "",
         "[workload.synthetic]\ninput_tokens = \"uniform:40:90\"\noutput_tokens = \"uniform:4:12\"\nseed = 5\n",
     );
-    let inc = t.start_incumbent("inc");
-    let o = run(&[file.to_str().unwrap()]);
-    let b = t.bundle();
-    cleanup(&b, Some(inc), t.port);
-    assert!(o.status.success(), "{}", text(&o));
+    let b = t.run_ok("inc", &file);
     let r = json(&b.join("campaign-result.json"));
     assert_eq!(r["workload"]["source"]["kind"], "synthetic", "{r:#}");
     assert_eq!(r["workload"]["source"]["pool"], 10);
@@ -346,11 +334,7 @@ fn synthetic_and_shared_prefix_campaigns_send_exact_prompts_the_same_on_every_ar
         "",
         "[workload.shared_prefix]\ntokens = 32\ngroups = 2\n",
     );
-    let inc = t.start_incumbent("inc");
-    let o = run(&[file.to_str().unwrap()]);
-    let b = t.bundle();
-    cleanup(&b, Some(inc), t.port);
-    assert!(o.status.success(), "{}", text(&o));
+    let b = t.run_ok("inc", &file);
     let r = json(&b.join("campaign-result.json"));
     assert_eq!(r["workload"]["source"]["kind"], "shared-prefix", "{r:#}");
     // The whole prompt is the matched prompt: reported as matched.
