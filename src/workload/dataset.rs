@@ -91,6 +91,21 @@ pub struct Dataset {
 }
 
 impl Dataset {
+    /// The record of the file a run drew from (its digest, format and size) and how it drew:
+    /// `sample` items, in the file's order or (`shuffle`) a permutation drawn from `seed`.
+    pub fn record(&self, sample: Option<usize>, shuffle: bool, seed: u64) -> serde_json::Value {
+        serde_json::json!({
+            "path": self.path.display().to_string(),
+            "sha256": self.sha256,
+            "format": self.format,
+            "items_in_file": self.items.len(),
+            "skipped_conversations": self.skipped,
+            "sample": sample,
+            "order": if shuffle { "seeded-shuffle" } else { "file" },
+            "seed": seed,
+        })
+    }
+
     /// The order items are considered in: the file's order, or (`shuffle`) a permutation drawn
     /// from `seed`, the same on every run and platform.
     pub fn order(&self, shuffle: bool, seed: u64) -> Vec<usize> {

@@ -445,30 +445,22 @@ pub async fn size_dataset(
         Counter::Server => "server-tokenize",
         Counter::None => "none",
     };
+    let mut drawn = ds.record(opts.sample, shuffle, opts.seed);
+    drawn["considered"] = json!(considered);
+    drawn["filters"] = json!({
+        "min_prompt_tokens": opts.min_prompt_tokens,
+        "max_prompt_tokens": opts.max_prompt_tokens,
+        "max_output_tokens": opts.max_output_tokens,
+    });
+    drawn["dropped"] = json!({
+        "below_min_prompt_tokens": dropped[0],
+        "above_max_prompt_tokens": dropped[1],
+        "above_max_output_tokens": dropped[2],
+    });
     let record = json!({
         "strategy": "dataset",
         "describe": format!("dataset {} ({} items{}), counted by {counter}", ds.path.display(), items.len(), if shuffle { format!(", seed {}", opts.seed) } else { String::new() }),
-        "dataset": {
-            "path": ds.path.display().to_string(),
-            "sha256": ds.sha256,
-            "format": ds.format,
-            "items_in_file": ds.items.len(),
-            "skipped_conversations": ds.skipped,
-            "sample": opts.sample,
-            "order": if shuffle { "seeded-shuffle" } else { "file" },
-            "seed": opts.seed,
-            "considered": considered,
-            "filters": {
-                "min_prompt_tokens": opts.min_prompt_tokens,
-                "max_prompt_tokens": opts.max_prompt_tokens,
-                "max_output_tokens": opts.max_output_tokens,
-            },
-            "dropped": {
-                "below_min_prompt_tokens": dropped[0],
-                "above_max_prompt_tokens": dropped[1],
-                "above_max_output_tokens": dropped[2],
-            },
-        },
+        "dataset": drawn,
         "counter": counter,
         "nonce": nonce.is_some(),
         "nonce_format": nonce,
