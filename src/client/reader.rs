@@ -504,9 +504,11 @@ fn drive(slot: &mut Slot) -> Option<Result<Step, RequestError>> {
                 match job.resp.advance(&mut job.buf, t, &mut job.trace) {
                     Ok(Step::More) => {}
                     done => {
-                        // Bytes may be left in the socket (a full read ended the response):
-                        // the next request reads them first.
-                        slot.idle_ready = n == room;
+                        // The next request reads the socket first, always: bytes may be left
+                        // (a full read ended the response), or the server's FIN may have come
+                        // with the response's last bytes, on the edge this read consumed (a
+                        // server that closes a kept-alive connection after some requests).
+                        slot.idle_ready = true;
                         return Some(done);
                     }
                 }
