@@ -160,6 +160,23 @@ pub struct SizeCtx<'a> {
     pub extra_body: Option<&'a Map<String, Value>>,
 }
 
+impl<'a> SizeCtx<'a> {
+    /// The matched prompt of `tokens` on this endpoint, sized with the same counter and body.
+    pub fn spec(&self, tokens: u64) -> PromptSpec<'a> {
+        PromptSpec {
+            target: self.target,
+            model: self.model,
+            endpoint: self.endpoint,
+            tokens,
+            tokenizer: self.tokenizer,
+            api_key: self.api_key,
+            nonce: self.nonce,
+            timeout: self.timeout,
+            extra_body: self.extra_body,
+        }
+    }
+}
+
 /// Sampling and filters of a dataset.
 #[derive(Debug, Clone, Default)]
 pub struct DatasetOpts {
@@ -507,17 +524,7 @@ pub async fn size_synthetic(
     let mut notes = Vec::new();
     for (i, &len) in distinct.iter().enumerate() {
         progress(i, distinct.len(), len);
-        let m = prompt::build(&PromptSpec {
-            target: ctx.target,
-            model: ctx.model,
-            endpoint: ctx.endpoint,
-            tokens: len,
-            tokenizer: ctx.tokenizer,
-            api_key: ctx.api_key,
-            nonce: ctx.nonce,
-            timeout: ctx.timeout,
-            extra_body: ctx.extra_body,
-        })
+        let m = prompt::build(&ctx.spec(len))
         .await
         .map_err(|e| match input {
             Some(_) => format!("--input-tokens-dist drew a prompt of {len} tokens that could not be sized: {e} (raise the distribution's lower end)"),

@@ -11,7 +11,7 @@ use crate::run::timed::StepWork;
 use crate::workload::conversation::GroupOrder;
 use crate::workload::dataset::{self, Format};
 use crate::workload::items::{self, DatasetOpts, SizeCtx};
-use crate::workload::prompt::{self, MatchedPrompt, PromptSpec};
+use crate::workload::prompt::{self, MatchedPrompt};
 use crate::workload::Endpoint;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -40,17 +40,6 @@ pub struct SizeInput {
 /// steps'; with a shared prefix it is the request's own part (the matched tokens minus the
 /// prefix).
 pub async fn size(s: SizeInput) -> Result<(MatchedPrompt, StepWork), String> {
-    let spec = |tokens| PromptSpec {
-        target: &s.target,
-        model: &s.model,
-        endpoint: s.endpoint,
-        tokens,
-        tokenizer: s.tokenizer.as_deref(),
-        api_key: s.api_key.as_deref(),
-        nonce: s.nonce,
-        timeout: s.timeout,
-        extra_body: None,
-    };
     let ctx = SizeCtx {
         target: &s.target,
         model: &s.model,
@@ -61,8 +50,9 @@ pub async fn size(s: SizeInput) -> Result<(MatchedPrompt, StepWork), String> {
         timeout: s.timeout,
         extra_body: None,
     };
+    let ctx = &ctx;
     let matched = |tokens| async move {
-        prompt::build(&spec(tokens))
+        prompt::build(&ctx.spec(tokens))
             .await
             .map_err(|e| format!("matched prompt: {e}"))
     };
@@ -93,7 +83,7 @@ pub async fn size(s: SizeInput) -> Result<(MatchedPrompt, StepWork), String> {
                 max_output_tokens: d.max_output_tokens,
                 default_max_tokens: s.max_tokens,
             };
-            let mut set = items::size_dataset(&ds, &opts, &ctx)
+            let mut set = items::size_dataset(&ds, &opts, ctx)
                 .await
                 .map_err(|e| format!("workload.dataset: {}", in_campaign_words(&e)))?;
             if d.output_tokens == OutputTokens::MaxTokens {
@@ -122,7 +112,7 @@ pub async fn size(s: SizeInput) -> Result<(MatchedPrompt, StepWork), String> {
                 s.matched_tokens,
                 *pool,
                 *seed,
-                &ctx,
+                ctx,
                 |_, _, _| {},
             )
             .await
@@ -152,7 +142,7 @@ pub async fn size(s: SizeInput) -> Result<(MatchedPrompt, StepWork), String> {
             seed,
         }) => {
             let rest = matched(s.matched_tokens - tokens).await?;
-            let prefix = crate::workload::prefix::size(*tokens, &spec(0), &rest, s.nonce_base)
+            let prefix = crate::workload::prefix::size(*tokens, &ctx.spec(0), &rest, s.nonce_base)
                 .await
                 .map_err(|e| format!("workload.shared_prefix.tokens {tokens}: {e}"))?;
             Ok((
