@@ -7,8 +7,10 @@
 //! streamed request to their end (no `epoll_ctl` per request). Each request's task writes its
 //! request on the socket the reader holds and sleeps until its response is complete (one wakeup
 //! per request). At each wakeup the reader takes every ready socket and reads it until it is
-//! empty, with the same kernel receive stamp per read (`netstamp::read_now`), the same per-read
+//! empty, with the same kernel receive stamp per read (`netstamp::Round`), the same per-read
 //! accounting and the same parsing (`response::Response`) as a connection read by its own task.
+//! Reads go to one buffer of the reader's, warm in cache, and are parsed there; only the
+//! unfinished end of an event is copied to its response's own buffer.
 //! Stall and deadline watchdogs stay with each request's task, armed as `Conn::read_some` arms
 //! them. Everything runs on the caller's runtime (the load's single client thread).
 
@@ -77,8 +79,16 @@ impl Slot {
 struct Slots {
     v: Vec<Option<Slot>>,
     free: Vec<usize>,
+    io: ReadIo,
     /// Why the reader stopped (it reads nothing more); `None` while it runs.
     stopped: Option<String>,
+}
+
+/// What every read of the reader shares: the buffer it reads into and the round's accounting.
+#[derive(Default)]
+struct ReadIo {
+    scratch: Vec<u8>,
+    round: crate::netstamp::Round,
 }
 
 impl Slots {
@@ -237,12 +247,14 @@ impl Held {
         }
         {
             let mut slots = sh.lock();
-            let slot = slots.get(key);
+            let Slots { v, io, .. } = &mut *slots;
+            let slot = v[key].as_mut().expect("a live slot");
             if slot.idle_ready && slot.result.is_none() {
                 slot.idle_ready = false;
-                if let Some(r) = drive(slot) {
+                if let Some(r) = drive(slot, io) {
                     slot.result = Some(r);
                 }
+                io.round.flush();
             }
         }
         let deadline_ns = send_ns + timeout.as_nanos() as u64;
@@ -479,15 +491,27 @@ impl Reader {
 }
 
 /// Reads `slot`'s socket until it is empty; `Some` when the response ended there.
-fn drive(slot: &mut Slot) -> Option<Result<Step, RequestError>> {
+///
+/// A read goes to the shared `io.scratch` buffer, unless bytes of an unfinished event wait in
+/// the job's own buffer (then the read is appended there, as `Conn` reads). What the parse
+/// leaves of a scratch read (the start of an event the next read completes, or bytes after the
+/// response's end) is moved to the job's buffer.
+fn drive(slot: &mut Slot, io: &mut ReadIo) -> Option<Result<Step, RequestError>> {
     let fd = slot.stream.as_raw_fd();
     let job = slot.job.as_mut()?;
     loop {
-        if job.buf.capacity() - job.buf.len() < READ_CHUNK {
-            job.buf.reserve(READ_CHUNK);
+        let own = !job.buf.is_empty();
+        let buf = if own {
+            &mut job.buf
+        } else {
+            io.scratch.clear();
+            &mut io.scratch
+        };
+        if buf.capacity() - buf.len() < READ_CHUNK {
+            buf.reserve(READ_CHUNK);
         }
-        let room = job.buf.capacity() - job.buf.len();
-        match crate::netstamp::read_now(fd, &mut job.buf) {
+        let room = buf.capacity() - buf.len();
+        match io.round.read_now(fd, buf) {
             Ok(None) => return None,
             Err(e) => {
                 return Some(Err(RequestError::new(
@@ -501,7 +525,11 @@ fn drive(slot: &mut Slot) -> Option<Result<Step, RequestError>> {
                 let t = at.max(job.last_ns);
                 job.last_ns = t;
                 job.resp.on_read(t, &mut job.trace);
-                match job.resp.advance(&mut job.buf, t, &mut job.trace) {
+                let step = job.resp.advance(buf, t, &mut job.trace);
+                if !own && !io.scratch.is_empty() {
+                    job.buf.extend_from_slice(&io.scratch);
+                }
+                match step {
                     Ok(Step::More) => {}
                     done => {
                         // The next request reads the socket first, always: bytes may be left
@@ -551,8 +579,9 @@ async fn run(sh: Arc<Shared>, afd: AsyncFd<EpollFd>, mut stop: oneshot::Receiver
         }
         {
             let mut slots = sh.lock();
+            let Slots { v, io, .. } = &mut *slots;
             for ev in &events[..n] {
-                let Some(Some(slot)) = slots.v.get_mut(ev.u64 as usize) else {
+                let Some(Some(slot)) = v.get_mut(ev.u64 as usize) else {
                     continue;
                 };
                 if slot.want_write && ev.events & libc::EPOLLOUT as u32 != 0 {
@@ -564,11 +593,12 @@ async fn run(sh: Arc<Shared>, afd: AsyncFd<EpollFd>, mut stop: oneshot::Receiver
                     continue;
                 }
                 slot.idle_ready = false;
-                if let Some(r) = drive(slot) {
+                if let Some(r) = drive(slot, io) {
                     slot.result = Some(r);
                     slot.wake(&mut wake);
                 }
             }
+            io.round.flush();
         }
         for w in wake.drain(..) {
             w.wake();
