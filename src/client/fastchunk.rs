@@ -18,6 +18,76 @@ pub struct Scanned<'a> {
     pub id: Option<&'a str>,
     /// The last choice's finish reason, as the full parse keeps it.
     pub finish_reason: Option<&'a str>,
+    /// The string values whose emptiness decides a kind flag (`content`, `text`,
+    /// `reasoning_content`, `reasoning`): how many, and the last one's byte span (between its
+    /// quotes) and flag.
+    vars: u8,
+    var: (usize, usize, u8),
+}
+
+/// The bytes around the one text string of the last chunk [`scan`] took, for the chunks after
+/// it. A streamed response repeats the same object chunk after chunk (`{"id":…,"choices":[{
+/// "index":0,"delta":{"content":"` … `"},"finish_reason":null}]}`) with only the generated text
+/// changing. A chunk that is byte for byte the template's prefix, a plain string (no quote,
+/// escape or control character, valid UTF-8) and the template's suffix is the same object with
+/// another text: the full parse would decide it as the template chunk, with the text's flag
+/// set when the text is not empty. Checking that is two comparisons and one pass over the text,
+/// against a scan of every key and value.
+#[derive(Default)]
+pub struct Template {
+    /// The prefix (up to and including the text's opening quote), then the suffix (from its
+    /// closing quote).
+    bytes: Vec<u8>,
+    split: usize,
+    /// The template chunk's flags without the text's, and the text's flag.
+    base: u8,
+    bit: u8,
+    live: bool,
+}
+
+impl Template {
+    /// Takes `data`, which [`scan`] answered with `got`, as the template when it can be one: it
+    /// has exactly one text string and no finish reason (its id, the same bytes in every
+    /// matching chunk, is then already recorded).
+    pub fn learn(&mut self, data: &[u8], got: &Scanned<'_>) {
+        self.live = got.vars == 1 && got.finish_reason.is_none();
+        if !self.live {
+            return;
+        }
+        let (start, end, bit) = got.var;
+        self.bytes.clear();
+        self.bytes.extend_from_slice(&data[..start]);
+        self.bytes.extend_from_slice(&data[end..]);
+        self.split = start;
+        self.bit = bit;
+        // Every source of the text's flag is a counted text string, and there is one: the
+        // flag comes from this text alone.
+        self.base = got.kind & !bit;
+    }
+
+    /// The kind flags of `data` when it matches the template (see [`Template`]), else `None`.
+    #[inline]
+    pub fn kind_of(&self, data: &[u8]) -> Option<u8> {
+        if !self.live {
+            return None;
+        }
+        let (pre, post) = self.bytes.split_at(self.split);
+        if data.len() < pre.len() + post.len() || !data.starts_with(pre) || !data.ends_with(post) {
+            return None;
+        }
+        let text = &data[pre.len()..data.len() - post.len()];
+        let mut high = false;
+        for &c in text {
+            if c == b'"' || c == b'\\' || c < 0x20 {
+                return None;
+            }
+            high |= c >= 0x80;
+        }
+        if high && std::str::from_utf8(text).is_err() {
+            return None;
+        }
+        Some(self.base | if text.is_empty() { 0 } else { self.bit })
+    }
 }
 
 /// Scans a chunk's JSON; `None` means "use the full parse".
@@ -153,32 +223,60 @@ impl<'a> Scanner<'a> {
         self.expect(b'"')?;
         let start = self.i;
         let rest = &self.b[start..];
-        let n = memchr::memchr2(b'"', b'\\', rest)?;
-        if rest[n] != b'"' {
-            return None;
-        }
-        let v = &rest[..n];
-        // One pass: printable ASCII (the usual case) needs no UTF-8 check; a control character
-        // declines; anything else is checked as UTF-8.
-        let text = if v.iter().any(|&c| c.wrapping_sub(0x20) >= 0x60) {
-            if v.iter().any(|&c| c < 0x20) {
+        // Keys and values of a chunk are mostly a few bytes long: one byte loop finds the end
+        // and checks each byte (no escape, no control character, ASCII or not) in one pass,
+        // cheaper than a vectorised search's set-up. A string still open after SHORT bytes is
+        // searched and checked in bulk from there.
+        const SHORT: usize = 32;
+        let mut high = false;
+        let mut n = 0;
+        let end = loop {
+            let &c = rest.get(n)?;
+            if c == b'"' {
+                break n;
+            }
+            if c == b'\\' || c < 0x20 {
                 return None;
             }
+            high |= c >= 0x80;
+            n += 1;
+            if n == SHORT {
+                let tail = &rest[n..];
+                let m = memchr::memchr2(b'"', b'\\', tail)?;
+                if tail[m] != b'"' {
+                    return None;
+                }
+                let t = &tail[..m];
+                if t.iter().any(|&c| c < 0x20) {
+                    return None;
+                }
+                high |= t.iter().any(|&c| c >= 0x80);
+                break n + m;
+            }
+        };
+        let v = &rest[..end];
+        let text = if high {
             std::str::from_utf8(v).ok()?
         } else {
-            // SAFETY: every byte is printable ASCII (0x20..0x80), which is valid UTF-8.
+            // SAFETY: every byte is ASCII (below 0x80), which is valid UTF-8.
             unsafe { std::str::from_utf8_unchecked(v) }
         };
-        self.i = start + n + 1;
+        self.i = start + end + 1;
         Some(text)
     }
 
-    /// A string value that may be null: Some(non-empty) for a string, None for null.
-    fn opt_nonempty(&mut self) -> Option<Option<bool>> {
+    /// A text string that may be null (`content`, `text`, `reasoning…`): Some(non-empty) for a
+    /// string, None for null. A string is counted in `out` with its span and `bit`, the flag its
+    /// emptiness decides (for [`Template`]).
+    fn opt_nonempty(&mut self, out: &mut Scanned<'a>, bit: u8) -> Option<Option<bool>> {
         if self.null() {
             return Some(None);
         }
-        Some(Some(!self.plain_str()?.is_empty()))
+        let v = self.plain_str()?;
+        let end = self.i - 1;
+        out.vars = out.vars.saturating_add(1);
+        out.var = (end - v.len(), end, bit);
+        Some(Some(!v.is_empty()))
     }
 
     fn choices(&mut self, out: &mut Scanned<'a>) -> Option<()> {
@@ -196,7 +294,7 @@ impl<'a> Scanner<'a> {
                 first_time(&mut seen, bit)?;
                 match key {
                     "text" => {
-                        if s.opt_nonempty()? == Some(true) {
+                        if s.opt_nonempty(out, kind::CONTENT)? == Some(true) {
                             out.kind |= kind::CONTENT;
                         }
                     }
@@ -235,12 +333,12 @@ impl<'a> Scanner<'a> {
             first_time(&mut seen, bit)?;
             match key {
                 "content" => {
-                    if s.opt_nonempty()? == Some(true) {
+                    if s.opt_nonempty(out, kind::CONTENT)? == Some(true) {
                         out.kind |= kind::CONTENT;
                     }
                 }
-                "reasoning_content" => rc = s.opt_nonempty()?,
-                "reasoning" => r = s.opt_nonempty()?,
+                "reasoning_content" => rc = s.opt_nonempty(out, kind::REASONING)?,
+                "reasoning" => r = s.opt_nonempty(out, kind::REASONING)?,
                 "role" => {
                     if !s.null() {
                         s.skip_value()?;

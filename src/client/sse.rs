@@ -15,6 +15,8 @@ pub struct SseParser {
     has_comment: bool,
     /// Set once `[DONE]` is seen; later bytes are ignored.
     pub done: bool,
+    /// The shape of this stream's chunks, for the fast path (`fastchunk::Template`).
+    template: super::fastchunk::Template,
 }
 
 /// `s` starts with one whole single-line data event (`data:` line, then a blank line, either
@@ -51,7 +53,7 @@ impl SseParser {
             // pending: handed to the sink in place, without copying the line into `data`.
             if self.line.is_empty() && !self.has_data && !self.has_comment {
                 if let Some((v, used)) = whole_data_event(s) {
-                    let flow = sink.chunk(v, t_ns);
+                    let flow = sink.chunk(v, t_ns, &mut self.template);
                     if v == b"[DONE]" {
                         self.done = true;
                     }
@@ -109,7 +111,7 @@ impl SseParser {
 
     fn dispatch(&mut self, t_ns: u64, sink: &mut ChunkSink<'_>) -> Flow {
         let flow = if self.has_data {
-            let flow = sink.chunk(&self.data, t_ns);
+            let flow = sink.chunk(&self.data, t_ns, &mut self.template);
             if self.data == b"[DONE]" {
                 self.done = true;
             }
@@ -277,7 +279,7 @@ impl ChunkSink<'_> {
         Flow::Stop
     }
 
-    fn chunk(&mut self, data: &[u8], t_ns: u64) -> Flow {
+    fn chunk(&mut self, data: &[u8], t_ns: u64, template: &mut super::fastchunk::Template) -> Flow {
         if data == b"[DONE]" {
             self.trace.events.push(super::Event {
                 t_ns,
@@ -289,7 +291,12 @@ impl ChunkSink<'_> {
         // Load runs keep no text: the common chunk is read in one pass without the full parse
         // (which still decides everything the fast path declines).
         if !self.collect {
+            if let Some(kind) = template.kind_of(data) {
+                self.trace.events.push(super::Event { t_ns, kind });
+                return Flow::Continue;
+            }
             if let Some(f) = super::fastchunk::scan(data) {
+                template.learn(data, &f);
                 if self.trace.response_id.is_none() {
                     if let Some(id) = f.id {
                         self.trace.response_id = Some(id.to_string());
@@ -627,7 +634,7 @@ mod tests {
                 trace: &mut trace,
                 collect: false,
             };
-            sink.chunk(data, 7);
+            sink.chunk(data, 7, &mut Default::default());
             let got = (
                 trace.events.clone(),
                 trace.response_id.clone(),
@@ -658,6 +665,10 @@ mod tests {
         r#" { "id" : "sp" , "choices" : [ { "delta" : { "content" : "a" } , "finish_reason" : "stop" } , { "text" : "" } ] , "n" : [ 1 , -2.5e+3 , true , false , null , { } , [ ] ] } "#,
         r#"{"choices":[],"created":0,"extra":{"a":[1,{"b":"c"}],"d":-0.0}}"#,
         r#"{"id":null,"choices":null,"usage":null,"error":null,"timings":null}"#,
+        // Strings longer than the scanner's byte loop (checked in bulk past 32 bytes), ASCII
+        // and not.
+        r#"{"id":"chatcmpl-0123456789abcdef0123456789abcdef","choices":[{"delta":{"content":"a longer piece of generated text, past the short loop"}}]}"#,
+        r#"{"id":"x","choices":[{"delta":{"content":"thirty-two bytes of plain ascii, then: déjà vu ✓"}}]}"#,
         // Declined by the fast path (the full parse decides): escapes, usage, error, tools.
         r#"{"id":"x","choices":[{"delta":{"content":"a\nb"}}]}"#,
         r#"{"id":"x","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}"#,
@@ -668,12 +679,12 @@ mod tests {
 
     #[test]
     fn fast_path_takes_the_common_chunks() {
-        for s in &SAMPLES[..11] {
+        for s in &SAMPLES[..13] {
             let (fast, (_, _, _, err)) = both(s.as_bytes());
             assert!(fast.is_some(), "fast path declined {s}");
             assert!(!err);
         }
-        for s in &SAMPLES[11..] {
+        for s in &SAMPLES[13..] {
             assert!(both(s.as_bytes()).0.is_none(), "fast path took {s}");
         }
         // Kinds as the full parse gives them.
@@ -732,6 +743,90 @@ mod tests {
             taken > total / 20 && taken < total,
             "{taken} of {total} taken"
         );
+    }
+
+    #[test]
+    fn template_never_decides_differently_from_the_full_parse() {
+        // Each sample the fast path takes serves as a template; its text is then replaced by
+        // plain and hostile strings, and the whole chunk edited as above. Wherever the template
+        // answers, the full parse must succeed with the same single event and finish reason.
+        let texts: &[&[u8]] = &[
+            b"",
+            b"x",
+            b" tok9",
+            b"d\xc3\xa9j\xc3\xa0 vu",
+            b"a\"b",
+            b"a\\nb",
+            b"\x01",
+            b"\xff",
+            b"\xc3",
+            b"\"},\"x\":\"",
+            b"null",
+            b"a long run of text well past thirty-two bytes",
+        ];
+        let alphabet: &[u8] = b"{}[]\",:\\ 0123456789.-+eEtrufalsn\n\t\x01\xff\xc3a\"";
+        let mut rng: u64 = 0x2545f4914f6cdd1d;
+        let mut next = move |n: usize| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            (rng % n as u64) as usize
+        };
+        let (mut learned, mut taken) = (0, 0);
+        for s in SAMPLES {
+            let Some(got) = super::super::fastchunk::scan(s.as_bytes()) else {
+                continue;
+            };
+            let mut tpl = super::super::fastchunk::Template::default();
+            tpl.learn(s.as_bytes(), &got);
+            let Some(k) = tpl.kind_of(s.as_bytes()) else {
+                continue;
+            };
+            learned += 1;
+            assert_eq!(k, got.kind, "the template chunk itself: {s}");
+            let (_, (_, id, _, _)) = both(s.as_bytes());
+            let open = s.rfind(":\"").map(|i| i + 2);
+            let mut variants: Vec<Vec<u8>> = Vec::new();
+            for _ in 0..2000 {
+                let mut b = s.as_bytes().to_vec();
+                if next(2) == 0 {
+                    // Another text in the template's place (the last string value opened).
+                    if let Some(o) = open {
+                        let close = o + s[o..].find('"').unwrap();
+                        b.splice(o..close, texts[next(texts.len())].iter().copied());
+                    }
+                } else {
+                    let at = next(b.len() + 1);
+                    match next(3) {
+                        0 if at < b.len() => {
+                            b.remove(at);
+                        }
+                        1 => b.insert(at, alphabet[next(alphabet.len())]),
+                        _ if at < b.len() => b[at] = alphabet[next(alphabet.len())],
+                        _ => {}
+                    }
+                }
+                variants.push(b);
+            }
+            for v in variants {
+                let Some(k) = tpl.kind_of(&v) else {
+                    continue;
+                };
+                taken += 1;
+                let (_, (events, vid, finish, err)) = both(&v);
+                let what = String::from_utf8_lossy(&v);
+                assert!(!err, "template took what the full parse refuses: {what}");
+                assert_eq!(
+                    events,
+                    vec![super::super::Event { t_ns: 7, kind: k }],
+                    "{what}"
+                );
+                assert_eq!(vid, id, "{what}");
+                assert_eq!(finish, None, "{what}");
+            }
+        }
+        assert!(learned >= 7, "{learned} samples learned as templates");
+        assert!(taken > 1000, "{taken} variants taken by a template");
     }
 
     #[test]
