@@ -94,6 +94,9 @@ pub struct LevelResult {
     /// SSE events the bare reader counted (the same workload as the client's).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub floor_chunks: Option<u64>,
+    /// Naps the bare reader took before waiting (the client's rule; compare with `naps`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub floor_naps: Option<u64>,
     /// Naps the client's runtime took before parking (reads gathered in rounds; see load::pace).
     pub naps: u64,
     pub peak_rss_mib: f64,
@@ -414,6 +417,7 @@ async fn level(
         floor_cpu_user_us_per_chunk: None,
         floor_cpu_sys_us_per_chunk: None,
         floor_chunks: None,
+        floor_naps: None,
         naps,
         peak_rss_mib: peak_rss_mib(),
         wall_s,
@@ -507,6 +511,7 @@ pub fn run(args: SelftestArgs) -> Result<()> {
                 r.floor_cpu_user_us_per_chunk = Some(f.user_us_per_chunk);
                 r.floor_cpu_sys_us_per_chunk = Some(f.sys_us_per_chunk);
                 r.floor_chunks = Some(f.chunks);
+                r.floor_naps = Some(f.naps);
             }
             levels.push(r);
         }
@@ -600,11 +605,14 @@ fn print_report(r: &SelftestReport) {
         );
         if let (Some(u), Some(s)) = (l.floor_cpu_user_us_per_chunk, l.floor_cpu_sys_us_per_chunk) {
             println!(
-                "{:>6} floor: a bare epoll+recvmsg reader (no runtime, no parsing) {:.2}µ ({:.2}+{:.2}) per chunk",
+                "{:>6} floor: a bare epoll+recvmsg reader (no runtime, no parsing) {:.2}µ ({:.2}+{:.2}) per chunk, {} naps (client {}, ratio {:.2})",
                 "",
                 u + s,
                 u,
-                s
+                s,
+                l.floor_naps.unwrap_or(0),
+                l.naps,
+                l.client_cpu_us_per_chunk / (u + s)
             );
         }
         if let Some(w) = &l.workload {

@@ -1,9 +1,11 @@
 //! The floor: what any reader pays on this host to receive one streamed chunk.
 //!
 //! A bare loop (blocking `epoll_wait`, then `recvmsg` with the same receive stamps, no async
-//! runtime, no HTTP or SSE parsing, no trace) drives the same engine with the same requests. It
-//! naps before waiting under the same rule as the client (`load::pace`), so the two are compared
-//! on equal terms.
+//! runtime, no HTTP or SSE parsing, no trace) drives the same engine with the same requests over
+//! as many connections as the client opens. It naps before waiting under the same rule as the
+//! client (`load::pace`: the read rate and the longest read lag of the last 10 ms, the lag taken
+//! from the same kernel stamps), and its measured time, like the client's, runs from opening its
+//! connections to closing them, so the two are compared on equal terms.
 //! Its CPU per chunk is the kernel's share (loopback TCP, the ACK each read sends, wakeups) plus
 //! almost nothing else, so `bakeoff selftest` can show how much of the client's CPU is its own.
 
@@ -18,6 +20,8 @@ pub struct Floor {
     pub chunks: u64,
     pub user_us_per_chunk: f64,
     pub sys_us_per_chunk: f64,
+    /// Naps taken before waiting (`load::pace`'s rule, as the client's runtime naps).
+    pub naps: u64,
 }
 
 /// Runs `waves` requests on each of `conns` connections (closed loop) and counts SSE events.
@@ -30,6 +34,7 @@ pub fn measure(authority: &str, requests: &[Vec<u8>], conns: usize, waves: u64) 
         sent += 1;
         r
     };
+    let (u0, s0) = crate::clock::cpu_ns(libc::RUSAGE_THREAD);
     let mut streams = Vec::with_capacity(conns);
     for _ in 0..conns {
         let s = TcpStream::connect(authority)
@@ -50,7 +55,6 @@ pub fn measure(authority: &str, requests: &[Vec<u8>], conns: usize, waves: u64) 
         };
         unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, s.as_raw_fd(), &mut ev) };
     }
-    let (u0, s0) = crate::clock::cpu_ns(libc::RUSAGE_THREAD);
     for s in &mut streams {
         s.write_all(next())?;
     }
@@ -63,22 +67,31 @@ pub fn measure(authority: &str, requests: &[Vec<u8>], conns: usize, waves: u64) 
     let mut running = conns;
     let deadline = crate::clock::mono_ns() + 300_000_000_000;
     let (mut window_start, mut window_reads, mut reads, mut rate) = (0u64, 0u64, 0u64, 0u64);
+    // The longest read lag in this window and the last one's (what the client's rule reads).
+    let (mut lag_ns, mut window_lag_ns) = (0u64, 0u64);
+    let mut naps = 0u64;
     while running > 0 {
         let now = crate::clock::mono_ns();
         anyhow::ensure!(now < deadline, "floor reader: the engine stopped answering");
         if now - window_start >= 10_000_000 {
             rate = (reads - window_reads) * 1_000_000_000 / (now - window_start);
             (window_start, window_reads) = (now, reads);
+            window_lag_ns = std::mem::take(&mut lag_ns);
         }
-        if let Some(d) = crate::load::pace::nap_for(rate, 0) {
+        if let Some(d) = crate::load::pace::nap_for(rate, window_lag_ns) {
+            naps += 1;
             std::thread::sleep(d);
         }
         let n = unsafe { libc::epoll_wait(ep, events.as_mut_ptr(), events.len() as i32, 1000) };
+        // One clock reading per round: the lag of a read is taken against the round's start
+        // (a reader pays at least this much to know its lag).
+        let round_mono = crate::clock::mono_ns();
+        let offset = crate::clock::realtime_ns() - round_mono as i128;
         for ev in &events[..n.max(0) as usize] {
             let i = ev.u64 as usize;
             loop {
                 buf.clear();
-                let (n, _) = match crate::netstamp::recv_once(
+                let (n, stamp) = match crate::netstamp::recv_once(
                     streams[i].as_raw_fd(),
                     buf.spare_capacity_mut(),
                 ) {
@@ -88,6 +101,12 @@ pub fn measure(authority: &str, requests: &[Vec<u8>], conns: usize, waves: u64) 
                 };
                 anyhow::ensure!(n > 0, "floor reader: the engine closed a connection");
                 reads += 1;
+                if let Some(s) = stamp {
+                    let at = s - offset;
+                    if at <= round_mono as i128 {
+                        lag_ns = lag_ns.max(round_mono - at as u64);
+                    }
+                }
                 // SAFETY: recvmsg initialised n bytes.
                 unsafe { buf.set_len(n) };
                 chunks += memchr::memmem::find_iter(&buf, b"\n\n").count() as u64;
@@ -116,12 +135,14 @@ pub fn measure(authority: &str, requests: &[Vec<u8>], conns: usize, waves: u64) 
             }
         }
     }
-    let (u1, s1) = crate::clock::cpu_ns(libc::RUSAGE_THREAD);
     unsafe { libc::close(ep) };
+    drop(streams);
+    let (u1, s1) = crate::clock::cpu_ns(libc::RUSAGE_THREAD);
     let per = |ns: u64| ns as f64 / 1e3 / chunks.max(1) as f64;
     Ok(Floor {
         chunks,
         user_us_per_chunk: per(u1 - u0),
         sys_us_per_chunk: per(s1 - s0),
+        naps,
     })
 }

@@ -117,6 +117,9 @@ fn the_floor_reads_the_same_dataset_workload_as_the_client() {
         .as_u64()
         .expect("floor measured at 16 streams");
     assert_eq!(floor % n, 0, "{l}");
+    // The floor counts its naps under the client's rule (16 streams read below the nap rate:
+    // none, as the client).
+    assert_eq!(l["floor_naps"].as_u64(), Some(0), "{l}");
     let extra = floor / n - 64;
     let v = selftest(&["--levels", "16", "--dataset", data.to_str().unwrap()]);
     let l = &v["levels"][0];
