@@ -226,7 +226,7 @@ pub async fn run<S: Sink>(s: Session, sink: S) -> Result<Outcome<S>> {
         .map(|g| sampler::Sampler::start(g, Duration::from_millis(200)));
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Trace>();
     let (done_tx, done_rx) = tokio::sync::oneshot::channel();
-    std::thread::spawn(move || {
+    let collector = std::thread::spawn(move || {
         let _ = done_tx.send(collect(rx, sink));
     });
     let cancel = s.cancel.clone();
@@ -238,6 +238,8 @@ pub async fn run<S: Sink>(s: Session, sink: S) -> Result<Outcome<S>> {
         None => super::run(s.target.clone(), s.plan, s.source, s.opts, tx).await,
     };
     let ended_ns = crate::clock::mono_ns();
+    // The load is over (every sender dropped): the collector finishes now, not after its nap.
+    collector.thread().unpark();
     let stamps1 = crate::netstamp::counts();
     let lags1 = crate::netstamp::lag_histogram();
     let interrupted = cancel.is_some_and(|c| *c.borrow());
@@ -269,8 +271,10 @@ pub async fn run<S: Sink>(s: Session, sink: S) -> Result<Outcome<S>> {
     })
 }
 
-/// How often the collector thread looks for finished requests.
+/// How often the collector thread looks for finished requests while they come.
 const COLLECT_EVERY: Duration = Duration::from_millis(10);
+/// The longest pause between two looks while none come (the progress bar's worst lag).
+const COLLECT_IDLE_MAX: Duration = Duration::from_millis(160);
 
 fn collect<S: Sink>(
     mut rx: tokio::sync::mpsc::UnboundedReceiver<Trace>,
@@ -278,14 +282,21 @@ fn collect<S: Sink>(
 ) -> Result<(Collector, S)> {
     use tokio::sync::mpsc::error::TryRecvError;
     let mut c = Collector::default();
+    let mut idle = COLLECT_EVERY;
     loop {
         let t = match rx.try_recv() {
-            Ok(t) => t,
+            Ok(t) => {
+                idle = COLLECT_EVERY;
+                t
+            }
             // Polled, never parked on: a parked receiver is woken (a futex call and a context
             // switch on the runtime thread) for every finished request; polled, the sender only
-            // queues, and the traces are folded in batches.
+            // queues, and the traces are folded in batches. The pause doubles while nothing
+            // comes (a few streams finish a request every few hundred ms: polling every 10 ms
+            // was a wakeup per chunk at one stream); the session unparks it at the load's end.
             Err(TryRecvError::Empty) => {
-                std::thread::sleep(COLLECT_EVERY);
+                std::thread::park_timeout(idle);
+                idle = (idle * 2).min(COLLECT_IDLE_MAX);
                 continue;
             }
             Err(TryRecvError::Disconnected) => break,
