@@ -54,9 +54,12 @@ pub struct Conn {
 }
 
 impl Conn {
+    /// Connects (and for https, shakes hands) within `timeout` in all: the handshake gets what
+    /// the TCP connect left of it, not a fresh `timeout`.
     pub async fn connect(target: &Target, timeout: Duration) -> Result<Conn, RequestError> {
         let addr = target.authority();
-        let stream = match tokio::time::timeout(timeout, TcpStream::connect(&addr)).await {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let stream = match tokio::time::timeout_at(deadline, TcpStream::connect(&addr)).await {
             Ok(Ok(s)) => s,
             Ok(Err(e)) => {
                 return Err(RequestError::new(
@@ -81,8 +84,8 @@ impl Conn {
         let tls = match &target.tls {
             None => None,
             Some(trust) => Some(Box::new(
-                match tokio::time::timeout(
-                    timeout,
+                match tokio::time::timeout_at(
+                    deadline,
                     super::tls::Tls::handshake(&mut stream, target, trust),
                 )
                 .await
@@ -91,7 +94,10 @@ impl Conn {
                     Err(_) => {
                         return Err(RequestError::new(
                             ErrorClass::Connect,
-                            format!("the TLS handshake with {addr} took longer than {timeout:?}"),
+                            format!(
+                                "connecting to {addr} and the TLS handshake took longer than \
+                                 {timeout:?} (the connect limit covers both)"
+                            ),
                         ))
                     }
                 },
@@ -482,4 +488,40 @@ impl Conn {
 
 fn lost() -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::NotConnected, "the connection was lost")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_server_that_never_answers_the_tls_handshake_fails_within_the_connect_limit() {
+        // Accepts TCP connections and holds them silent: the handshake never completes.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            let mut held = Vec::new();
+            for s in listener.incoming().flatten() {
+                held.push(s);
+            }
+        });
+        let target = Target::parse(&format!("https://127.0.0.1:{port}"))
+            .unwrap()
+            .with_trust(crate::client::Trust::Insecure);
+        let t0 = std::time::Instant::now();
+        let err = match Conn::connect(&target, Duration::from_millis(300)).await {
+            Ok(_) => panic!("a silent server completed a TLS handshake"),
+            Err(e) => e,
+        };
+        let took = t0.elapsed();
+        assert_eq!(err.class, ErrorClass::Connect, "{err}");
+        assert!(
+            err.message.contains("TLS handshake took longer than 300ms"),
+            "{err}"
+        );
+        assert!(
+            took >= Duration::from_millis(290) && took < Duration::from_secs(5),
+            "{took:?}"
+        );
+    }
 }
