@@ -19,7 +19,7 @@ use crate::metrics::summary::Collector;
 use crate::metrics::RequestMetrics;
 use crate::report::chartkit::{
     self, axis, cdf_config, cdf_points, color_at, config, esc, fmt, level_axis, line, plot, pt,
-    readable_range, zero_axis, Plot,
+    zero_axis, Plot,
 };
 use anyhow::{bail, Result};
 use serde_json::{json, Value};
@@ -344,15 +344,12 @@ fn frontier(reports: &[BenchReport], load: &Load) -> Option<Value> {
     if data.is_empty() {
         return None;
     }
-    let ys: Vec<f64> = data.iter().filter_map(|p| p["y"].as_f64()).collect();
     let mut d = line("levels (labelled)", "#1f77b4", data);
     d["levelLabels"] = json!(names);
-    let ds = vec![d];
-    let mut x = axis("linear", "output throughput, tok/s");
-    readable_range(&mut x, chartkit::xs(&ds));
-    let mut y = axis("linear", "p95 end-to-end latency, ms");
-    readable_range(&mut y, ys.into_iter());
-    Some(config("scatter", "Throughput-latency frontier", ds, x, y))
+    Some(chartkit::frontier_config(
+        vec![d],
+        "output throughput, tok/s",
+    ))
 }
 
 fn sorted(v: impl Iterator<Item = f64>) -> Vec<f64> {

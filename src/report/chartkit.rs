@@ -161,10 +161,25 @@ pub fn readable_range(axis: &mut Value, values: impl Iterator<Item = f64>) {
 
 /// The x values of a chart's datasets.
 pub fn xs(datasets: &[Value]) -> impl Iterator<Item = f64> + '_ {
+    values(datasets, "x")
+}
+
+fn values<'a>(datasets: &'a [Value], key: &'a str) -> impl Iterator<Item = f64> + 'a {
     datasets
         .iter()
         .flat_map(|d| d["data"].as_array().into_iter().flatten())
-        .filter_map(|p| p["x"].as_f64())
+        .filter_map(move |p| p[key].as_f64())
+}
+
+/// The throughput-latency frontier (x: output throughput, y: p95 end-to-end latency in ms, one
+/// point per level), with both axes widened where every point sits at about the same value
+/// (bench's and the campaign report's).
+pub fn frontier_config(datasets: Vec<Value>, x_title: &str) -> Value {
+    let mut x = axis("linear", x_title);
+    readable_range(&mut x, values(&datasets, "x"));
+    let mut y = axis("linear", "p95 end-to-end latency, ms");
+    readable_range(&mut y, values(&datasets, "y"));
+    config("scatter", "Throughput-latency frontier", datasets, x, y)
 }
 
 /// A CDF chart of one metric (x: the metric in ms; y: fraction of requests, 0 to 1).
@@ -296,6 +311,17 @@ mod tests {
             vec![(1.0, 0.0), (1.0, 0.0), (1.0, 0.5), (2.0, 0.5), (2.0, 1.0)]
         );
         assert!(cdf_points("a", &[]).is_empty());
+    }
+
+    #[test]
+    fn the_frontier_widens_both_axes_when_every_point_is_alike() {
+        let d = line("a", "#000", vec![pt(100.00001, 250.00002, String::new())]);
+        let c = frontier_config(vec![d], "tok/s");
+        for axis in ["x", "y"] {
+            let a = &c["options"]["scales"][axis];
+            let (lo, hi) = (a["min"].as_f64().unwrap(), a["max"].as_f64().unwrap());
+            assert!(hi - lo >= 0.1 && hi - lo < 0.2, "{axis}: {a}");
+        }
     }
 
     #[test]

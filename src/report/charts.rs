@@ -259,15 +259,8 @@ fn frontier(r: &CampaignResult) -> Option<Value> {
             ds.push(d);
         }
     }
-    (!ds.is_empty()).then(|| {
-        config(
-            "scatter",
-            "Throughput-latency frontier",
-            ds,
-            axis("linear", "aggregate output throughput, tok/s"),
-            axis("linear", "p95 end-to-end latency, ms"),
-        )
-    })
+    (!ds.is_empty())
+        .then(|| super::chartkit::frontier_config(ds, "aggregate output throughput, tok/s"))
 }
 
 /// Every plot of this file, in page order (`timeline.rs` adds the run's timeline after them).
