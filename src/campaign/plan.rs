@@ -207,6 +207,15 @@ pub enum WorkSource {
     },
 }
 
+impl RequestContract {
+    /// Whether every timed request's prompt is the matched prompt's size: the matched prompt
+    /// itself, or a shared prefix and the rest of the matched prompt. Datasets and synthetic
+    /// lengths send other sizes, and a conversation's later turns carry the turns before them.
+    pub fn sends_matched_size(&self) -> bool {
+        matches!(self.source, None | Some(WorkSource::SharedPrefix { .. }))
+    }
+}
+
 /// Most synthetic draws sized per arm (bench's bound).
 pub const MAX_SYNTHETIC_POOL: usize = 4096;
 

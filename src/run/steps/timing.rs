@@ -202,11 +202,7 @@ pub async fn run(cx: &mut Cx, arm: &Arm, s: &PlanStep, live: &mut Option<Live>) 
         rec.slo = checks;
         rec.goodput = Some(goodput);
     }
-    let matched = cx.plan.request.source.is_none()
-        || matches!(
-            cx.plan.request.source,
-            Some(crate::campaign::WorkSource::SharedPrefix { .. })
-        );
+    let matched = cx.plan.request.sends_matched_size();
     if let Some(p) = rec.prompt_tokens_reported.filter(|_| matched) {
         cx.rec
             .result()
