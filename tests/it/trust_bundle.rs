@@ -29,19 +29,14 @@ fn campaign(
         &format!("long_context_targets = {{ full = 600 }}\n{workload_extra}"),
     );
     std::fs::write(&file, toml).unwrap();
-    let child = t.start_incumbent("inc");
-    let o = run(&[file.to_str().unwrap()]);
-    let b = t.bundle();
-    cleanup(&b, Some(child), t.port);
-    assert!(o.status.success(), "{}", text(&o));
+    let (b, out) = t.run_ok_text("inc", &file);
     assert!(
-        !text(&o).contains("could not be written"),
-        "the run's own bundle was refused: {}",
-        text(&o)
+        !out.contains("could not be written"),
+        "the run's own bundle was refused: {out}"
     );
     let dst = keep.join(name);
     copy_dir(&b, &dst);
-    (dst, text(&o))
+    (dst, out)
 }
 
 fn copy_dir(from: &Path, to: &Path) {

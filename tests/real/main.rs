@@ -11,7 +11,6 @@ mod bench_dataset;
 mod campaign_dataset;
 mod campaign_run;
 mod conversation;
-mod conversation_dataset;
 mod gate;
 mod lane;
 mod prompt;

@@ -287,12 +287,17 @@ impl Camp {
     /// Starts the incumbent from its profile `incumbent`, runs `bakeoff run FILE` to its end,
     /// stops what the run left on the lane, and checks that the run succeeded: its bundle.
     pub fn run_ok(&self, incumbent: &str, file: &Path) -> PathBuf {
+        self.run_ok_text(incumbent, file).0
+    }
+
+    /// [`Camp::run_ok`], with the run's stdout and stderr.
+    pub fn run_ok_text(&self, incumbent: &str, file: &Path) -> (PathBuf, String) {
         let inc = self.start_incumbent(incumbent);
         let o = run(&[file.to_str().unwrap()]);
         let b = self.bundle();
         cleanup(&b, Some(inc), self.port);
         assert!(o.status.success(), "{}", text(&o));
-        b
+        (b, text(&o))
     }
 }
 

@@ -33,13 +33,9 @@ fn run_campaign(t: &Camp, policy_extra: &str, seed: u64) -> (std::path::PathBuf,
             .replace("[policy]\n", &format!("[policy]\n{policy_extra}\n"));
         std::fs::write(&file, toml).unwrap();
     }
-    let inc = t.start_incumbent("inc");
-    let o = run(&[file.to_str().unwrap()]);
-    let b = t.bundle();
-    cleanup(&b, Some(inc), t.port);
-    assert!(o.status.success(), "{}", text(&o));
+    let (b, out) = t.run_ok_text("inc", &file);
     let r = json(&b.join("campaign-result.json"));
-    (b, r, text(&o))
+    (b, r, out)
 }
 
 fn arm<'a>(r: &'a Value, id: &str) -> &'a Value {
