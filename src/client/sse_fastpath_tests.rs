@@ -100,38 +100,51 @@ fn fast_path_takes_the_common_chunks() {
     );
 }
 
+/// A seeded xorshift for the corruption tests.
+struct Rng(u64);
+
+impl Rng {
+    /// A number below `n`.
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n as u64) as usize
+    }
+}
+
+/// One to three random edits of `b`: a byte removed, inserted or replaced (from JSON's own
+/// characters, control and non-UTF-8 bytes), or a piece of it copied elsewhere.
+fn corrupt(b: &mut Vec<u8>, rng: &mut Rng) {
+    let alphabet: &[u8] = b"{}[]\",:\\ 0123456789.-+eEtrufalsn\n\t\x01\xff\xc3a\"";
+    for _ in 0..1 + rng.below(3) {
+        let at = rng.below(b.len() + 1);
+        match rng.below(4) {
+            0 if at < b.len() => {
+                b.remove(at);
+            }
+            1 => b.insert(at, alphabet[rng.below(alphabet.len())]),
+            2 if at < b.len() => b[at] = alphabet[rng.below(alphabet.len())],
+            _ => {
+                let end = (at + rng.below(12)).min(b.len());
+                let piece = b[at.min(end)..end].to_vec();
+                let to = rng.below(b.len() + 1);
+                b.splice(to..to, piece);
+            }
+        }
+    }
+}
+
 #[test]
 fn fast_path_never_decides_differently_on_corrupted_chunks() {
     // Edits and corruptions of every sample: wherever the fast path answers, the full parse
     // must succeed with the same kinds, id and finish reason (checked inside `both`).
-    let alphabet: &[u8] = b"{}[]\",:\\ 0123456789.-+eEtrufalsn\n\t\x01\xff\xc3a\"";
-    let mut rng: u64 = 0x9e3779b97f4a7c15;
-    let mut next = move |n: usize| {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        (rng % n as u64) as usize
-    };
+    let mut rng = Rng(0x9e3779b97f4a7c15);
     let (mut taken, mut total) = (0, 0);
     for s in SAMPLES {
         for _ in 0..3000 {
             let mut b = s.as_bytes().to_vec();
-            for _ in 0..1 + next(3) {
-                let at = next(b.len() + 1);
-                match next(4) {
-                    0 if at < b.len() => {
-                        b.remove(at);
-                    }
-                    1 => b.insert(at, alphabet[next(alphabet.len())]),
-                    2 if at < b.len() => b[at] = alphabet[next(alphabet.len())],
-                    _ => {
-                        let end = (at + next(12)).min(b.len());
-                        let piece = b[at.min(end)..end].to_vec();
-                        let to = next(b.len() + 1);
-                        b.splice(to..to, piece);
-                    }
-                }
-            }
+            corrupt(&mut b, &mut rng);
             total += 1;
             if both(&b).0.is_some() {
                 taken += 1;
@@ -164,14 +177,7 @@ fn template_never_decides_differently_from_the_full_parse() {
         b"null",
         b"a long run of text well past thirty-two bytes",
     ];
-    let alphabet: &[u8] = b"{}[]\",:\\ 0123456789.-+eEtrufalsn\n\t\x01\xff\xc3a\"";
-    let mut rng: u64 = 0x2545f4914f6cdd1d;
-    let mut next = move |n: usize| {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        (rng % n as u64) as usize
-    };
+    let mut rng = Rng(0x2545f4914f6cdd1d);
     let (mut learned, mut taken) = (0, 0);
     for s in SAMPLES {
         let Some(got) = crate::client::fastchunk::scan(s.as_bytes()) else {
@@ -189,22 +195,14 @@ fn template_never_decides_differently_from_the_full_parse() {
         let mut variants: Vec<Vec<u8>> = Vec::new();
         for _ in 0..2000 {
             let mut b = s.as_bytes().to_vec();
-            if next(2) == 0 {
+            if rng.below(2) == 0 {
                 // Another text in the template's place (the last string value opened).
                 if let Some(o) = open {
                     let close = o + s[o..].find('"').unwrap();
-                    b.splice(o..close, texts[next(texts.len())].iter().copied());
+                    b.splice(o..close, texts[rng.below(texts.len())].iter().copied());
                 }
             } else {
-                let at = next(b.len() + 1);
-                match next(3) {
-                    0 if at < b.len() => {
-                        b.remove(at);
-                    }
-                    1 => b.insert(at, alphabet[next(alphabet.len())]),
-                    _ if at < b.len() => b[at] = alphabet[next(alphabet.len())],
-                    _ => {}
-                }
+                corrupt(&mut b, &mut rng);
             }
             variants.push(b);
         }
