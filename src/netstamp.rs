@@ -116,18 +116,19 @@ fn arrival(stamp: Option<i128>) -> (u64, bool, u64) {
     let real = realtime_ns();
     let mono = mono_ns();
     match stamp {
-        Some(s) => {
-            let at = s - (real - mono as i128);
-            // A segment that "arrived" after we read it, or more than a minute before, means the
-            // wall clock stepped between the two: trust the read time instead.
-            if at <= mono as i128 && at > mono as i128 - 60_000_000_000 {
-                (at as u64, true, mono)
-            } else {
-                (mono, false, mono)
-            }
-        }
+        Some(s) => match plausible(s - (real - mono as i128), mono) {
+            Some(at) => (at, true, mono),
+            None => (mono, false, mono),
+        },
         None => (mono, false, mono),
     }
+}
+
+/// A kernel stamp converted to CLOCK_MONOTONIC (`at`), checked against the read time `mono`: a
+/// segment that "arrived" after we read it, or more than a minute before, means the wall clock
+/// stepped between the two, and the stamp is not used (`None`).
+fn plausible(at: i128, mono: u64) -> Option<u64> {
+    (at <= mono as i128 && at > mono as i128 - 60_000_000_000).then_some(at as u64)
 }
 
 /// Reads once into the spare capacity of `buf` (appending), waiting until bytes or EOF arrive.
@@ -250,11 +251,9 @@ impl Round {
             self.offset = real - now as i128;
             self.offset_at = now;
         }
-        let at = s - self.offset;
-        // As `arrival`: a stamp after the read, or more than a minute before it, means the wall
-        // clock stepped; the read time is used, and the offset sampled afresh next time.
-        if at <= mono as i128 && at > mono as i128 - 60_000_000_000 {
-            let at = at as u64;
+        // A stamp that is not plausible (a clock step): the read time is used, and the offset
+        // sampled afresh next time.
+        if let Some(at) = plausible(s - self.offset, mono) {
             self.stamped += 1;
             self.max_lag = self.max_lag.max(mono - at);
             self.hist[lag_bucket(mono - at)] += 1;
