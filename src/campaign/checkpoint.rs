@@ -4,6 +4,7 @@
 //! It also records every step's wall time (and the time spent outside steps), from which the
 //! orchestration overhead is computed.
 
+use super::fingerprint::FileDigest;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -112,6 +113,19 @@ pub struct Checkpoint {
     /// The `[workload.dataset]` file the run started with: a resume refuses a changed one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dataset: Option<DatasetDigest>,
+    /// Every file the campaign names, resolved to an absolute path, with its digest when the
+    /// bundle opened (absent in bundles written before it existed): a resume or recovery from
+    /// any directory, or from a copied bundle, names one that moved or changed since.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<NamedFile>,
+}
+
+/// A file the campaign names: the field that names it and the file's digest.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct NamedFile {
+    pub named_by: String,
+    #[serde(flatten)]
+    pub digest: FileDigest,
 }
 
 /// A dataset file and the SHA-256 of its bytes.
@@ -153,7 +167,43 @@ impl Checkpoint {
                 path: d.path.clone(),
                 sha256: d.sha256.clone(),
             }),
+            files: super::fingerprint::campaign_files(c)
+                .into_iter()
+                .filter_map(|(p, named_by)| {
+                    let digest = super::fingerprint::file_digest(&p).ok()?;
+                    Some(NamedFile { named_by, digest })
+                })
+                .collect(),
         }
+    }
+
+    /// The files the campaign named when the run started that are gone or changed now, one line
+    /// each with the fix (empty: none, or a bundle written before files were recorded).
+    pub fn files_changed(&self) -> Vec<String> {
+        let short = |s: &str| s.chars().take(12).collect::<String>();
+        self.files
+            .iter()
+            .filter_map(|f| {
+                let p = &f.digest.path;
+                match super::fingerprint::file_digest(p) {
+                    Err(e) => Some(format!(
+                        "{} ({}) cannot be read now ({e}); the run started with it there: put it back at that path",
+                        p.display(),
+                        f.named_by
+                    )),
+                    Ok(now) if !super::fingerprint::same_content(&f.digest, &now) => Some(format!(
+                        "{} ({}) changed since the run started (sha256 {}… size {} then, {}… size {} now): put the original back, or start a new campaign",
+                        p.display(),
+                        f.named_by,
+                        short(&f.digest.sha256),
+                        f.digest.size,
+                        short(&now.sha256),
+                        now.size
+                    )),
+                    Ok(_) => None,
+                }
+            })
+            .collect()
     }
 
     /// Why the campaign `c` (the bundle's copy, loaded again for a resume) may not resume this

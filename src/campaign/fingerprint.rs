@@ -150,6 +150,50 @@ fn command_files(
     }
 }
 
+/// Every file the campaign names that exists, resolved (absolute), each with the field that
+/// names it: the recipes' files ([`recipe_files`]), tokenizers, CA files, suites, the dataset.
+/// A bundle records their digests when it opens, so a resume or recovery from anywhere, or from
+/// a copied bundle, names a file that moved or changed since.
+pub fn campaign_files(c: &Campaign) -> Vec<(PathBuf, String)> {
+    let mut out: Vec<(PathBuf, String)> = Vec::new();
+    let mut add = |p: &Path, by: String| {
+        if p.is_file() && !out.iter().any(|(q, _)| q == p) {
+            out.push((p.to_path_buf(), by));
+        }
+    };
+    for a in &c.arms {
+        for p in recipe_files(a).0 {
+            add(&p, format!("arm `{}`'s {} recipe", a.id, a.kind().as_str()));
+        }
+        if let Some(t) = &a.tokenizer {
+            add(t, format!("arm `{}`'s tokenizer", a.id));
+        }
+        if let RecipeRef::Endpoint(e) = a.recipe() {
+            if let Some(ca) = &e.ca_file {
+                add(ca, format!("arm `{}`'s endpoint.ca_file", a.id));
+            }
+        }
+    }
+    if let Some(s) = c.gates.tools.as_ref().and_then(|t| t.suite.as_ref()) {
+        add(s, "gates.tools.suite".into());
+    }
+    if let Some(s) = c.gates.quality.as_ref().and_then(|q| q.suite.as_ref()) {
+        add(s, "gates.quality.suite".into());
+    }
+    if let Some(d) = &c.workload.dataset {
+        add(&d.path, "workload.dataset.path".into());
+    }
+    out
+}
+
+/// Whether two digests of one file say it is unchanged (the mtime counts for sampled files only).
+pub fn same_content(before: &FileDigest, now: &FileDigest) -> bool {
+    before.sha256 == now.sha256
+        && before.size == now.size
+        && before.method == now.method
+        && (before.method == "sha256" || before.mtime == now.mtime)
+}
+
 /// The digest of one file (see the module doc for the method).
 pub fn file_digest(path: &Path) -> std::io::Result<FileDigest> {
     let meta = std::fs::metadata(path)?;
@@ -243,11 +287,7 @@ pub fn changes(before: &Fingerprint, now: &Fingerprint) -> Vec<String> {
                 b.path.display()
             )),
             Some(n) => {
-                let same = b.sha256 == n.sha256
-                    && b.size == n.size
-                    && b.method == n.method
-                    && (b.method == "sha256" || b.mtime == n.mtime);
-                if !same {
+                if !same_content(b, n) {
                     out.push(format!(
                         "file {} changed since the incumbent's stop ({} {}… size {} → {}… size {})",
                         b.path.display(),

@@ -41,19 +41,20 @@ pub fn load(path: &Path) -> Result<Campaign, CampaignError> {
 }
 
 /// [`load`] for text already read: `path` names the file in errors and its directory anchors
-/// relative paths.
+/// relative paths (a relative `path` is taken against the current directory).
 pub fn parse(text: &str, path: &Path) -> Result<Campaign, CampaignError> {
     let index = SpanIndex::build(text);
     let mut c: Campaign = toml::from_str(text)
         .map_err(|e| CampaignError::single(diag::from_toml_error(path, text, &index, &e)))?;
-    let dir = path
+    // Absolute from here on: a bundle records this path, and recovery may run from anywhere.
+    let file = absolute(path);
+    let dir = file
         .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let dir = absolute(dir);
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| "/".into());
     c.source = Source {
-        path: path.to_path_buf(),
-        dir: dir.clone(),
+        path: file,
+        dir,
         sha256: hex_sha256(text.as_bytes()),
     };
     validate::resolve_and_validate(&mut c, path, &index)?;

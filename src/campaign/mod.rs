@@ -20,6 +20,7 @@ pub mod fingerprint;
 mod loader;
 mod paths;
 pub mod plan;
+mod resume;
 pub mod spec;
 mod validate;
 
@@ -27,6 +28,7 @@ pub use command::{shell_quote, CommandLine, LaunchCommand, Mask, StopMethod, SEL
 pub use diag::{CampaignError, Diagnostic};
 pub use loader::{load, parse};
 pub use plan::{plan, Phase, Plan, PlanStep, RequestContract, RunState, StepKind, WorkSource};
+pub use resume::{load_bundle, BundleCampaign, Refusal};
 pub use spec::{
     canonical_json, hex_sha256, ApiKind, Arm, Campaign, ContainerRecipe, EndpointRecipe, EnvValue,
     GateName, Gates, Identity, Lane, Policy, PreflightGate, ProcessRecipe, Promotion, QualityGate,

@@ -14,7 +14,7 @@ macro_rules! say {
     }};
 }
 
-use crate::campaign::{self, checkpoint::Checkpoint, Campaign};
+use crate::campaign::{self, Campaign};
 use crate::lane::lock::{Holder, LaneLock};
 use crate::run::{self as runner, Note, Notify};
 use anyhow::{Context, Result};
@@ -32,35 +32,19 @@ fn refuse(msg: impl Into<String>) -> anyhow::Error {
     super::Exit::with(2, msg).into()
 }
 
-/// The campaign the bundle ran (its copy, anchored at the original file's directory).
+/// The campaign the bundle ran (its copy, its paths resolved against the original campaign
+/// file's directory). A file that changed since is said: the restoration's identity check
+/// compares the incumbent's own files again.
 fn load(dir: &Path) -> Result<Campaign> {
-    let ck = Checkpoint::load(dir).map_err(|e| {
-        refuse(format!(
-            "{e:#}; give the directory of a bundle `bakeoff run` wrote"
-        ))
-    })?;
-    let copy = dir.join(crate::evidence::bundle::CAMPAIGN_COPY);
-    let text = std::fs::read_to_string(&copy)
-        .map_err(|e| refuse(format!("cannot read {}: {e}", copy.display())))?;
-    match campaign::parse(&text, &ck.campaign_file) {
-        Ok(c) => Ok(c),
-        Err(e) => {
-            for d in &e.diagnostics {
-                say!("{d}");
-            }
-            Err(refuse("the bundle's campaign.toml copy no longer loads"))
-        }
+    let b = super::run::bundle_campaign(dir, "bakeoff recover")?;
+    for l in &b.changed {
+        say!("bakeoff recover: warning: {l}");
     }
+    Ok(b.campaign)
 }
 
 pub fn run(args: RecoverArgs) -> Result<()> {
-    let dir = if args.dir.is_absolute() {
-        args.dir.clone()
-    } else {
-        std::env::current_dir()
-            .map(|d| d.join(&args.dir))
-            .unwrap_or_else(|_| args.dir.clone())
-    };
+    let dir = super::run::absolute(&args.dir);
     let c = load(&dir)?;
     // The lane must be nobody's: a live run restores its incumbent itself.
     let lock = LaneLock::acquire(

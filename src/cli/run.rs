@@ -14,7 +14,6 @@ macro_rules! say {
     }};
 }
 
-use crate::campaign::checkpoint::Checkpoint;
 use crate::campaign::{self, Campaign, Mask};
 use crate::lane::lock::{Holder, LaneLock};
 use crate::run::{self as runner, Note, Notify, Options, PortState};
@@ -69,21 +68,11 @@ fn load(path: &Path) -> Result<Campaign> {
     }
 }
 
-/// The campaign of a bundle being resumed: its copy, anchored at the original file's directory.
+/// The campaign of a bundle being resumed: its copy, its paths resolved against the original
+/// campaign file's directory (from any working directory, and from a moved or copied bundle).
 fn load_resume(dir: &Path, file: Option<&Path>) -> Result<Campaign> {
-    let ck = Checkpoint::load(dir).map_err(|e| refuse(format!("{e:#}")))?;
-    let copy = dir.join(crate::evidence::bundle::CAMPAIGN_COPY);
-    let text = std::fs::read_to_string(&copy)
-        .map_err(|e| refuse(format!("cannot read {}: {e}", copy.display())))?;
-    let c = match campaign::parse(&text, &ck.campaign_file) {
-        Ok(c) => c,
-        Err(e) => {
-            for d in &e.diagnostics {
-                say!("{d}");
-            }
-            return Err(refuse("the bundle's campaign.toml copy no longer loads"));
-        }
-    };
+    let b = bundle_campaign(dir, "bakeoff run --resume")?;
+    let (c, ck) = (b.campaign, b.checkpoint);
     if c.source.sha256 != ck.campaign_sha256 {
         return Err(refuse(
             "the bundle's campaign.toml differs from the one the run started with",
@@ -91,6 +80,15 @@ fn load_resume(dir: &Path, file: Option<&Path>) -> Result<Campaign> {
     }
     if let Some(why) = ck.workload_changed(&c) {
         return Err(refuse(why));
+    }
+    if !b.changed.is_empty() {
+        for l in &b.changed {
+            say!("bakeoff run: {l}");
+        }
+        return Err(refuse(format!(
+            "{} file(s) the campaign names moved or changed since the run started (above): the arms still to run would not be the arms that ran; nothing was touched",
+            b.changed.len()
+        )));
     }
     if let Some(f) = file {
         let other = load(f)?;
@@ -104,8 +102,31 @@ fn load_resume(dir: &Path, file: Option<&Path>) -> Result<Campaign> {
     Ok(c)
 }
 
+/// The campaign of bundle `dir` for `command` (`bakeoff run --resume`, `bakeoff recover`):
+/// refused (exit 2, the copy's diagnostics printed) when it does not load.
+pub(super) fn bundle_campaign(dir: &Path, command: &str) -> Result<campaign::BundleCampaign> {
+    campaign::load_bundle(dir, command).map_err(|r| {
+        for d in &r.diagnostics {
+            say!("{d}");
+        }
+        refuse(r.message)
+    })
+}
+
 pub fn run(args: RunArgs) -> Result<()> {
     crate::clock::raise_nofile_limit();
+    if let Some(dir) = args.resume.as_deref().filter(|_| !args.dry_run) {
+        // Nothing to resume: said before the campaign is loaded, so this works from anywhere
+        // and even when the files the campaign names are gone.
+        let dir = absolute(dir);
+        if already_complete(&dir) {
+            say!(
+                "bakeoff run: bundle {} is already complete; nothing to resume, the lane was not touched",
+                dir.display()
+            );
+            return Ok(());
+        }
+    }
     let (c, bundle, resume) = match (&args.resume, &args.file) {
         (Some(dir), f) => (load_resume(dir, f.as_deref())?, dir.clone(), true),
         (None, Some(f)) => {
@@ -131,13 +152,6 @@ pub fn run(args: RunArgs) -> Result<()> {
         return Ok(());
     }
     let bundle = absolute(&bundle);
-    if resume && already_complete(&bundle) {
-        say!(
-            "bakeoff run: bundle {} is already complete; nothing to resume, the lane was not touched",
-            bundle.display()
-        );
-        return Ok(());
-    }
     let plan = campaign::plan(&c);
     // One campaign per lane: taken before anything is touched, held until this process ends.
     let lock = LaneLock::acquire(
@@ -256,7 +270,8 @@ pub fn run(args: RunArgs) -> Result<()> {
     if let Some(rest) = &r.restoration {
         say!("  restoration {}: {}", rest.status, rest.detail);
         // The pid goes stale when the process stops: it is said here, never in the documents.
-        if rest.status == crate::evidence::RestorationStatus::Passed {
+        use crate::evidence::RestorationStatus as R;
+        if matches!(rest.status, R::Passed | R::Unproven) {
             if let Some(p) = restored_pid(&bundle) {
                 say!("  the restored incumbent keeps serving as pid {p} (its own process group): stop it with `kill -TERM -- -{p}`");
             }
@@ -310,11 +325,11 @@ pub fn run(args: RunArgs) -> Result<()> {
 fn already_complete(bundle: &Path) -> bool {
     std::fs::read(bundle.join(crate::evidence::bundle::RESULT))
         .ok()
-        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-        .is_some_and(|v| v["complete"] == true)
+        .and_then(|b| serde_json::from_slice::<crate::evidence::result::CampaignResult>(&b).ok())
+        .is_some_and(|r| r.complete)
 }
 
-fn absolute(p: &Path) -> PathBuf {
+pub(super) fn absolute(p: &Path) -> PathBuf {
     if p.is_absolute() {
         p.to_path_buf()
     } else {

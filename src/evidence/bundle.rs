@@ -95,6 +95,12 @@ pub fn incumbent_log(bundle: &Path) -> PathBuf {
     sibling(bundle, "incumbent.log")
 }
 
+/// Disk space the run holds back for its last words (the final result, checkpoint and
+/// manifest), in [`logs_dir`]: never part of the bundle, given up when the disk is full at the end.
+pub fn space_reserve(bundle: &Path) -> PathBuf {
+    logs_dir(bundle).join(".space-reserve")
+}
+
 fn sibling(bundle: &Path, suffix: &str) -> PathBuf {
     let name = bundle
         .file_name()

@@ -169,10 +169,12 @@ impl GateStatus {
 
 str_enum! {
     /// `Restoration.status`: the incumbent put back and proven, or not (the default: a
-    /// restoration starts as not attempted).
+    /// restoration starts as not attempted). `unproven`: its checks passed, but their evidence
+    /// could not be written (a full disk), so the bundle cannot show it: never `passed`.
     #[derive(Default)]
     pub enum RestorationStatus ("restoration status") {
         Passed = "passed",
+        Unproven = "unproven",
         Failed = "failed",
         #[default]
         NotAttempted = "not-attempted",

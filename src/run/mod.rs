@@ -19,6 +19,7 @@ mod journal;
 mod progress;
 mod recorder;
 pub mod recover;
+mod reserve;
 mod setup;
 mod step;
 mod steps;
@@ -140,6 +141,13 @@ async fn run_with<S: Steps>(plan: Plan, opts: Options, steps: S) -> Result<Outco
             }
         }
         r.execute(s).await;
+    }
+    if r.interrupted.is_none() && r.cx.cancelled() {
+        // The signal came during the last step (restoration goes on regardless): one rule for
+        // every signal before the bundle is sealed, exit 130 and an interrupted bundle.
+        if let Some(last) = steps.last() {
+            r.mark_interrupted(last);
+        }
     }
     r.leave_arm();
     r.finish()
@@ -395,7 +403,8 @@ impl<S: Steps> Runner<S> {
         let mut sealed = Ok(());
         let mut unsaved = self.cx.rec.take_write_failure().is_some();
         for wait_ms in [0u64, 250, 500, 1000, 2000] {
-            if wait_ms > 0 {
+            // A full disk: first the space held back when the bundle opened, then waits.
+            if wait_ms > 0 && !self.cx.rec.release_reserve() {
                 std::thread::sleep(std::time::Duration::from_millis(wait_ms));
             }
             if unsaved {
@@ -423,6 +432,7 @@ impl<S: Steps> Runner<S> {
             r.incomplete_reason = Some(why);
             self.cx.rec.save();
         }
+        self.cx.rec.release_reserve();
         Ok(Outcome {
             complete,
             interrupted: self.interrupted,

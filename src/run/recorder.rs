@@ -28,6 +28,8 @@ pub struct Recorder {
     write_failure: std::sync::Mutex<Option<String>>,
     /// What this bundle's runs started on the lane (`launch-journal.json`).
     journal: Journal,
+    /// Space held back for the final result, checkpoint and manifest ([`super::reserve`]).
+    reserve: Option<super::reserve::Reserve>,
 }
 
 /// Steps whose time is the engines starting and stopping (the rest is measurement).
@@ -75,6 +77,7 @@ impl Recorder {
             notify,
             write_failure: std::sync::Mutex::new(None),
             journal: Journal::default(),
+            reserve: None,
         };
         if resume {
             rec.journal = read_journal(&rec.dir)?;
@@ -95,6 +98,14 @@ impl Recorder {
                 bundle::PLAN,
                 &json!({"campaign_id": c.campaign.id, "steps": plan.steps}),
             )?;
+        }
+        let bytes = super::reserve::size(plan.steps.len());
+        match super::reserve::Reserve::take(&bundle::space_reserve(&rec.dir), bytes) {
+            Ok(r) => rec.reserve = Some(r),
+            Err(e) => rec.warn(&format!(
+                "could not hold back {} KiB beside the bundle for its final result ({e}); on a disk that fills, the bundle may keep a result that says `running`",
+                bytes / 1024
+            )),
         }
         rec.result.complete = false;
         // Until this invocation ends; a bundle left like this says its run died before sealing.
@@ -331,13 +342,20 @@ impl Recorder {
     }
 
     /// Ends the invocation: complete or why not, the notes, where the time went; saves.
+    /// Gives back the space held for the last words (the disk is full now). False: none held.
+    pub fn release_reserve(&mut self) -> bool {
+        self.reserve.take().map(|r| r.release()).is_some()
+    }
+
     pub fn close(
         &mut self,
         interrupted: Option<&str>,
         total_ms: f64,
         lane_has_gpus: bool,
     ) -> (bool, InvocationTiming) {
+        let missing = missing_files(&self.dir, &self.result);
         let r = &mut self.result;
+        unproven_restoration(r, &missing);
         let all_end = r
             .arms
             .iter()
@@ -346,13 +364,18 @@ impl Recorder {
             .restoration
             .as_ref()
             .is_some_and(|x| x.status == RestorationStatus::Passed);
-        let missing = missing_files(&self.dir, r);
         let complete = all_end && restored && interrupted.is_none() && missing.is_empty();
         r.complete = complete;
+        let unproven = r
+            .restoration
+            .as_ref()
+            .filter(|x| x.status == RestorationStatus::Unproven);
         r.incomplete_reason = if complete {
             None
         } else if let Some(i) = interrupted {
             Some(i.to_string())
+        } else if let Some(x) = unproven {
+            Some(x.detail.clone())
         } else if !restored {
             Some("the incumbent's restoration failed (see restoration-*.json)".into())
         } else if !missing.is_empty() {
@@ -424,6 +447,31 @@ pub fn read_journal(dir: &Path) -> Result<Journal> {
 
 /// Files the result names (every `evidence` field, as `verify` reads them) that are not in the
 /// bundle.
+/// A restoration whose checks passed but whose evidence is not on disk (`missing`) is not
+/// `passed`: it becomes `unproven`, and its detail says so and names the files.
+fn unproven_restoration(r: &mut CampaignResult, missing: &[String]) {
+    let Some(x) = r.restoration.as_mut() else {
+        return;
+    };
+    let named = [
+        x.evidence.as_deref(),
+        x.preflight.as_ref().and_then(|p| p.evidence.as_deref()),
+    ];
+    let lost: Vec<&str> = named
+        .into_iter()
+        .flatten()
+        .filter(|n| missing.iter().any(|m| m == n))
+        .collect();
+    if x.status != RestorationStatus::Passed || lost.is_empty() {
+        return;
+    }
+    x.status = RestorationStatus::Unproven;
+    x.detail = format!(
+        "restored, but its proof could not be written ({} missing from the bundle): the incumbent's identity and a fresh preflight passed when checked, yet the bundle cannot show it; free the disk and run `bakeoff recover` on this bundle to take the proof again",
+        lost.join(", ")
+    );
+}
+
 fn missing_files(dir: &Path, r: &CampaignResult) -> Vec<String> {
     let v = serde_json::to_value(r).unwrap_or_default();
     let mut missing: Vec<String> = crate::evidence::manifest::evidence_names(&v)

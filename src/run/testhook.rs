@@ -1,11 +1,13 @@
 //! A pause for the fault tests, read in this one place: `BAKEOFF_TEST_PAUSE_AT=POINT:FILE`
 //! makes the run, on reaching the named point, create FILE (holding its pid) and wait there for an
-//! hour, so a test can kill bakeoff at exactly that point. TEST-ONLY: never set it in production.
+//! hour or until the test removes FILE, so a test can kill or signal bakeoff at exactly that
+//! point (and let it go on). TEST-ONLY: never set it in production.
 //!
 //! Points: `launch-unrecorded` (an arm was started, its pid or job id not yet in the launch
 //! journal; `launch-unrecorded@ARM`: only arm ARM's launch),
 //! `incumbent-stopped` (the incumbent was stopped, the step not yet recorded),
-//! `restoration-launched` (the restored incumbent was started, not yet ready).
+//! `restoration-launched` (the restored incumbent was started, not yet ready),
+//! `restoration-preflight` (the restoration's last step began: its preflight requests not sent).
 
 use std::time::Duration;
 
@@ -32,5 +34,8 @@ pub async fn pause_for(point: &str, arm: &str) {
         return;
     }
     let _ = std::fs::write(file, std::process::id().to_string());
-    tokio::time::sleep(Duration::from_secs(3600)).await;
+    let until = std::time::Instant::now() + Duration::from_secs(3600);
+    while std::path::Path::new(file).exists() && std::time::Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }

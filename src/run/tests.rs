@@ -345,6 +345,25 @@ async fn a_signal_during_the_restoration_does_not_cut_it_short() {
 }
 
 #[tokio::test]
+async fn a_signal_during_the_last_restoration_step_still_interrupts_the_run() {
+    let d = tempfile::tempdir().unwrap();
+    let p = plan(d.path());
+    let last = restoration(&p).last().unwrap().clone();
+    let fake = Fake {
+        signal_after: Some(Box::leak(last.into_boxed_str())),
+        ..Default::default()
+    };
+    let r = go(d.path(), fake, false).await;
+    assert_eq!(r.log, all(&r.plan), "nothing skipped");
+    assert_eq!(
+        r.out.interrupted.as_deref(),
+        Some("interrupted by SIGINT during restoration/restoration-preflight"),
+        "the one rule: a signal before the bundle is sealed interrupts the run"
+    );
+    assert!(!r.out.complete);
+}
+
+#[tokio::test]
 async fn a_panicking_step_is_a_crash_and_the_run_goes_on() {
     let d = tempfile::tempdir().unwrap();
     let fake = Fake {

@@ -305,6 +305,18 @@ impl Camp {
     /// Starts the incumbent from its profile `incumbent`, then spawns `bakeoff run FILE` with the
     /// lock directory `locks/` and the bundle at `output` (the campaign's `out/` when `None`).
     pub fn spawn_run(&self, incumbent: &str, file: &Path, output: Option<&Path>) -> LiveRun {
+        self.spawn_run_env(incumbent, file, output, &[])
+    }
+
+    /// [`Camp::spawn_run`] with extra environment variables for bakeoff (e.g. the test-only
+    /// pause `BAKEOFF_TEST_PAUSE_AT`).
+    pub fn spawn_run_env(
+        &self,
+        incumbent: &str,
+        file: &Path,
+        output: Option<&Path>,
+        env: &[(&str, String)],
+    ) -> LiveRun {
         let inc = self.start_incumbent(incumbent);
         let locks = self.path("locks");
         let bundle = output.map_or_else(|| self.bundle(), Path::to_path_buf);
@@ -312,7 +324,11 @@ impl Camp {
         if let Some(o) = output {
             args.extend(["--output", o.to_str().unwrap()]);
         }
-        let child = run_command(&locks, &args).spawn().unwrap();
+        let mut cmd = run_command(&locks, &args);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let child = cmd.spawn().unwrap();
         LiveRun {
             child: Some(child),
             incumbent: Some(inc),

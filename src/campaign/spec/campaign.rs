@@ -41,7 +41,8 @@ pub struct Campaign {
 /// The campaign file itself.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Source {
-    /// The path as given to [`load`](crate::campaign::load).
+    /// The path given to [`load`](crate::campaign::load), made absolute against the directory
+    /// bakeoff ran in (a bundle records it, so recovery resolves the same files from anywhere).
     pub path: PathBuf,
     /// The absolute directory relative paths were resolved against.
     pub dir: PathBuf,

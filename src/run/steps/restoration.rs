@@ -399,6 +399,7 @@ fn stop_fingerprint(cx: &Cx) -> Option<Fingerprint> {
 /// The preflight gates again, on the restored incumbent (smoke and streaming when the campaign
 /// lists none). Not cancellable: the restoration finishes even after a signal.
 pub async fn preflight(cx: &mut Cx, s: &PlanStep, list: &[PreflightGate]) -> Done {
+    crate::run::testhook::pause("restoration-preflight").await;
     let names: Vec<&str> = if list.is_empty() {
         vec!["smoke", "streaming"]
     } else {

@@ -286,11 +286,19 @@ fn a_disk_that_fills_and_stays_full_leaves_the_incumbent_serving() {
     fill(&disk.0.join("filler"));
     let err = run.end().code(1).err.clone();
     assert!(err.contains("restoration"), "{err}");
-    // Never "complete"; every step marked done has its file.
-    if let Ok(bytes) = std::fs::read(b.join("campaign-result.json")) {
-        let r: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
-        assert_eq!(r["complete"], false, "{r:#}");
-    }
+    // Never "complete"; and the last word on the disk is the run's end, never `running …`: the
+    // space held back when the bundle opened is given up for the final result.
+    let r = json(&b.join("campaign-result.json"));
+    assert_eq!(r["complete"], false, "{r:#}");
+    let reason = r["incomplete_reason"].as_str().unwrap_or_default();
+    assert!(
+        !reason.is_empty() && !reason.starts_with("running"),
+        "the bundle still says the run is running: {r:#}\n{err}"
+    );
+    assert!(
+        !bakeoff::evidence::bundle::space_reserve(&b).exists(),
+        "the space reserve was left behind"
+    );
     done_steps_have_files(&b);
     // The incumbent serves, although its log is on the full disk.
     wait_serving(t.port, Duration::from_secs(10));
@@ -404,4 +412,85 @@ fn a_disk_full_for_a_second_never_leaves_a_complete_bundle_with_a_missing_file()
     assert!(!pid_alive(pid), "candidate pid {pid} still alive");
     run.cleanup();
     drop(disk);
+}
+
+#[test]
+fn a_restoration_whose_proof_cannot_be_written_is_unproven_never_passed() {
+    let _g = serial();
+    let t = Camp::new();
+    let file = t.write_profiled(&[("inc", FAST), ("a", FAST)]);
+    let mut run = t.spawn_run("inc", &file, None);
+    let b = run.bundle.clone();
+    // The restoration's identity and preflight files cannot be written (a directory in each
+    // place: the rename fails even for root), as on a disk full while they are written.
+    run.wait_for("a-launch.json", Duration::from_secs(120));
+    let lost = ["restoration-identity.json", "restoration-preflight.json"];
+    for f in lost {
+        std::fs::create_dir(b.join(f)).unwrap();
+    }
+    let (ended, r) = run.end_with(1);
+    let rest = &r["restoration"];
+    assert_eq!(rest["status"], "unproven", "{r:#}");
+    let detail = rest["detail"].as_str().unwrap();
+    assert!(
+        detail.starts_with("restored, but its proof could not be written")
+            && lost.iter().all(|f| detail.contains(f)),
+        "{detail}"
+    );
+    assert!(
+        ended
+            .err
+            .contains("restoration unproven: restored, but its proof could not be written"),
+        "{}",
+        ended.err
+    );
+    assert!(!ended.err.contains("restoration passed"), "{}", ended.err);
+    assert_eq!(r["complete"], false, "{r:#}");
+    // The incumbent does serve; once the disk is writable, `bakeoff recover` takes the proof.
+    assert_eq!(listener_model(t.port).as_deref(), Some("inc"));
+    for f in lost {
+        std::fs::remove_dir(b.join(f)).unwrap();
+    }
+    let o = Command::new(BIN)
+        .arg("recover")
+        .arg(&b)
+        .env("BAKEOFF_LOCK_DIR", &run.locks)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let rec = json(&b.join("recovery-2.json"));
+    assert_eq!(rec["lane_ok"], true, "{rec:#}");
+    assert_eq!(
+        rec["restoration"]["restoration-identity"]["passed"], true,
+        "{rec:#}"
+    );
+    run.cleanup();
+}
+
+#[test]
+fn sigint_during_the_restorations_last_step_exits_130_interrupted() {
+    let _g = serial();
+    let t = Camp::new();
+    let file = t.write_profiled(&[("inc", FAST), ("a", FAST)]);
+    let marker = t.path("paused");
+    let pause = format!("restoration-preflight:{}", marker.display());
+    let mut run = t.spawn_run_env("inc", &file, None, &[("BAKEOFF_TEST_PAUSE_AT", pause)]);
+    let b = run.bundle.clone();
+    wait_for_file(&marker, Duration::from_secs(180));
+    // SAFETY: signals the bakeoff process this test spawned.
+    unsafe { libc::kill(run.pid() as i32, libc::SIGINT) };
+    std::thread::sleep(Duration::from_millis(200));
+    // The last step goes on (the restoration finishes anyway), then the signal is honoured.
+    std::fs::remove_file(&marker).unwrap();
+    let (ended, r) = run.end_with(130);
+    assert_eq!(r["complete"], false, "{r:#}");
+    assert_eq!(
+        r["incomplete_reason"], "interrupted by SIGINT during restoration/restoration-preflight",
+        "{r:#}"
+    );
+    assert_eq!(r["restoration"]["status"], "passed", "{r:#}");
+    assert!(ended.err.contains("incomplete"), "{}", ended.err);
+    verify(&b);
+    assert_eq!(listener_model(t.port).as_deref(), Some("inc"));
+    run.cleanup();
 }

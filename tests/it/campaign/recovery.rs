@@ -423,3 +423,161 @@ fn sigkill_before_the_pid_is_recorded_finds_the_arm_by_argv_and_start_time() {
     );
     s.lane_is_back();
 }
+
+/// Bundle `s.b`'s run started from the campaign's own folder with relative paths, as an operator
+/// does (`cd campaigns/x && bakeoff run campaign.toml --output out`), and bakeoff was SIGKILLed
+/// while the candidate served: returns the candidate's pid.
+fn killed_relative_run(s: &mut Setup) -> u32 {
+    let mut c = bakeoff(
+        &s.locks,
+        &["run", "campaign.toml", "--output", "out", "--no-progress"],
+    );
+    c.current_dir(s.t.dir.path());
+    let run = c.spawn().unwrap();
+    let port = s.t.port;
+    let launched = s.b.join("a-launch.json");
+    wait_until("the candidate serves", Duration::from_secs(120), || {
+        launched.exists() && listener_model(port).as_deref() == Some("a")
+    });
+    s.kill(run);
+    let ck = json(&s.b.join("checkpoint.json"));
+    assert_eq!(
+        ck["campaign_file"],
+        s.t.path("campaign.toml").to_str().unwrap(),
+        "the checkpoint records the campaign file absolute"
+    );
+    let files = ck["files"].to_string();
+    assert!(
+        files.contains(s.t.path("a.toml").to_str().unwrap()),
+        "{files}"
+    );
+    s.recorded("a")[0].0
+}
+
+/// `bakeoff ARGS` run from directory `cwd`.
+fn from(s: &Setup, cwd: &Path, args: &[&str]) -> std::process::Output {
+    let mut c = bakeoff(&s.locks, args);
+    c.current_dir(cwd);
+    c.output().unwrap()
+}
+
+#[test]
+fn recover_and_resume_from_another_directory_put_the_lane_back_and_complete() {
+    let _g = serial();
+    let mut s = Setup::start(SLOW);
+    let pid = killed_relative_run(&mut s);
+    let b = s.b.to_str().unwrap().to_string();
+    let o = from(&s, Path::new("/"), &["recover", &b]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(!pid_alive(pid), "the candidate still serves");
+    s.lane_is_back();
+    let o = from(
+        &s,
+        Path::new("/"),
+        &["run", "--resume", &b, "--no-progress"],
+    );
+    let r = json(&s.b.join("campaign-result.json"));
+    assert!(o.status.success(), "{}\n{r:#}", text(&o));
+    assert_eq!(r["complete"], true, "{r:#}");
+    verify(&s.b);
+    s.lane_is_back();
+    // A complete bundle, resumed from anywhere: nothing to do, the lane untouched.
+    let o = from(
+        &s,
+        Path::new("/"),
+        &["run", "--resume", &b, "--no-progress"],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(stderr(&o).contains("already complete"), "{}", text(&o));
+    // A bundle of an older bakeoff (the campaign file recorded as typed): refused from
+    // elsewhere with the way to run it, and it still works from its campaign directory.
+    let p = s.b.join("checkpoint.json");
+    let mut ck = json(&p);
+    ck["campaign_file"] = "campaign.toml".into();
+    std::fs::write(&p, serde_json::to_string_pretty(&ck).unwrap()).unwrap();
+    let o = from(&s, Path::new("/"), &["recover", &b]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("older bakeoff")
+            && err.contains(&format!("cd THAT_DIR && bakeoff recover {b}")),
+        "{err}"
+    );
+    let o = from(&s, s.t.dir.path(), &["recover", &b]);
+    assert!(o.status.success(), "{}", text(&o));
+    s.lane_is_back();
+}
+
+#[test]
+fn resume_of_a_copied_bundle_from_another_directory_names_a_moved_file_then_completes() {
+    let _g = serial();
+    let mut s = Setup::start(SLOW);
+    let pid = killed_relative_run(&mut s);
+    // The bundle is copied elsewhere (the candidate still serves the lane).
+    let copy = s.t.path("elsewhere/copy");
+    std::fs::create_dir_all(copy.parent().unwrap()).unwrap();
+    let st = Command::new("cp")
+        .arg("-a")
+        .arg(&s.b)
+        .arg(&copy)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let c = copy.to_str().unwrap().to_string();
+    // A file the campaign names moved away: refused, naming it and the directory it is
+    // resolved against; nothing touched.
+    let prof = s.t.path("a.toml");
+    let moved = s.t.path("a.toml.moved");
+    std::fs::rename(&prof, &moved).unwrap();
+    let o = from(
+        &s,
+        Path::new("/"),
+        &["run", "--resume", &c, "--no-progress"],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains(prof.to_str().unwrap())
+            && err.contains(s.t.dir.path().to_str().unwrap())
+            && err.contains("put the file back"),
+        "{err}"
+    );
+    assert!(pid_alive(pid), "a refused resume touched the lane");
+    // A file that changed since the run started: refused, naming it.
+    std::fs::rename(&moved, &prof).unwrap();
+    let orig = std::fs::read(&prof).unwrap();
+    std::fs::write(&prof, [&orig[..], b"\n# edited\n"].concat()).unwrap();
+    let o = from(
+        &s,
+        Path::new("/"),
+        &["run", "--resume", &c, "--no-progress"],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains(prof.to_str().unwrap()) && err.contains("changed since the run started"),
+        "{err}"
+    );
+    std::fs::write(&prof, &orig).unwrap();
+    // Put back: the copy's journal proves the candidate the dead run's own; it is stopped, the
+    // campaign completes in the copy, which verifies.
+    let o = from(
+        &s,
+        Path::new("/"),
+        &["run", "--resume", &c, "--no-progress"],
+    );
+    let r = json(&copy.join("campaign-result.json"));
+    assert!(o.status.success(), "{}\n{r:#}", text(&o));
+    assert!(
+        stderr(&o).contains("left running by the dead run"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(r["complete"], true, "{r:#}");
+    assert!(!pid_alive(pid));
+    verify(&copy);
+    wait_serving(s.t.port, Duration::from_secs(20));
+    assert_eq!(listener_model(s.t.port).as_deref(), Some("inc"));
+    // The incumbent the copy restored is the one to stop at the end.
+    cleanup(&copy, None, s.t.port);
+}
