@@ -25,4 +25,6 @@ if ! command -v chromium >/dev/null 2>&1; then
   fi
 fi
 scripts/infra/docker.sh install
-cargo test --all-targets "$@"
+# --features full-suite: the real-engine, Docker/Slurm, browser and seed-replay tests too (plain
+# `cargo test` runs only what needs nothing installed).
+cargo test --all-targets --features full-suite "$@"

@@ -1,6 +1,8 @@
 //! The seed-replay example (`examples/seed-replay/`): the reference verdict
 //! (`tests/data/decision-summary.example.json`) recreated with reference-engine arms. Runs the
-//! README's command on the example as it is, then checks the verdict: schema, winner, failure
+//! README's command on a copy of the example whose lane port (18190) is replaced by a free one
+//! (the README's main job leaves its restored incumbent serving 18190: no test may need that
+//! port), then checks the verdict: schema, winner, failure
 //! classes, promotion withheld, the incumbent restored, measured figures within 2% of the
 //! profiles, and `bakeoff verify`. The restored incumbent is stopped at the end.
 
@@ -18,18 +20,38 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// The example's lane port (`[lane] port`, and the gittensor arm's argv).
-const LANE_PORT: u16 = 18190;
+const EXAMPLE_PORT: &str = "18190";
+
+/// A copy of the example in `dir` with its lane port replaced by `port`: the campaign file.
+fn example_on(dir: &Path, port: u16) -> PathBuf {
+    let st = Command::new("cp")
+        .arg("-a")
+        .arg(example())
+        .arg(dir)
+        .status()
+        .unwrap();
+    assert!(st.success(), "cp -a {}", example().display());
+    let f = dir.join("campaign.toml");
+    let text = std::fs::read_to_string(&f).unwrap();
+    assert_eq!(
+        text.matches(EXAMPLE_PORT).count(),
+        3,
+        "the example's port moved"
+    );
+    std::fs::write(&f, text.replace(EXAMPLE_PORT, &port.to_string())).unwrap();
+    f
+}
 
 fn example() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/seed-replay")
 }
 
 /// Stops whatever the campaign restored on the lane, also when an assertion fails.
-struct StopRestored(PathBuf);
+struct StopRestored(PathBuf, u16);
 
 impl Drop for StopRestored {
     fn drop(&mut self) {
-        cleanup(&self.0, None, LANE_PORT);
+        cleanup(&self.0, None, self.1);
     }
 }
 
@@ -56,18 +78,16 @@ fn within(what: &str, measured: f64, declared: f64, tol: f64) {
 
 #[test]
 fn seed_replay_reaches_the_reference_verdict() {
-    assert!(
-        http_get(LANE_PORT, "/health").is_none(),
-        "something already serves 127.0.0.1:{LANE_PORT}, the seed-replay lane; stop it first"
-    );
+    let lane_port = free_port();
     let tmp = tempfile::tempdir().unwrap();
+    let file = example_on(&tmp.path().join("example"), lane_port);
     let bundle = tmp.path().join("seed");
-    let _stop = StopRestored(bundle.clone());
+    let _stop = StopRestored(bundle.clone(), lane_port);
     let t = Instant::now();
-    // The README's command: the example file as it is, nothing serving on the lane yet.
+    // The README's command: the example file (on a free port), nothing serving on the lane yet.
     let o = Command::new(BIN)
         .arg("run")
-        .arg(example().join("campaign.toml"))
+        .arg(&file)
         .arg("--output")
         .arg(&bundle)
         .arg("--no-progress")
@@ -153,7 +173,7 @@ fn seed_replay_reaches_the_reference_verdict() {
         r["restoration"]
     );
     assert_eq!(
-        listener_model(LANE_PORT).as_deref(),
+        listener_model(lane_port).as_deref(),
         Some("incumbent-gguf-mtp3"),
         "the restored incumbent serves the lane"
     );
@@ -216,13 +236,13 @@ fn seed_replay_reaches_the_reference_verdict() {
     verify(&bundle);
 
     // Stop the restored incumbent; nothing is left on the lane.
-    cleanup(&bundle, None, LANE_PORT);
+    cleanup(&bundle, None, lane_port);
     let t = Instant::now();
-    while http_get(LANE_PORT, "/health").is_some() && t.elapsed() < Duration::from_secs(10) {
+    while http_get(lane_port, "/health").is_some() && t.elapsed() < Duration::from_secs(10) {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(
-        http_get(LANE_PORT, "/health").is_none(),
+        http_get(lane_port, "/health").is_none(),
         "the incumbent was not stopped"
     );
 }

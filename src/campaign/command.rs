@@ -316,7 +316,7 @@ impl Campaign {
             }),
             RecipeRef::Reference(r) => {
                 let mut argv = vec![SELF_PROGRAM.to_string()];
-                argv.extend(crate::engine::command_args(
+                argv.extend(crate::refengine::command_args(
                     &r.profile, &lane.host, lane.port, r.seed,
                 ));
                 let mut start = CommandLine::new(argv);

@@ -328,48 +328,25 @@ pub fn suite_digests(c: &Campaign) -> Vec<SuiteDigest> {
 
 /// Expands a loaded campaign into its steps.
 pub fn plan(c: &Campaign) -> Plan {
-    let mut steps: Vec<PlanStep> = Vec::new();
-    let mut push = |phase: Phase,
-                    arm: Option<&str>,
-                    kind: StepKind,
-                    shape: Option<String>,
-                    evidence: String| {
-        steps.push(PlanStep {
-            number: steps.len() + 1,
-            phase,
-            arm: arm.map(str::to_string),
-            kind,
-            shape,
-            evidence,
-        });
-    };
+    let mut b = Builder::default();
     let inc = c.incumbent();
-    let inc_managed = inc.kind().managed();
     let gpus = !c.lane.gpus.is_empty();
-
-    if inc_managed {
-        push(
-            Phase::Setup,
-            Some(&inc.id),
-            StepKind::StopIncumbent,
-            None,
-            bundle::INCUMBENT_SHUTDOWN.into(),
-        );
+    if inc.kind().managed() {
+        b.setup(&inc.id, StepKind::StopIncumbent, bundle::INCUMBENT_SHUTDOWN);
     }
     if gpus {
-        push(
+        let kind = StepKind::GpuIdleBaseline {
+            max_used_mib: c.lane.idle_baseline_max_mib,
+        };
+        b.push(
             Phase::Setup,
             None,
-            StepKind::GpuIdleBaseline {
-                max_used_mib: c.lane.idle_baseline_max_mib,
-            },
+            kind,
             None,
             bundle::GPU_IDLE_BASELINE.into(),
         );
     }
-
     let w = &c.workload;
-    let label = c.prompt_label();
     // Timed requests per arm: cold c1 (1), warm c1, and each level above 1.
     let per_arm: u64 = 1 + u64::from(w.warm_repetitions)
         * (1 + w
@@ -381,193 +358,9 @@ pub fn plan(c: &Campaign) -> Plan {
     let source = work_source(w, per_arm);
     let items = source.as_ref().is_some_and(WorkSource::has_items);
     for arm in &c.arms {
-        let id = arm.id.as_str();
-        let file = |step: &str, shape: Option<&str>| bundle::step_file(id, step, shape);
-        let managed = arm.kind().managed();
-        if managed {
-            push(
-                Phase::Arm,
-                Some(id),
-                StepKind::Launch,
-                None,
-                file("launch", None),
-            );
-        }
-        push(
-            Phase::Arm,
-            Some(id),
-            StepKind::Ready {
-                served_model: arm.served_model.clone(),
-                served_context: arm.served_context,
-                timeout_s: c.lane.ready_timeout_s,
-            },
-            None,
-            file("ready", None),
-        );
-        if managed && gpus {
-            push(
-                Phase::Arm,
-                Some(id),
-                StepKind::MemoryReserve {
-                    reserve_mib: c.lane.memory_reserve_mib,
-                },
-                None,
-                file("memory-reserve", None),
-            );
-        }
-        if !c.gates.preflight.is_empty() {
-            push(
-                Phase::Arm,
-                Some(id),
-                StepKind::Preflight {
-                    gates: c.gates.preflight.clone(),
-                },
-                None,
-                file("preflight", None),
-            );
-        }
-        let timing = |state: RunState, concurrency: u32, requests: u32| StepKind::Timing {
-            state,
-            prompt_tokens: w.matched_prompt_tokens,
-            max_tokens: w.max_tokens,
-            concurrency,
-            requests,
-            ignore_eos: w.sampling.ignore_eos,
-            slo: match state {
-                RunState::Warm => w.slo_at(concurrency),
-                RunState::Cold => Vec::new(),
-            },
-            first_item: None,
-        };
-        let mut levels: Vec<u32> = w.concurrency.iter().copied().filter(|&n| n > 1).collect();
-        levels.sort_unstable();
-        let mut shapes = vec![
-            (timing(RunState::Cold, 1, 1), format!("{label}-c1-cold")),
-            (
-                timing(RunState::Warm, 1, w.warm_repetitions),
-                format!("{label}-c1-warm"),
-            ),
-        ];
-        for n in levels {
-            shapes.push((
-                timing(RunState::Warm, n, n.saturating_mul(w.warm_repetitions)),
-                format!("{label}-c{n}-warm"),
-            ));
-        }
-        let mut next_item = 0u64;
-        for (mut kind, shape) in shapes {
-            if let (
-                StepKind::Timing {
-                    requests,
-                    first_item,
-                    ..
-                },
-                true,
-            ) = (&mut kind, items)
-            {
-                *first_item = Some(next_item);
-                next_item += u64::from(*requests);
-            }
-            let f = file("timing", Some(&shape));
-            push(Phase::Arm, Some(id), kind, Some(shape), f);
-        }
-        if let (Some(rg), Some((profile, tokens))) =
-            (&c.gates.retrieval, c.long_context_target(arm))
-        {
-            let shape = tokens.to_string();
-            push(
-                Phase::Arm,
-                Some(id),
-                StepKind::Retrieval {
-                    profile: profile.to_string(),
-                    target_tokens: tokens,
-                    needles: rg.needles,
-                    depths: rg.depths.clone(),
-                    max_tokens: rg.max_tokens,
-                },
-                Some(shape.clone()),
-                file("retrieval", Some(&shape)),
-            );
-            let shape = format!("{tokens}-c1-long");
-            push(
-                Phase::Arm,
-                Some(id),
-                StepKind::LongContextTiming {
-                    prompt_tokens: tokens,
-                    max_tokens: w.max_tokens,
-                    requests: LONG_CONTEXT_REQUESTS,
-                },
-                Some(shape.clone()),
-                file("timing", Some(&shape)),
-            );
-        }
-        if let Some(t) = &c.gates.tools {
-            push(
-                Phase::Arm,
-                Some(id),
-                StepKind::Tools {
-                    suite: t.suite.clone(),
-                    batch: t.batch,
-                    variants: t.variants.clone(),
-                },
-                None,
-                file("tools", None),
-            );
-        }
-        if let Some(q) = &c.gates.quality {
-            push(
-                Phase::Arm,
-                Some(id),
-                StepKind::Quality {
-                    suite: q.suite.clone(),
-                    repetitions: q.repetitions,
-                    reasoning_headroom: q.reasoning_headroom,
-                },
-                None,
-                file("quality", None),
-            );
-        }
-        if managed {
-            push(
-                Phase::Arm,
-                Some(id),
-                StepKind::Stop,
-                None,
-                file("stop", None),
-            );
-        }
+        arm_steps(&mut b, c, arm, items);
     }
-
-    if inc_managed {
-        push(
-            Phase::Restoration,
-            Some(&inc.id),
-            StepKind::RestoreIncumbent,
-            None,
-            bundle::RESTORATION_LAUNCH.into(),
-        );
-    }
-    push(
-        Phase::Restoration,
-        Some(&inc.id),
-        StepKind::RestorationIdentity {
-            recipe_hash: c.recipe_hash(inc),
-            argv_env_hash: c.argv_env_hash(inc),
-            served_model: inc.served_model.clone(),
-            served_context: inc.served_context,
-        },
-        None,
-        bundle::RESTORATION_IDENTITY.into(),
-    );
-    push(
-        Phase::Restoration,
-        Some(&inc.id),
-        StepKind::RestorationPreflight {
-            gates: c.gates.preflight.clone(),
-        },
-        None,
-        bundle::RESTORATION_PREFLIGHT.into(),
-    );
+    restoration_steps(&mut b, c);
     Plan {
         campaign: c.clone(),
         request: RequestContract {
@@ -577,9 +370,192 @@ pub fn plan(c: &Campaign) -> Plan {
             sizing_timeout_s: 300,
             source,
         },
-        steps,
+        steps: b.steps,
         suites: suite_digests(c),
     }
+}
+
+/// The plan's steps as they are added, numbered in order.
+#[derive(Default)]
+struct Builder {
+    steps: Vec<PlanStep>,
+}
+
+impl Builder {
+    fn push(
+        &mut self,
+        phase: Phase,
+        arm: Option<&str>,
+        kind: StepKind,
+        shape: Option<String>,
+        evidence: String,
+    ) {
+        self.steps.push(PlanStep {
+            number: self.steps.len() + 1,
+            phase,
+            arm: arm.map(str::to_string),
+            kind,
+            shape,
+            evidence,
+        });
+    }
+
+    fn setup(&mut self, arm: &str, kind: StepKind, evidence: &str) {
+        self.push(Phase::Setup, Some(arm), kind, None, evidence.into());
+    }
+
+    fn restoration(&mut self, arm: &str, kind: StepKind, evidence: &str) {
+        self.push(Phase::Restoration, Some(arm), kind, None, evidence.into());
+    }
+
+    /// An arm step; its evidence file is `<arm>-<step>[-<shape>].json`.
+    fn arm(&mut self, arm: &str, kind: StepKind, shape: Option<String>) {
+        let step = kind.name();
+        self.arm_filed_as(arm, step, kind, shape);
+    }
+
+    /// An arm step whose evidence file is named after `step` (the long-context timing files
+    /// are timing files: `<arm>-timing-<tokens>-c1-long.json`).
+    fn arm_filed_as(&mut self, arm: &str, step: &str, kind: StepKind, shape: Option<String>) {
+        let evidence = bundle::step_file(arm, step, shape.as_deref());
+        self.push(Phase::Arm, Some(arm), kind, shape, evidence);
+    }
+}
+
+/// One arm's steps: launch, ready, memory reserve, preflight, timing, long context, tools,
+/// quality, stop (each when the campaign and the arm's kind call for it).
+fn arm_steps(b: &mut Builder, c: &Campaign, arm: &super::Arm, items: bool) {
+    let id = arm.id.as_str();
+    let managed = arm.kind().managed();
+    if managed {
+        b.arm(id, StepKind::Launch, None);
+    }
+    let ready = StepKind::Ready {
+        served_model: arm.served_model.clone(),
+        served_context: arm.served_context,
+        timeout_s: c.lane.ready_timeout_s,
+    };
+    b.arm(id, ready, None);
+    if managed && !c.lane.gpus.is_empty() {
+        let reserve_mib = c.lane.memory_reserve_mib;
+        b.arm(id, StepKind::MemoryReserve { reserve_mib }, None);
+    }
+    if !c.gates.preflight.is_empty() {
+        let gates = c.gates.preflight.clone();
+        b.arm(id, StepKind::Preflight { gates }, None);
+    }
+    timing_steps(b, c, id, items);
+    if let (Some(rg), Some((profile, tokens))) = (&c.gates.retrieval, c.long_context_target(arm)) {
+        let retrieval = StepKind::Retrieval {
+            profile: profile.to_string(),
+            target_tokens: tokens,
+            needles: rg.needles,
+            depths: rg.depths.clone(),
+            max_tokens: rg.max_tokens,
+        };
+        b.arm(id, retrieval, Some(tokens.to_string()));
+        let long = StepKind::LongContextTiming {
+            prompt_tokens: tokens,
+            max_tokens: c.workload.max_tokens,
+            requests: LONG_CONTEXT_REQUESTS,
+        };
+        b.arm_filed_as(id, "timing", long, Some(format!("{tokens}-c1-long")));
+    }
+    if let Some(t) = &c.gates.tools {
+        let tools = StepKind::Tools {
+            suite: t.suite.clone(),
+            batch: t.batch,
+            variants: t.variants.clone(),
+        };
+        b.arm(id, tools, None);
+    }
+    if let Some(q) = &c.gates.quality {
+        let quality = StepKind::Quality {
+            suite: q.suite.clone(),
+            repetitions: q.repetitions,
+            reasoning_headroom: q.reasoning_headroom,
+        };
+        b.arm(id, quality, None);
+    }
+    if managed {
+        b.arm(id, StepKind::Stop, None);
+    }
+}
+
+/// The timed steps of arm `id`: cold c1, warm c1, then each warm level above 1. With a work set
+/// of items, each step takes the next `requests` items.
+fn timing_steps(b: &mut Builder, c: &Campaign, id: &str, items: bool) {
+    let w = &c.workload;
+    let label = c.prompt_label();
+    let timing = |state: RunState, concurrency: u32, requests: u32| StepKind::Timing {
+        state,
+        prompt_tokens: w.matched_prompt_tokens,
+        max_tokens: w.max_tokens,
+        concurrency,
+        requests,
+        ignore_eos: w.sampling.ignore_eos,
+        slo: match state {
+            RunState::Warm => w.slo_at(concurrency),
+            RunState::Cold => Vec::new(),
+        },
+        first_item: None,
+    };
+    let mut levels: Vec<u32> = w.concurrency.iter().copied().filter(|&n| n > 1).collect();
+    levels.sort_unstable();
+    let mut shapes = vec![
+        (timing(RunState::Cold, 1, 1), format!("{label}-c1-cold")),
+        (
+            timing(RunState::Warm, 1, w.warm_repetitions),
+            format!("{label}-c1-warm"),
+        ),
+    ];
+    for n in levels {
+        shapes.push((
+            timing(RunState::Warm, n, n.saturating_mul(w.warm_repetitions)),
+            format!("{label}-c{n}-warm"),
+        ));
+    }
+    let mut next_item = 0u64;
+    for (mut kind, shape) in shapes {
+        if let (
+            StepKind::Timing {
+                requests,
+                first_item,
+                ..
+            },
+            true,
+        ) = (&mut kind, items)
+        {
+            *first_item = Some(next_item);
+            next_item += u64::from(*requests);
+        }
+        b.arm(id, kind, Some(shape));
+    }
+}
+
+/// The incumbent put back (when bakeoff starts it) and proven: identity, then a fresh preflight.
+fn restoration_steps(b: &mut Builder, c: &Campaign) {
+    let inc = c.incumbent();
+    if inc.kind().managed() {
+        b.restoration(
+            &inc.id,
+            StepKind::RestoreIncumbent,
+            bundle::RESTORATION_LAUNCH,
+        );
+    }
+    let identity = StepKind::RestorationIdentity {
+        recipe_hash: c.recipe_hash(inc),
+        argv_env_hash: c.argv_env_hash(inc),
+        served_model: inc.served_model.clone(),
+        served_context: inc.served_context,
+    };
+    b.restoration(&inc.id, identity, bundle::RESTORATION_IDENTITY);
+    let gates = c.gates.preflight.clone();
+    b.restoration(
+        &inc.id,
+        StepKind::RestorationPreflight { gates },
+        bundle::RESTORATION_PREFLIGHT,
+    );
 }
 
 impl Plan {
@@ -593,5 +569,64 @@ impl Plan {
     /// Every evidence file the plan writes, in order.
     pub fn evidence_files(&self) -> Vec<&str> {
         self.steps.iter().map(|s| s.evidence.as_str()).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every step kind a campaign can plan, with the evidence file each writes: the names are
+    /// the bundle's contract (resume, verify and the reports find steps by them).
+    #[test]
+    fn the_plan_names_every_steps_evidence_file() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("campaign.toml");
+        let arm = |id: &str, role: &str| {
+            format!(
+                "[[arms]]\nid = \"{id}\"\nrole = \"{role}\"\nengine = \"e\"\nmodel = \"m\"\nserved_model = \"m\"\nserved_context = 8192\nlong_context_profile = \"full\"\n[arms.process]\nargv = [\"/bin/sleep\", \"100\"]\n"
+            )
+        };
+        let text = format!(
+            "[campaign]\nid = \"plan-test\"\n[lane]\nport = 18996\ngpus = [\"GPU-1\"]\n[workload]\nranking_priority = [\"ttft\"]\nmatched_prompt_tokens = 64\nmax_tokens = 8\nwarm_repetitions = 2\nconcurrency = [1, 4, 2]\nlong_context_targets = {{ full = 600 }}\n[gates]\npreflight = [\"smoke\"]\n[gates.tools]\n[gates.retrieval]\n[gates.quality]\n{}{}",
+            arm("inc", "incumbent"),
+            arm("a", "candidate")
+        );
+        std::fs::write(&f, text).unwrap();
+        let c = crate::campaign::load(&f).unwrap_or_else(|e| panic!("{e}"));
+        let p = super::plan(&c);
+        let got: Vec<String> = p
+            .steps
+            .iter()
+            .map(|s| format!("{} {}", s.kind.name(), s.evidence))
+            .collect();
+        let mut want = vec![
+            "stop-incumbent incumbent-shutdown.json".to_string(),
+            "gpu-idle-baseline gpu-idle-baseline.json".to_string(),
+        ];
+        for a in ["inc", "a"] {
+            for (step, file) in [
+                ("launch", "launch"),
+                ("ready", "ready"),
+                ("memory-reserve", "memory-reserve"),
+                ("preflight", "preflight"),
+                ("timing", "timing-64-c1-cold"),
+                ("timing", "timing-64-c1-warm"),
+                ("timing", "timing-64-c2-warm"),
+                ("timing", "timing-64-c4-warm"),
+                ("retrieval", "retrieval-600"),
+                ("long-context-timing", "timing-600-c1-long"),
+                ("tools", "tools"),
+                ("quality", "quality"),
+                ("stop", "stop"),
+            ] {
+                want.push(format!("{step} {a}-{file}.json"));
+            }
+        }
+        want.extend([
+            "restore-incumbent restoration-launch.json".to_string(),
+            "restoration-identity restoration-identity.json".to_string(),
+            "restoration-preflight restoration-preflight.json".to_string(),
+        ]);
+        assert_eq!(got, want);
+        assert!(p.steps.iter().enumerate().all(|(i, s)| s.number == i + 1));
     }
 }

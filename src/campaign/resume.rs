@@ -22,6 +22,32 @@ pub struct BundleCampaign {
     pub changed: Vec<String>,
 }
 
+impl BundleCampaign {
+    /// Why this bundle may not be resumed (None: it may): its campaign copy is not the file the
+    /// run started with, its dataset changed, or a file the campaign names moved or changed
+    /// (then the arms still to run would not be the arms that ran). One line per problem.
+    pub fn unresumable(&self) -> Option<Vec<String>> {
+        let (c, ck) = (&self.campaign, &self.checkpoint);
+        if c.source.sha256 != ck.campaign_sha256 {
+            return Some(vec![
+                "the bundle's campaign.toml differs from the one the run started with".into(),
+            ]);
+        }
+        if let Some(why) = ck.workload_changed(c) {
+            return Some(vec![why]);
+        }
+        if self.changed.is_empty() {
+            return None;
+        }
+        let mut out = self.changed.clone();
+        out.push(format!(
+            "{} file(s) the campaign names moved or changed since the run started (above): the arms still to run would not be the arms that ran; nothing was touched",
+            self.changed.len()
+        ));
+        Some(out)
+    }
+}
+
 /// Why a bundle's campaign cannot be used: the copy's diagnostics (if it did not load) and one
 /// message that says what to do.
 #[derive(Debug)]

@@ -34,96 +34,107 @@ pub struct BenchArgs {
     /// trailing /v1 is accepted).
     pub url: String,
     /// https: trust only the CA certificate(s) in this PEM file (default: the system's CA store).
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", help_heading = "Endpoint")]
     pub ca_file: Option<PathBuf>,
     /// https: do not verify the server's certificate (recorded in the summary as a limitation).
-    #[arg(long, conflicts_with = "ca_file")]
+    #[arg(long, conflicts_with = "ca_file", help_heading = "Endpoint")]
     pub insecure: bool,
     /// Model to request (default: the first model /v1/models lists).
-    #[arg(long)]
+    #[arg(long, help_heading = "Endpoint")]
     pub model: Option<String>,
     /// API flavour.
-    #[arg(long, value_enum, default_value = "chat")]
+    #[arg(long, value_enum, default_value = "chat", help_heading = "Endpoint")]
     pub endpoint: EndpointArg,
     /// Build a matched prompt of exactly this many prompt tokens of the endpoint's tokenizer.
-    #[arg(long, default_value_t = 128, conflicts_with = "prompt")]
+    #[arg(
+        long,
+        default_value_t = 128,
+        conflicts_with = "prompt",
+        help_heading = "Workload"
+    )]
     pub prompt_tokens: u64,
     /// Send this literal prompt instead of a sized one.
-    #[arg(long)]
+    #[arg(long, help_heading = "Workload")]
     pub prompt: Option<String>,
     /// A local tokenizer.json used to size the prompt (else the server's /tokenize, else calibration).
-    #[arg(long)]
+    #[arg(long, help_heading = "Workload")]
     pub tokenizer: Option<PathBuf>,
     /// Let requests share a prefix (no per-request nonce), so prefix caches can hit.
-    #[arg(long)]
+    #[arg(long, help_heading = "Workload")]
     pub allow_prefix_cache: bool,
     /// Most tokens each request may generate (sent as max_tokens); with --ignore-eos, exactly this many.
-    #[arg(long, default_value_t = 128)]
+    #[arg(long, default_value_t = 128, help_heading = "Workload")]
     pub max_tokens: u64,
     /// Sampling temperature sent with every request (0 = greedy).
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, help_heading = "Workload")]
     pub temperature: f64,
     /// Reproduce a run: the sampling seed sent with every request (default 0), the Poisson
     /// arrivals and the prompts' nonce numbers. Without it the nonce numbers start
     /// at a random place, so a second run never meets the first run's prompts in a prefix cache.
-    #[arg(long)]
+    #[arg(long, help_heading = "Workload")]
     pub seed: Option<u64>,
     /// Send ignore_eos: true so every request generates exactly --max-tokens (vLLM, llama.cpp).
-    #[arg(long)]
+    #[arg(long, help_heading = "Workload")]
     pub ignore_eos: bool,
     /// Closed loop: this many requests in flight at all times; a comma list (1,2,4) sweeps the
     /// levels in turn with one prompt, one result per level [default: 1].
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', help_heading = "Load shape")]
     pub concurrency: Vec<usize>,
     /// Open loop: start requests at this rate (requests/second) regardless of completions; a
     /// comma list (1,2,4) sweeps the rates in turn, one result per rate.
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', help_heading = "Load shape")]
     pub rate: Vec<f64>,
     /// Open-loop arrival process.
-    #[arg(long, value_enum, default_value = "constant", requires = "rate")]
+    #[arg(
+        long,
+        value_enum,
+        default_value = "constant",
+        requires = "rate",
+        help_heading = "Load shape"
+    )]
     pub arrival: ArrivalArg,
     /// Measured requests (default 32 unless --duration is given).
-    #[arg(long)]
+    #[arg(long, help_heading = "Load shape")]
     pub requests: Option<u64>,
     /// Stop starting requests after this many seconds of the measured phase.
-    #[arg(long)]
+    #[arg(long, help_heading = "Load shape")]
     pub duration: Option<f64>,
     /// Requests sent first and excluded from statistics.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, help_heading = "Load shape")]
     pub warmup: u64,
     /// Name of the environment variable holding the API key (the key never goes on the command line).
-    #[arg(long)]
+    #[arg(long, help_heading = "Endpoint")]
     pub api_key_env: Option<String>,
     /// JSON object merged into every request body, e.g. '{"top_p":0.9}'.
-    #[arg(long)]
+    #[arg(long, help_heading = "Workload")]
     pub extra_body: Option<String>,
     /// Per-request limit, seconds.
-    #[arg(long, default_value_t = 600.0)]
+    #[arg(long, default_value_t = 600.0, help_heading = "Endpoint")]
     pub timeout: f64,
     /// Longest silence inside a response before it counts as a stall, seconds.
-    #[arg(long, default_value_t = 60.0)]
+    #[arg(long, default_value_t = 60.0, help_heading = "Endpoint")]
     pub stall_timeout: f64,
     /// Write the summary as JSON here.
-    #[arg(long)]
+    #[arg(long, help_heading = "Outputs")]
     pub json: Option<PathBuf>,
     /// Write one JSON line per request here (with raw per-chunk arrival offsets).
-    #[arg(long)]
+    #[arg(long, help_heading = "Outputs")]
     pub requests_jsonl: Option<PathBuf>,
     /// Write the summary as CSV here: a header and one row per level (flat columns: counts,
     /// throughputs, then mean/std/min/p50/p90/p95/p99/p99.9/max of each metric).
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", help_heading = "Outputs")]
     pub csv: Option<PathBuf>,
     /// Write the summary with the flat key names of `vllm bench serve --save-result` here (a
     /// sweep writes one file per level, PATH with -concurrency<N> before the extension).
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", help_heading = "Outputs")]
     pub export_vllm: Option<PathBuf>,
     /// Write a self-contained HTML page here: latency (p50/p95/p99) and throughput against the
     /// concurrency or rate levels, the throughput-latency frontier, TTFT/ITL distributions per
     /// level and the per-request TTFT timeline, with the --slo limits and the saturation level.
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", help_heading = "Outputs")]
     pub html: Option<PathBuf>,
     /// Never show a progress bar.
-    #[arg(long)]
+    #[arg(long, help_heading = "Outputs")]
     pub no_progress: bool,
     /// Dataset and synthetic-length sources (`cli/bench_source.rs`).
     #[command(flatten)]

@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Workload")]
 pub struct ConvArgs {
     /// Multi-turn conversations of this many turns: each concurrent stream runs conversations,
     /// turn k resending turns 1..k-1 with the model's actual replies plus a new user turn of

@@ -25,6 +25,7 @@ pub const DURATION_POOL: usize = 256;
 pub const MAX_POOL: usize = 4096;
 
 #[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Workload")]
 pub struct SourceArgs {
     /// Send prompts from this dataset file: JSONL (one object a line with `prompt` or `messages`,
     /// optional `output_tokens`/`max_tokens` and `id`) or ShareGPT JSON (first human turn; the

@@ -26,36 +26,36 @@ pub struct LoadShapeArgs {
     /// With --rate: open-loop arrivals, but at most this many requests in flight. A request
     /// whose start time comes while the cap is full waits for a slot; the wait is reported as
     /// schedule lag (and counted), never as server latency: TTFT runs from the actual send.
-    #[arg(long, value_name = "C")]
+    #[arg(long, value_name = "C", help_heading = "Load shape")]
     pub max_concurrency: Option<usize>,
     /// Warm-up by time: requests started within the first SECONDS are excluded from the
     /// statistics (with --warmup N too, the warm-up lasts until both are done).
-    #[arg(long, value_name = "SECONDS")]
+    #[arg(long, value_name = "SECONDS", help_heading = "Load shape")]
     pub warmup_duration: Option<f64>,
     /// Service-level objectives checked at every level, e.g. ttft_p95=500ms,itl_p99=50ms
     /// (metrics ttft, itl (= tpot), e2e; stats p50, p90, p95, p99, p99.9, mean, max). Each
     /// level prints met/BROKEN with the observed values and its goodput (requests/s whose own
     /// latencies meet every limit). A broken SLO alone exits 0 unless --slo-strict.
-    #[arg(long, value_name = "LIMITS")]
+    #[arg(long, value_name = "LIMITS", help_heading = "SLOs")]
     pub slo: Option<String>,
     /// Exit with status 1 when an SLO broke at any level (with --find-saturation: when not
     /// even the first level held).
-    #[arg(long)]
+    #[arg(long, help_heading = "SLOs")]
     pub slo_strict: bool,
     /// Raise the load until an SLO (--slo, required) breaks: doubling from the one
     /// --concurrency or --rate given, or walking the list given; reports the last level that
     /// held and the first that broke.
-    #[arg(long)]
+    #[arg(long, help_heading = "Load shape")]
     pub find_saturation: bool,
     /// --find-saturation: most levels to try [default: 10].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", help_heading = "Load shape")]
     pub max_steps: Option<usize>,
     /// --find-saturation: highest level to try (a concurrency, or requests/s with --rate).
-    #[arg(long, value_name = "LEVEL")]
+    #[arg(long, value_name = "LEVEL", help_heading = "Load shape")]
     pub max_level: Option<f64>,
     /// --find-saturation: a level whose failed requests exceed this share of its requests
     /// counts as broken [default: 0.05].
-    #[arg(long, value_name = "SHARE")]
+    #[arg(long, value_name = "SHARE", help_heading = "Load shape")]
     pub max_failure_share: Option<f64>,
 }
 

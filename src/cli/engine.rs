@@ -24,7 +24,7 @@ pub struct EngineArgs {
 
 /// Run the engine until SIGINT or SIGTERM.
 pub fn run(args: EngineArgs) -> anyhow::Result<()> {
-    let profiles = crate::engine::load_profiles(&args.profiles)?;
+    let profiles = crate::refengine::load_profiles(&args.profiles)?;
     crate::clock::raise_nofile_limit();
     let workers = args.workers.unwrap_or_else(|| {
         std::thread::available_parallelism()
@@ -50,13 +50,13 @@ pub fn run(args: EngineArgs) -> anyhow::Result<()> {
                 _ = term.recv() => {}
             }
         };
-        let opts = crate::engine::Options {
+        let opts = crate::refengine::Options {
             profiles,
             host: args.host,
             port: args.port,
             seed: args.seed,
         };
-        crate::engine::serve(opts, shutdown).await
+        crate::refengine::serve(opts, shutdown).await
     });
     rt.shutdown_timeout(std::time::Duration::from_millis(200));
     result

@@ -53,3 +53,29 @@ impl std::fmt::Display for Exit {
 }
 
 impl std::error::Error for Exit {}
+
+/// `p` made absolute against the current directory.
+pub(crate) fn absolute(p: &std::path::Path) -> std::path::PathBuf {
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .map(|d| d.join(p))
+            .unwrap_or_else(|_| p.to_path_buf())
+    }
+}
+
+/// The campaign of bundle `dir` for `command` (`bakeoff run --resume`, `bakeoff recover`):
+/// refused (exit 2, the copy's diagnostics printed) when it does not load.
+pub(crate) fn bundle_campaign(
+    dir: &std::path::Path,
+    command: &str,
+) -> anyhow::Result<crate::campaign::BundleCampaign> {
+    crate::campaign::load_bundle(dir, command).map_err(|r| {
+        for d in &r.diagnostics {
+            use std::io::Write as _;
+            let _ = writeln!(std::io::stderr(), "{d}");
+        }
+        Exit::with(2, r.message).into()
+    })
+}

@@ -14,9 +14,8 @@ macro_rules! say {
     }};
 }
 
-use crate::campaign::{self, Campaign};
-use crate::lane::lock::{Holder, LaneLock};
-use crate::run::{self as runner, Note, Notify};
+use crate::campaign::Campaign;
+use crate::run::{self as runner, session::Purpose, Note, Notify};
 use anyhow::{Context, Result};
 use clap::Args;
 use std::path::{Path, PathBuf};
@@ -36,7 +35,7 @@ fn refuse(msg: impl Into<String>) -> anyhow::Error {
 /// file's directory). A file that changed since is said: the restoration's identity check
 /// compares the incumbent's own files again.
 fn load(dir: &Path) -> Result<Campaign> {
-    let b = super::run::bundle_campaign(dir, "bakeoff recover")?;
+    let b = super::bundle_campaign(dir, "bakeoff recover")?;
     for l in &b.changed {
         say!("bakeoff recover: warning: {l}");
     }
@@ -44,24 +43,14 @@ fn load(dir: &Path) -> Result<Campaign> {
 }
 
 pub fn run(args: RecoverArgs) -> Result<()> {
-    let dir = super::run::absolute(&args.dir);
+    let dir = super::absolute(&args.dir);
     let c = load(&dir)?;
     // The lane must be nobody's: a live run restores its incumbent itself.
-    let lock = LaneLock::acquire(
-        &c.lane.host,
-        c.lane.port,
-        &Holder {
-            pid: std::process::id(),
-            campaign_id: c.campaign.id.clone(),
-            bundle: dir.clone(),
-            started_at: crate::clock::wall_rfc3339(),
-        },
-    )
-    .map_err(refuse)?;
-    if let Some(n) = lock.note() {
+    let session =
+        runner::session::begin(c, dir.clone(), Purpose::Recover).map_err(|r| refuse(r.message))?;
+    if let Some(n) = session.lock.note() {
         say!("bakeoff recover: {n}");
     }
-    let plan = campaign::plan(&c);
     let notify: Notify = Arc::new(|n: Note<'_>| {
         if let Note::Warning(m) = n {
             say!("warning: {m}");
@@ -69,16 +58,16 @@ pub fn run(args: RecoverArgs) -> Result<()> {
     });
     let rt = crate::load::pace::client_runtime().context("cannot start the async runtime")?;
     let r = rt.block_on(runner::recover::recover(
-        plan,
+        session.plan.clone(),
         dir.clone(),
         notify,
-        lock.note().into_iter().collect(),
+        session.notes(),
     ))?;
     for l in &r.lines {
         say!("bakeoff recover: {l}");
     }
     drop(rt);
-    drop(lock);
+    drop(session);
     if !r.lane_ok {
         say!(
             "bakeoff recover: the lane is NOT back; see {} in {}",

@@ -15,8 +15,7 @@ macro_rules! say {
 }
 
 use crate::campaign::{self, Campaign, Mask};
-use crate::lane::lock::{Holder, LaneLock};
-use crate::run::{self as runner, Note, Notify, Options, PortState};
+use crate::run::{self as runner, session::Purpose, Note, Notify, Options, PortState};
 use anyhow::{Context, Result};
 use clap::Args;
 use std::io::IsTerminal;
@@ -71,63 +70,65 @@ fn load(path: &Path) -> Result<Campaign> {
 /// The campaign of a bundle being resumed: its copy, its paths resolved against the original
 /// campaign file's directory (from any working directory, and from a moved or copied bundle).
 fn load_resume(dir: &Path, file: Option<&Path>) -> Result<Campaign> {
-    let b = bundle_campaign(dir, "bakeoff run --resume")?;
-    let (c, ck) = (b.campaign, b.checkpoint);
-    if c.source.sha256 != ck.campaign_sha256 {
-        return Err(refuse(
-            "the bundle's campaign.toml differs from the one the run started with",
-        ));
-    }
-    if let Some(why) = ck.workload_changed(&c) {
-        return Err(refuse(why));
-    }
-    if !b.changed.is_empty() {
-        for l in &b.changed {
+    let b = super::bundle_campaign(dir, "bakeoff run --resume")?;
+    if let Some(mut why) = b.unresumable() {
+        let last = why.pop().unwrap_or_default();
+        for l in &why {
             say!("bakeoff run: {l}");
         }
-        return Err(refuse(format!(
-            "{} file(s) the campaign names moved or changed since the run started (above): the arms still to run would not be the arms that ran; nothing was touched",
-            b.changed.len()
-        )));
+        return Err(refuse(last));
     }
     if let Some(f) = file {
         let other = load(f)?;
-        if other.source.sha256 != c.source.sha256 {
+        if other.source.sha256 != b.campaign.source.sha256 {
             return Err(refuse(format!(
                 "{} is not the campaign file this bundle was started with; resume without FILE or give the same file",
                 f.display()
             )));
         }
     }
-    Ok(c)
-}
-
-/// The campaign of bundle `dir` for `command` (`bakeoff run --resume`, `bakeoff recover`):
-/// refused (exit 2, the copy's diagnostics printed) when it does not load.
-pub(super) fn bundle_campaign(dir: &Path, command: &str) -> Result<campaign::BundleCampaign> {
-    campaign::load_bundle(dir, command).map_err(|r| {
-        for d in &r.diagnostics {
-            say!("{d}");
-        }
-        refuse(r.message)
-    })
+    Ok(b.campaign)
 }
 
 pub fn run(args: RunArgs) -> Result<()> {
     crate::clock::raise_nofile_limit();
-    if let Some(dir) = args.resume.as_deref().filter(|_| !args.dry_run) {
-        // Nothing to resume: said before the campaign is loaded, so this works from anywhere
-        // and even when the files the campaign names are gone.
-        let dir = absolute(dir);
-        if already_complete(&dir) {
-            say!(
-                "bakeoff run: bundle {} is already complete; nothing to resume, the lane was not touched",
-                dir.display()
-            );
-            return Ok(());
+    let Some((c, bundle, resume)) = what_to_run(&args)? else {
+        return Ok(());
+    };
+    let purpose = if resume {
+        Purpose::Resume
+    } else {
+        Purpose::Run
+    };
+    let session = match runner::session::begin(c, super::absolute(&bundle), purpose) {
+        Ok(s) => s,
+        Err(r) => {
+            if let Some(rec) = &r.recovery {
+                recovery_lines(rec);
+            }
+            return Err(refuse(r.message));
         }
+    };
+    started(&session, resume);
+    let rt = crate::load::pace::client_runtime().context("cannot start the async runtime")?;
+    let progress_bar = !args.no_progress && std::io::stderr().is_terminal();
+    let outcome = rt.block_on(execute(&session, resume, progress_bar))?;
+    ended(&session.bundle, &outcome);
+    drop(rt);
+    drop(session);
+    if outcome.interrupted.is_some() {
+        return Err(super::Exit::silent(130).into());
     }
-    let (c, bundle, resume) = match (&args.resume, &args.file) {
+    if !outcome.complete {
+        return Err(super::Exit::silent(1).into());
+    }
+    Ok(())
+}
+
+/// The campaign, its bundle and whether it is a resume; None when there is nothing to run (a
+/// dry run printed its plan, or the bundle to resume is already complete).
+fn what_to_run(args: &RunArgs) -> Result<Option<(Campaign, PathBuf, bool)>> {
+    let (mut c, bundle, resume) = match (&args.resume, &args.file) {
         (Some(dir), f) => (load_resume(dir, f.as_deref())?, dir.clone(), true),
         (None, Some(f)) => {
             let c = load(f)?;
@@ -144,111 +145,99 @@ pub fn run(args: RunArgs) -> Result<()> {
         }
     };
     if args.dry_run {
-        let mut c = c;
         if let Some(o) = &args.output {
             c.campaign.output = o.clone();
         }
         print!("{}", campaign::plan(&c).render(&Mask::from_process_env(&c)));
-        return Ok(());
+        return Ok(None);
     }
-    let bundle = absolute(&bundle);
-    let plan = campaign::plan(&c);
-    // One campaign per lane: taken before anything is touched, held until this process ends.
-    let lock = LaneLock::acquire(
-        &c.lane.host,
-        c.lane.port,
-        &Holder {
-            pid: std::process::id(),
-            campaign_id: c.campaign.id.clone(),
-            bundle: bundle.clone(),
-            started_at: crate::clock::wall_rfc3339(),
-        },
-    )
-    .map_err(refuse)?;
-    if let Some(n) = lock.note() {
+    // Its campaign loads from any directory (the bundle records absolute paths), and a file
+    // that changed is refused above, even for a bundle with nothing left to run.
+    if resume && already_complete(&super::absolute(&bundle)) {
+        say!(
+            "bakeoff run: bundle {} is already complete; nothing to resume, the lane was not touched",
+            super::absolute(&bundle).display()
+        );
+        return Ok(None);
+    }
+    Ok(Some((c, bundle, resume)))
+}
+
+/// What the session found before the run touches the lane.
+fn started(session: &runner::session::Session, resume: bool) {
+    if let Some(n) = session.lock.note() {
         say!("bakeoff run: {n}");
     }
-    // A resumed bundle whose run died (SIGKILL, OOM killer, reboot) may have left an arm on the
-    // lane: what its launch journal proves the run's own is stopped first; nothing else is.
-    let recovery = if resume {
-        let r = runner::recover::leftovers(&bundle, &c).map_err(|e| refuse(format!("{e:#}")))?;
-        if !r.is_empty() {
-            if let Some(d) = &r.died {
-                say!("bakeoff run: {d}");
-            }
-            for l in &r.lines {
-                say!("bakeoff run: recovery: {l}");
-            }
-        }
-        Some(r)
-    } else {
-        None
-    };
-    let port = runner::preconditions(&plan, &bundle, resume).map_err(|e| {
-        match recovery.as_ref().filter(|r| !r.unproven.is_empty()) {
-            Some(r) => refuse(format!(
-                "{e} (the recovery left alone what it could not prove the dead run's own: {})",
-                r.unproven.join("; ")
-            )),
-            None => refuse(e),
-        }
-    })?;
-    match &port {
-        PortState::Free => say!(
+    if let Some(rec) = &session.recovery {
+        recovery_lines(rec);
+    }
+    let c = &session.plan.campaign;
+    match &session.port {
+        Some(PortState::Free) => say!(
             "bakeoff run: lane {}:{} is free (no incumbent serving)",
             c.lane.host,
             c.lane.port
         ),
-        PortState::Incumbent(l) => say!(
+        Some(PortState::Incumbent(l)) => say!(
             "bakeoff run: incumbent `{}` serves the lane (pid {})",
             c.incumbent().id,
             l.pid
         ),
+        None => {}
     }
     say!(
         "bakeoff run: campaign {} → {}{}",
         c.campaign.id,
-        bundle.display(),
+        session.bundle.display(),
         if resume { " (resuming)" } else { "" }
     );
-    let rt = crate::load::pace::client_runtime().context("cannot start the async runtime")?;
-    let progress_bar = !args.no_progress && std::io::stderr().is_terminal();
-    let outcome = rt.block_on(async {
-        let (tx, rx) = tokio::sync::watch::channel::<Option<&'static str>>(None);
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut int = signal(SignalKind::interrupt()).context("cannot install a SIGINT handler")?;
-        let mut term =
-            signal(SignalKind::terminate()).context("cannot install a SIGTERM handler")?;
-        tokio::spawn(async move {
-            loop {
-                let name = tokio::select! {
-                    _ = int.recv() => "SIGINT",
-                    _ = term.recv() => "SIGTERM",
-                };
-                if tx.borrow().is_none() {
-                    say!("bakeoff run: {name}: stopping the current step, then restoring the incumbent ...");
-                    let _ = tx.send(Some(name));
-                } else {
-                    say!("bakeoff run: {name} again: still restoring the incumbent; please wait");
-                }
+}
+
+/// Runs the session's plan with SIGINT/SIGTERM turned into a cancel (the runner stops the
+/// current step and restores the incumbent; a second signal only says to wait).
+async fn execute(
+    session: &runner::session::Session,
+    resume: bool,
+    progress_bar: bool,
+) -> Result<runner::Outcome> {
+    let (tx, rx) = tokio::sync::watch::channel::<Option<&'static str>>(None);
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut int = signal(SignalKind::interrupt()).context("cannot install a SIGINT handler")?;
+    let mut term = signal(SignalKind::terminate()).context("cannot install a SIGTERM handler")?;
+    tokio::spawn(async move {
+        loop {
+            let name = tokio::select! {
+                _ = int.recv() => "SIGINT",
+                _ = term.recv() => "SIGTERM",
+            };
+            if tx.borrow().is_none() {
+                say!("bakeoff run: {name}: stopping the current step, then restoring the incumbent ...");
+                let _ = tx.send(Some(name));
+            } else {
+                say!("bakeoff run: {name} again: still restoring the incumbent; please wait");
             }
-        });
-        runner::run(
-            plan,
-            Options {
-                bundle: bundle.clone(),
-                resume,
-                notify: printer(progress_bar),
-                cancel: rx,
-                notes: lock.note().into_iter().collect(),
-                recovery,
-            },
-        )
-        .await
-    })?;
+        }
+    });
+    runner::run(
+        session.plan.clone(),
+        Options {
+            bundle: session.bundle.clone(),
+            resume,
+            notify: printer(progress_bar),
+            cancel: rx,
+            notes: session.notes(),
+            recovery: session.recovery.clone(),
+        },
+    )
+    .await
+}
+
+/// The run's last words: the verdict documents written, each arm, the restoration (and the
+/// restored incumbent's pid, said only here), the verdict, the root digest, the time, the bundle.
+fn ended(bundle: &Path, outcome: &runner::Outcome) {
     // The verdict from the bundle alone, as `bakeoff report DIR` writes it (decision summary,
     // publication summary, report.html; the manifest is rewritten to cover them).
-    let verdict = match crate::report::render_all(&bundle) {
+    let verdict = match crate::report::render_all(bundle) {
         Ok(v) => Some(v),
         Err(e) => {
             say!(
@@ -272,7 +261,7 @@ pub fn run(args: RunArgs) -> Result<()> {
         // The pid goes stale when the process stops: it is said here, never in the documents.
         use crate::evidence::RestorationStatus as R;
         if matches!(rest.status, R::Passed | R::Unproven) {
-            if let Some(p) = restored_pid(&bundle) {
+            if let Some(p) = restored_pid(bundle) {
                 say!("  the restored incumbent keeps serving as pid {p} (its own process group): stop it with `kill -TERM -- -{p}`");
             }
         }
@@ -282,7 +271,7 @@ pub fn run(args: RunArgs) -> Result<()> {
             say!("{line}");
         }
     }
-    if let Ok(m) = crate::evidence::manifest::read(&bundle) {
+    if let Ok(m) = crate::evidence::manifest::read(bundle) {
         say!(
             "bakeoff run: root digest {} (keep it elsewhere: `bakeoff verify {} --digest HEX`)",
             m.root_sha256.as_deref().unwrap_or(""),
@@ -310,15 +299,19 @@ pub fn run(args: RunArgs) -> Result<()> {
             )
         }
     );
-    drop(rt);
-    drop(lock);
-    if outcome.interrupted.is_some() {
-        return Err(super::Exit::silent(130).into());
+}
+
+/// What a resume's recovery found of the dead run and did.
+fn recovery_lines(r: &runner::recover::Recovery) {
+    if r.is_empty() {
+        return;
     }
-    if !outcome.complete {
-        return Err(super::Exit::silent(1).into());
+    if let Some(d) = &r.died {
+        say!("bakeoff run: {d}");
     }
-    Ok(())
+    for l in &r.lines {
+        say!("bakeoff run: recovery: {l}");
+    }
 }
 
 /// The bundle's `campaign-result.json` says complete (a resume has nothing to do).
@@ -327,16 +320,6 @@ fn already_complete(bundle: &Path) -> bool {
         .ok()
         .and_then(|b| serde_json::from_slice::<crate::evidence::result::CampaignResult>(&b).ok())
         .is_some_and(|r| r.complete)
-}
-
-pub(super) fn absolute(p: &Path) -> PathBuf {
-    if p.is_absolute() {
-        p.to_path_buf()
-    } else {
-        std::env::current_dir()
-            .map(|d| d.join(p))
-            .unwrap_or_else(|_| p.to_path_buf())
-    }
 }
 
 /// Shows the runner's notes: a bar on a terminal, else one line per step with an estimate of the

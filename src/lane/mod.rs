@@ -315,7 +315,7 @@ fn reference_argv(r: &ReferenceSpec, lane: &LaneSpec) -> Vec<String> {
         .or_else(|| std::env::current_exe().ok())
         .unwrap_or_else(|| PathBuf::from("bakeoff"));
     let mut argv = vec![bin.display().to_string()];
-    argv.extend(crate::engine::command_args(
+    argv.extend(crate::refengine::command_args(
         &r.profile, &lane.host, lane.port, None,
     ));
     argv

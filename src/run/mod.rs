@@ -20,6 +20,7 @@ mod progress;
 mod recorder;
 pub mod recover;
 mod reserve;
+pub mod session;
 mod setup;
 mod step;
 mod steps;

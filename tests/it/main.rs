@@ -1,6 +1,8 @@
 //! The integration tests that need no real llama.cpp engine, one module per area, in one test
 //! binary (one link of the crate instead of one per file). Real-engine tests: `tests/real/`; the
-//! seed-replay example, which needs the machine to itself: `tests/seed_replay.rs`.
+//! seed-replay example, which needs the machine to itself: `tests/seed_replay.rs`. The report
+//! pages checked in headless Chromium run with `--features full-suite` (`scripts/test.sh`
+//! installs Chromium); plain `cargo test` needs nothing installed.
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -42,7 +44,9 @@ mod prompt {
     mod sizing;
 }
 mod report {
+    #[cfg(feature = "full-suite")]
     mod bench_html;
+    #[cfg(feature = "full-suite")]
     mod browser;
     mod summary;
 }

@@ -232,7 +232,7 @@ pub(super) fn arm(c: &mut Campaign, i: usize, dir: &Path, r: &mut Reporter) {
     }
     if let Some(rf) = &mut a.reference {
         rf.profile = resolve(dir, &rf.profile);
-        match crate::engine::profile::Profile::load(&rf.profile) {
+        match crate::refengine::profile::Profile::load(&rf.profile) {
             Err(e) => {
                 r.error(
                     &at.key("reference").key("profile"),

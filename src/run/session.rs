@@ -1,0 +1,111 @@
+//! What `bakeoff run` and `bakeoff recover` share before anything on the lane is touched, in one
+//! place: the lane lock (one campaign per lane), what a dead invocation left on the lane (a resume
+//! stops what its journal proves the dead run's own), and the preconditions (the port, the output
+//! directory, the suites). The CLI keeps only flags, printing and exit codes.
+//!
+//! ```text
+//! begin(campaign, bundle, purpose) ─▶ lock the lane ─▶ Resume: leftovers ─▶ Run/Resume: preconditions
+//!                                                                         ─▶ Session (plan, lock, …)
+//! ```
+
+use super::recover::{self, Recovery};
+use super::setup::{preconditions, PortState};
+use crate::campaign::{self, Campaign, Plan};
+use crate::lane::lock::{Holder, LaneLock};
+use std::path::PathBuf;
+
+/// Why a session starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    /// `bakeoff run FILE`: a new bundle.
+    Run,
+    /// `bakeoff run --resume DIR`: finish an interrupted bundle (a dead run's leftovers first).
+    Resume,
+    /// `bakeoff recover DIR`: only put the lane back (the recovery finds the leftovers itself).
+    Recover,
+}
+
+/// A campaign ready to touch its lane: the lock is held for as long as this lives.
+pub struct Session {
+    pub plan: Plan,
+    /// The bundle directory, absolute.
+    pub bundle: PathBuf,
+    pub lock: LaneLock,
+    /// A resume: what the dead invocation left on the lane and what was done about it.
+    pub recovery: Option<Recovery>,
+    /// A run or a resume: what serves the lane now (none for a recovery).
+    pub port: Option<PortState>,
+}
+
+impl Session {
+    /// Lines for the result's notes (a stale lock taken over).
+    pub fn notes(&self) -> Vec<String> {
+        self.lock.note().into_iter().collect()
+    }
+}
+
+/// A session refused: why (who holds the lane, or which precondition failed and what the
+/// recovery left alone), and what a resume's recovery already did (to be said all the same).
+pub struct Refused {
+    pub message: String,
+    pub recovery: Option<Box<Recovery>>,
+}
+
+impl From<String> for Refused {
+    fn from(message: String) -> Refused {
+        Refused {
+            message,
+            recovery: None,
+        }
+    }
+}
+
+/// Takes the lane lock for `c` writing `bundle`, then does what `purpose` needs before the lane
+/// is touched. Err: refused before the campaign touched the lane (only a resume's recovery may
+/// have stopped a dead run's proven leftovers: [`Refused::recovery`] says so).
+pub fn begin(c: Campaign, bundle: PathBuf, purpose: Purpose) -> Result<Session, Refused> {
+    let lock = LaneLock::acquire(
+        &c.lane.host,
+        c.lane.port,
+        &Holder {
+            pid: std::process::id(),
+            campaign_id: c.campaign.id.clone(),
+            bundle: bundle.clone(),
+            started_at: crate::clock::wall_rfc3339(),
+        },
+    )?;
+    let recovery = match purpose {
+        Purpose::Resume => Some(recover::leftovers(&bundle, &c).map_err(|e| format!("{e:#}"))?),
+        Purpose::Run | Purpose::Recover => None,
+    };
+    let plan = campaign::plan(&c);
+    let port = match purpose {
+        Purpose::Recover => None,
+        Purpose::Run | Purpose::Resume => {
+            let resume = purpose == Purpose::Resume;
+            match preconditions(&plan, &bundle, resume) {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    let message = match recovery.as_ref().filter(|r| !r.unproven.is_empty()) {
+                        Some(r) => format!(
+                            "{e} (the recovery left alone what it could not prove the dead run's own: {})",
+                            r.unproven.join("; ")
+                        ),
+                        None => e,
+                    };
+                    return Err(Refused {
+                        message,
+                        recovery: recovery.map(Box::new),
+                    });
+                }
+            }
+        }
+    };
+    Ok(Session {
+        plan,
+        bundle,
+        lock,
+        recovery,
+        port,
+    })
+}
