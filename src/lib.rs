@@ -10,6 +10,7 @@ pub mod decide;
 pub mod engine;
 pub mod evidence;
 pub mod gates;
+pub mod history;
 pub mod lane;
 pub mod load;
 pub mod metrics;
