@@ -41,6 +41,10 @@ pub struct RunArgs {
     /// Plain progress lines instead of a progress bar.
     #[arg(long)]
     pub no_progress: bool,
+    /// After the run, add its bundle to this history database (a SQLite file or a postgres://
+    /// URL, as `bakeoff history --db`) and print each arm's figures against its own history.
+    #[arg(long, value_name = "PATH|URL")]
+    pub history: Option<String>,
 }
 
 /// Refused before anything started: exit 2 with `msg`.
@@ -288,6 +292,12 @@ pub fn run(args: RunArgs) -> Result<()> {
             m.root_sha256.as_deref().unwrap_or(""),
             bundle.display()
         );
+    }
+    // The history is printed beside the verdict: the sealed bundle and its ranking are untouched.
+    if let Some(db) = args.history.clone().or_else(|| c.history_db()) {
+        for line in super::history::after_run(&db, &bundle) {
+            say!("{line}");
+        }
     }
     let t = &outcome.timing;
     say!(
