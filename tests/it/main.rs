@@ -28,6 +28,8 @@ mod campaign {
 mod client;
 mod decide;
 mod engine;
+mod history;
+mod history_campaigns;
 mod gate {
     mod cli;
     mod reference;
@@ -44,6 +46,7 @@ mod prompt {
 mod report {
     mod bench_html;
     mod browser;
+    mod history_html;
     mod summary;
 }
 mod selftest;
