@@ -319,16 +319,25 @@ fn add_in(tx: &mut dyn Sql, s: &Summary, place: &str) -> Result<Added> {
             moved_from: Some(old),
         });
     }
+    // One run: the campaign, its start (seconds) and where it ran (cron may start one campaign
+    // file on several lanes in the same second).
     let twin = tx.query(
-        "SELECT digest, path FROM bundles WHERE campaign_id = ? AND started_at = ?",
-        &[Value::text(&s.campaign_id), Value::text(&s.started_at)],
+        "SELECT digest, path FROM bundles WHERE campaign_id = ? AND started_at = ? AND host = ? AND lane = ?",
+        &[
+            Value::text(&s.campaign_id),
+            Value::text(&s.started_at),
+            Value::text(&s.host),
+            Value::text(&s.lane),
+        ],
     )?;
     if let Some(t) = twin.first() {
         bail!(
-            "{}: campaign `{}` started {} is already in {place} as another bundle (root digest {}, at {}); one run has one bundle, so one of the two changed after it was added (re-rendered, resumed or edited). Compare them with `bakeoff verify`; the history keeps the first",
+            "{}: campaign `{}` started {} on {} ({}) is already in {place} as another bundle (root digest {}, at {}); one run has one bundle, so one of the two changed after it was added (re-rendered, resumed or edited). Compare them with `bakeoff verify`; the history keeps the first",
             s.path,
             s.campaign_id,
             s.started_at,
+            s.host,
+            s.lane,
             t[0].str(),
             t[1].str()
         );

@@ -93,7 +93,7 @@ pub const MIGRATIONS: &[&[&str]] = &[&[
         reason TEXT NOT NULL,
         path TEXT NOT NULL,
         added_at TEXT NOT NULL,
-        UNIQUE (campaign_id, started_at))",
+        UNIQUE (campaign_id, started_at, host, lane))",
     "CREATE TABLE arms (
         digest TEXT NOT NULL REFERENCES bundles(digest),
         arm TEXT NOT NULL,

@@ -184,13 +184,16 @@ pub fn moved_bundle(db: &DbSpec, dir: &Path) {
     assert!(rows[0].path.ends_with("elsewhere"), "{rows:?}");
 }
 
-/// Two bundles of one run (same campaign id and start) with different digests: the second is
-/// refused, naming the first.
+/// Two bundles of one run (same campaign id, start, host and lane) with different digests: the
+/// second is refused, naming the first; the same campaign and start on another host is added.
 pub fn same_run_other_digest(db: &DbSpec, dir: &Path) {
     let a = bundle(&dir.join("a"), &Run::new(4, 50.0, 40.0));
-    let mut other = Run::new(4, 50.0, 40.0);
-    other.host = "other-host".into();
-    let b = bundle(&dir.join("b"), &other);
+    // The same run's bundle with other evidence (edited and re-sealed, or re-rendered).
+    let b = bundle(&dir.join("b"), &Run::new(4, 50.0, 41.0));
+    // The same campaign started in the same second on another host is another run.
+    let mut elsewhere = Run::new(4, 50.0, 40.0);
+    elsewhere.host = "other-host".into();
+    let c = bundle(&dir.join("c"), &elsewhere);
     let mut s = Store::open(db).unwrap();
     let (first, _) = history::add_bundle(&mut s, &a).unwrap();
     let e = format!("{:#}", history::add_bundle(&mut s, &b).unwrap_err());
@@ -199,6 +202,8 @@ pub fn same_run_other_digest(db: &DbSpec, dir: &Path) {
         "{e}"
     );
     assert_eq!(count(&mut s), 1);
+    let (_, added) = history::add_bundle(&mut s, &c).unwrap();
+    assert_eq!(added, Added::New);
 }
 
 /// A database written by a newer bakeoff is refused on open, nothing changed.
