@@ -5,10 +5,12 @@
 # container-lane tests (scripts/infra/docker.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# tests/infra starts a real Docker engine with a local registry (target/infra/docker) and a
-# one-node Slurm cluster (target/infra/slurm) when they are not up; whatever happens, both are torn
-# down at exit (containers and jobs gone, daemons stopped, no interface or firewall rule left).
+# tests/infra starts a real Docker engine with a local registry (target/infra/docker), a
+# one-node Slurm cluster (target/infra/slurm) and a PostgreSQL server (target/infra/postgres)
+# when they are not up; whatever happens, all are torn down at exit (containers and jobs gone,
+# daemons stopped, no interface or firewall rule left, the database folder removed).
 teardown() {
+  scripts/infra/postgres.sh down target/infra/postgres >/dev/null 2>&1 || true
   scripts/infra/slurm.sh down target/infra/slurm >/dev/null 2>&1 || true
   scripts/infra/docker.sh down target/infra/docker || true
 }
@@ -25,6 +27,7 @@ if ! command -v chromium >/dev/null 2>&1; then
   fi
 fi
 scripts/infra/docker.sh install
+scripts/infra/postgres.sh install
 # --features full-suite: the real-engine, Docker/Slurm, browser and seed-replay tests too (plain
 # `cargo test` runs only what needs nothing installed).
 cargo test --all-targets --features full-suite "$@"

@@ -9,6 +9,7 @@ pub mod clock;
 pub mod decide;
 pub mod evidence;
 pub mod gates;
+pub mod history;
 pub mod lane;
 pub mod load;
 pub mod metrics;

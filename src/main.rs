@@ -30,6 +30,8 @@ enum Command {
     Report(bakeoff::cli::report::ReportArgs),
     /// Compare the arms two campaign bundles share; refuses unlike workloads unless --force.
     Compare(bakeoff::cli::compare::CompareArgs),
+    /// Keep verified bundles in a database: trends per recipe, GPU and lane, change points, a CI gate.
+    History(bakeoff::cli::history::HistoryArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -45,6 +47,7 @@ fn main() -> std::process::ExitCode {
         Command::Report(a) => bakeoff::cli::report::run(a),
         Command::Compare(a) => bakeoff::cli::compare::run(a),
         Command::Gpu(a) => bakeoff::cli::gpu::run(a),
+        Command::History(a) => bakeoff::cli::history::run(a),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

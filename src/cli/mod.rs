@@ -11,6 +11,7 @@ pub mod compare;
 pub mod engine;
 pub mod gate;
 pub mod gpu;
+pub mod history;
 pub mod recover;
 pub mod report;
 pub mod run;

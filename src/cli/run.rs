@@ -40,6 +40,10 @@ pub struct RunArgs {
     /// Plain progress lines instead of a progress bar.
     #[arg(long)]
     pub no_progress: bool,
+    /// After the run, add its bundle to this history database (a SQLite file or a postgres://
+    /// URL, as `bakeoff history --db`) and print each arm's figures against its own history.
+    #[arg(long, value_name = "PATH|URL")]
+    pub history: Option<String>,
 }
 
 /// Refused before anything started: exit 2 with `msg`.
@@ -113,7 +117,11 @@ pub fn run(args: RunArgs) -> Result<()> {
     let rt = crate::load::pace::client_runtime().context("cannot start the async runtime")?;
     let progress_bar = !args.no_progress && std::io::stderr().is_terminal();
     let outcome = rt.block_on(execute(&session, resume, progress_bar))?;
-    ended(&session.bundle, &outcome);
+    let history = args
+        .history
+        .clone()
+        .or_else(|| session.plan.campaign.history_db());
+    ended(&session.bundle, &outcome, history.as_deref());
     drop(rt);
     drop(session);
     if outcome.interrupted.is_some() {
@@ -233,8 +241,9 @@ async fn execute(
 }
 
 /// The run's last words: the verdict documents written, each arm, the restoration (and the
-/// restored incumbent's pid, said only here), the verdict, the root digest, the time, the bundle.
-fn ended(bundle: &Path, outcome: &runner::Outcome) {
+/// restored incumbent's pid, said only here), the verdict, the root digest, the arms against
+/// their history (with `--history` or `[history] db`), the time, the bundle.
+fn ended(bundle: &Path, outcome: &runner::Outcome, history: Option<&str>) {
     // The verdict from the bundle alone, as `bakeoff report DIR` writes it (decision summary,
     // publication summary, report.html; the manifest is rewritten to cover them).
     let verdict = match crate::report::render_all(bundle) {
@@ -277,6 +286,12 @@ fn ended(bundle: &Path, outcome: &runner::Outcome) {
             m.root_sha256.as_deref().unwrap_or(""),
             bundle.display()
         );
+    }
+    // The history is printed beside the verdict: the sealed bundle and its ranking are untouched.
+    if let Some(db) = history {
+        for line in super::history::after_run(db, bundle) {
+            say!("{line}");
+        }
     }
     let t = &outcome.timing;
     say!(

@@ -7,6 +7,7 @@
 mod support;
 
 mod docker;
+mod history_pg;
 mod mixed;
 mod slurm;
 mod slurm_recovery;

@@ -30,6 +30,8 @@ mod campaign {
 mod client;
 mod decide;
 mod engine;
+mod history;
+mod history_campaigns;
 mod gate {
     mod cli;
     mod reference;
@@ -48,6 +50,8 @@ mod report {
     mod bench_html;
     #[cfg(feature = "full-suite")]
     mod browser;
+    #[cfg(feature = "full-suite")]
+    mod history_html;
     mod summary;
 }
 mod selftest;

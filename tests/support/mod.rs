@@ -4,6 +4,7 @@
 
 pub mod campaign;
 pub mod decide_fixture;
+pub mod history;
 pub mod real_engine;
 pub mod reference;
 

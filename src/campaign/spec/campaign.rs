@@ -29,6 +29,9 @@ pub struct Campaign {
     pub policy: Policy,
     /// `[[arms]]`, in file order (the order they run in).
     pub arms: Vec<Arm>,
+    /// `[history]`: the history database `bakeoff run` adds its bundle to (`--history` wins).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history: Option<HistoryTable>,
     /// Where the file came from (set by [`load`](crate::campaign::load), never read from the file).
     #[serde(skip_deserializing, default)]
     pub source: Source,
@@ -36,6 +39,15 @@ pub struct Campaign {
     /// loads, but these limit what its evidence can show (set by `load`, never read or written).
     #[serde(skip)]
     pub warnings: Vec<String>,
+}
+
+/// `[history]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HistoryTable {
+    /// A SQLite file (relative to the campaign file) or a `postgres://USER@HOST:PORT/DATABASE`
+    /// URL (its password from `BAKEOFF_HISTORY_PASSWORD`, never in the file).
+    pub db: String,
 }
 
 /// The campaign file itself.
@@ -54,6 +66,15 @@ impl Campaign {
     /// The arm with this id.
     pub fn arm(&self, id: &str) -> Option<&Arm> {
         self.arms.iter().find(|a| a.id == id)
+    }
+
+    /// `[history] db`, a relative SQLite path resolved against the campaign file's directory.
+    pub fn history_db(&self) -> Option<String> {
+        let db = &self.history.as_ref()?.db;
+        if db.contains("://") || std::path::Path::new(db).is_absolute() {
+            return Some(db.clone());
+        }
+        Some(self.source.dir.join(db).display().to_string())
     }
 
     /// The incumbent arm (load guarantees exactly one).

@@ -14,7 +14,7 @@ mod recipes;
 mod workload;
 
 pub use arms::{Arm, RecipeKind, RecipeRef, Role, Speculative};
-pub use campaign::{Campaign, Source};
+pub use campaign::{Campaign, HistoryTable, Source};
 pub use gates::{Gates, PreflightGate, QualityGate, RetrievalGate, ToolsGate};
 pub use hashing::{canonical_json, hex_sha256};
 pub use identity::{Identity, Lane};

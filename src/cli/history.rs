@@ -1,0 +1,408 @@
+//! `bakeoff history add|list|show|regressions|report`: the flags as typed specs, and printing.
+//! The store, series and detection are `crate::history`'s.
+
+use crate::history::changepoint::Params;
+use crate::history::regressions::{self, Found};
+use crate::history::series::{self, unit, Filter, Series};
+use crate::history::{self, Added, DbSpec, Store};
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand};
+use std::path::{Path, PathBuf};
+
+#[derive(Args, Debug)]
+pub struct HistoryArgs {
+    /// The history database: a SQLite file, or postgres://USER@HOST:PORT/DATABASE (the password,
+    /// when one is needed, from BAKEOFF_HISTORY_PASSWORD or PGPASSWORD, never in the URL).
+    /// Default: $XDG_DATA_HOME/bakeoff/history.sqlite (~/.local/share/bakeoff/history.sqlite).
+    #[arg(long, global = true, value_name = "PATH|URL")]
+    pub db: Option<String>,
+    #[command(subcommand)]
+    pub command: HistoryCommand,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum HistoryCommand {
+    /// Verify bundles and add them (keyed by their root digest; adding one twice does nothing).
+    Add {
+        /// Bundle directories (each must pass `bakeoff verify`).
+        #[arg(required = true)]
+        bundles: Vec<PathBuf>,
+    },
+    /// The bundles in the history, oldest first.
+    List(FilterArgs),
+    /// Each series (figure × recipe × GPU × lane): every run's median, interval and sample count.
+    Show(ShowArgs),
+    /// The change points of every series; exit 1 on a regression beyond --fail-on.
+    Regressions(RegressionArgs),
+    /// Write trend charts (intervals, change points, each run linked to its bundle) as HTML.
+    Report(ReportArgs),
+    /// Time the ingest of N synthetic bundle summaries (docs/benchmarks.md).
+    #[command(hide = true)]
+    BenchIngest {
+        #[arg(long, default_value_t = 1000)]
+        count: usize,
+    },
+}
+
+#[derive(Args, Debug, Clone, Default)]
+pub struct FilterArgs {
+    /// Only this model (as the arms name it).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Only this engine (`vllm`, `llama.cpp`, `reference`, ...).
+    #[arg(long)]
+    pub engine: Option<String>,
+    /// Only GPUs whose model contains this (`H200`).
+    #[arg(long)]
+    pub gpu: Option<String>,
+    /// Only this lane (`HOST:PORT`, as `history list` prints it).
+    #[arg(long)]
+    pub lane: Option<String>,
+    /// Only figures starting with this (`ttft`, `decode_tok_s_p50@c1`).
+    #[arg(long)]
+    pub metric: Option<String>,
+    /// Only this arm id.
+    #[arg(long)]
+    pub arm: Option<String>,
+    /// Only campaigns started at or after this (RFC 3339 time or a date, e.g. 2026-11-01).
+    #[arg(long, value_name = "TIME")]
+    pub since: Option<String>,
+}
+
+impl FilterArgs {
+    fn spec(&self) -> Filter {
+        Filter {
+            model: self.model.clone(),
+            engine: self.engine.clone(),
+            gpu: self.gpu.clone(),
+            lane: self.lane.clone(),
+            metric: self.metric.clone(),
+            arm: self.arm.clone(),
+            since: self.since.clone(),
+        }
+    }
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct DetectArgs {
+    /// Runs required on each side of a change point.
+    #[arg(long, default_value_t = 5, value_name = "N")]
+    pub min_points: usize,
+    /// Smallest change of a series' median that counts, percent.
+    #[arg(long, default_value_t = 5.0, value_name = "PCT")]
+    pub min_effect: f64,
+    /// Largest p-value of the Welch t-test that counts.
+    #[arg(long, default_value_t = 0.001)]
+    pub alpha: f64,
+}
+
+impl DetectArgs {
+    fn params(&self) -> Result<Params> {
+        if self.min_points < 2 {
+            bail!(
+                "--min-points {}: a side needs at least 2 runs for a variance",
+                self.min_points
+            );
+        }
+        let alpha_ok = self.alpha > 0.0 && self.alpha < 1.0;
+        if self.min_effect.is_nan() || self.min_effect < 0.0 || !alpha_ok {
+            bail!("--min-effect must be >= 0 and --alpha between 0 and 1");
+        }
+        Ok(Params {
+            min_points: self.min_points,
+            min_effect: self.min_effect / 100.0,
+            alpha: self.alpha,
+        })
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct ShowArgs {
+    #[command(flatten)]
+    pub filter: FilterArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct RegressionArgs {
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    #[command(flatten)]
+    pub detect: DetectArgs,
+    /// Exit 1 when a regression is worse than this, percent (a CI gate).
+    #[arg(long, value_name = "PCT")]
+    pub fail_on: Option<f64>,
+}
+
+#[derive(Args, Debug)]
+pub struct ReportArgs {
+    /// The HTML file to write.
+    #[arg(long, value_name = "FILE")]
+    pub html: PathBuf,
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    #[command(flatten)]
+    pub detect: DetectArgs,
+}
+
+fn spec(db: &Option<String>) -> Result<DbSpec> {
+    match db {
+        Some(s) => DbSpec::parse(s),
+        None => DbSpec::default_path(),
+    }
+}
+
+pub fn run(args: HistoryArgs) -> Result<()> {
+    let db = spec(&args.db)?;
+    if let HistoryCommand::BenchIngest { count } = args.command {
+        return bench_ingest(&db, count);
+    }
+    let mut store = Store::open(&db)?;
+    match args.command {
+        HistoryCommand::Add { bundles } => add(&mut store, &bundles),
+        HistoryCommand::List(f) => list(&mut store, &f.spec()),
+        HistoryCommand::Show(a) => show(&mut store, &a.filter.spec()),
+        HistoryCommand::Regressions(a) => regressions_cmd(&mut store, &a),
+        HistoryCommand::Report(a) => report(&mut store, &a),
+        HistoryCommand::BenchIngest { .. } => unreachable!("handled above"),
+    }
+}
+
+fn short(d: &str) -> &str {
+    &d[..12.min(d.len())]
+}
+
+fn add(store: &mut Store, bundles: &[PathBuf]) -> Result<()> {
+    let mut refused = 0;
+    for b in bundles {
+        match history::add_bundle(store, b) {
+            Ok((s, Added::New)) => println!(
+                "added    {}  {} started {}  {}",
+                short(&s.digest),
+                s.campaign_id,
+                s.started_at,
+                b.display()
+            ),
+            Ok((s, Added::Already { moved_from: None })) => println!(
+                "present  {}  {} (already in the history: nothing written)",
+                short(&s.digest),
+                b.display()
+            ),
+            Ok((s, Added::Already { moved_from: Some(old) })) => println!(
+                "present  {}  {} (already in the history; it was at {}: its path is updated, the digest is the key)",
+                short(&s.digest),
+                b.display(),
+                old
+            ),
+            Err(e) => {
+                refused += 1;
+                eprintln!("refused  {}: {e:#}", b.display());
+            }
+        }
+    }
+    if refused > 0 {
+        bail!(
+            "{refused} of {} bundle(s) refused; the others are in {}",
+            bundles.len(),
+            store.describe()
+        );
+    }
+    Ok(())
+}
+
+fn list(store: &mut Store, f: &Filter) -> Result<()> {
+    let rows = series::bundles(store, f)?;
+    if rows.is_empty() {
+        println!("no bundle in {} matches", store.describe());
+        return Ok(());
+    }
+    println!(
+        "{:<13} {:<22} {:<20} {:<16} {:<22} {:<16} {:<10} path",
+        "digest", "started", "campaign", "GPU", "lane", "arms", "winner"
+    );
+    for r in &rows {
+        println!(
+            "{:<13} {:<22} {:<20} {:<16} {:<22} {:<16} {:<10} {}",
+            short(&r.digest),
+            r.started_at,
+            r.campaign_id,
+            r.gpu_model,
+            r.lane,
+            r.arms,
+            if r.winner.is_empty() { "-" } else { &r.winner },
+            r.path
+        );
+    }
+    println!("{} bundle(s)", rows.len());
+    Ok(())
+}
+
+fn show(store: &mut Store, f: &Filter) -> Result<()> {
+    let all = series::read(store, f)?;
+    if all.is_empty() {
+        println!("no series in {} matches", store.describe());
+    }
+    for s in &all {
+        println!("{}", s.key.describe());
+        let u = unit(&s.key.figure);
+        for (j, p) in s.points.iter().enumerate() {
+            let changed = match j {
+                0 => Vec::new(),
+                _ => p.facts.changes_from(&s.points[j - 1].facts),
+            };
+            println!(
+                "  {:>3}  {:<22} {:>10.2} {u}  [{}–{}]  n {:<4} {}{}",
+                j + 1,
+                p.started_at,
+                p.value,
+                p.lo.map(|v| format!("{v:.2}"))
+                    .unwrap_or_else(|| "-".into()),
+                p.hi.map(|v| format!("{v:.2}"))
+                    .unwrap_or_else(|| "-".into()),
+                p.n,
+                short(&p.digest),
+                if changed.is_empty() {
+                    String::new()
+                } else {
+                    format!("  ({})", changed.join("; "))
+                }
+            );
+        }
+    }
+    Ok(())
+}
+
+/// One change point in words (the same line `regressions` prints and CI logs keep).
+pub fn describe(s: &Series, f: &Found) -> String {
+    let u = unit(&s.key.figure);
+    let c = &f.change;
+    format!(
+        "{} {}: {:.2} {u} [{:.2}–{:.2}] over {} runs → {:.2} {u} [{:.2}–{:.2}] over {} runs ({:+.1} %, p {:.1e}); first run after: {} ({}, {}); {}",
+        if f.regression { "REGRESSION" } else { "improvement" },
+        s.key.describe(),
+        c.before.median,
+        c.before.lo,
+        c.before.hi,
+        c.before.points,
+        c.after.median,
+        c.after.lo,
+        c.after.hi,
+        c.after.points,
+        c.relative * 100.0,
+        c.p_value,
+        short(&f.digest),
+        f.started_at,
+        f.path,
+        if f.changed.is_empty() {
+            "no recorded recipe fact changed there".to_string()
+        } else {
+            format!("changed there: {}", f.changed.join("; "))
+        }
+    )
+}
+
+fn regressions_cmd(store: &mut Store, a: &RegressionArgs) -> Result<()> {
+    if a.fail_on.is_some_and(|p| p.is_nan() || p < 0.0) {
+        bail!("--fail-on must be a percentage >= 0");
+    }
+    let since = a.filter.since.clone();
+    // The series are read whole: --since selects change points, not the levels before them.
+    let f = Filter {
+        since: None,
+        ..a.filter.spec()
+    };
+    let all = series::read(store, &f)?;
+    let found = regressions::find(&all, &a.detect.params()?, since.as_deref());
+    for x in &found {
+        println!("{}", describe(&all[x.series], x));
+    }
+    println!(
+        "{} series, {} change point(s), {} regression(s)",
+        all.len(),
+        found.len(),
+        found.iter().filter(|x| x.regression).count()
+    );
+    if let Some(limit) = a.fail_on {
+        let bad: Vec<&Found> = found
+            .iter()
+            .filter(|x| x.regression && x.worse_pct > limit)
+            .collect();
+        if !bad.is_empty() {
+            return Err(super::Exit::with(
+                1,
+                format!(
+                    "{} regression(s) beyond --fail-on {limit} %: worst {:.1} % ({})",
+                    bad.len(),
+                    bad.iter().map(|x| x.worse_pct).fold(0.0, f64::max),
+                    all[bad[0].series].key.describe()
+                ),
+            )
+            .into());
+        }
+    }
+    Ok(())
+}
+
+fn report(store: &mut Store, a: &ReportArgs) -> Result<()> {
+    let all = series::read(store, &a.filter.spec())?;
+    let found = regressions::find(&all, &a.detect.params()?, None);
+    let page = history::page::render(&all, &found, &store.describe());
+    crate::evidence::write_atomic(&a.html, page.as_bytes())
+        .with_context(|| format!("cannot write {}", a.html.display()))?;
+    println!(
+        "wrote {}: {} series, {} change point(s)",
+        a.html.display(),
+        all.len(),
+        found.len()
+    );
+    Ok(())
+}
+
+/// `bakeoff run --history DB`: adds the run's own bundle and returns the lines to print (an
+/// error is a line too: the run's verdict stands without its history).
+pub fn after_run(db: &str, bundle: &Path) -> Vec<String> {
+    match after_run_inner(db, bundle) {
+        Ok(l) => l,
+        Err(e) => vec![format!("bakeoff run: history: {e:#}")],
+    }
+}
+
+fn after_run_inner(db: &str, bundle: &Path) -> Result<Vec<String>> {
+    let mut store = Store::open(&DbSpec::parse(db)?)?;
+    let (s, _) = history::add_bundle(&mut store, bundle)?;
+    let cx = history::run_context(&mut store, &s)?;
+    let mut out = vec![format!(
+        "bakeoff run: history: bundle {} added to {}",
+        short(&s.digest),
+        store.describe()
+    )];
+    if cx.lines.is_empty() {
+        out.push(format!(
+            "bakeoff run: history: no arm has {} earlier runs on this GPU and lane yet",
+            history::context::MIN_HISTORY
+        ));
+    }
+    out.extend(
+        cx.lines
+            .iter()
+            .filter(|l| l.figure.ends_with("@c1"))
+            .map(|l| format!("  history: {}", l.text())),
+    );
+    out.extend(cx.drifting.iter().map(|d| format!("  history: {d}")));
+    Ok(out)
+}
+
+fn bench_ingest(db: &DbSpec, count: usize) -> Result<()> {
+    let mut store = Store::open(db)?;
+    let t = std::time::Instant::now();
+    for i in 0..count {
+        history::add(&mut store, &history::ingest::synthetic(i))?;
+    }
+    let secs = t.elapsed().as_secs_f64();
+    println!(
+        "ingested {count} bundle summaries (2 arms, {} figures each) into {} in {secs:.2} s ({:.1} ms per bundle)",
+        history::ingest::synthetic(0).arms.iter().map(|a| a.figures.len()).sum::<usize>(),
+        store.describe(),
+        secs * 1e3 / count.max(1) as f64
+    );
+    Ok(())
+}

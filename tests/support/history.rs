@@ -1,0 +1,270 @@
+//! Test support for the history store: made-up bundles that verify (a campaign result, an
+//! environment, a lane, the recipe's file digests, sealed by `manifest::write`), and the store
+//! cases that run against SQLite (`tests/it/history.rs`) and the real PostgreSQL server
+//! (`tests/infra/postgres.rs`) alike.
+#![allow(dead_code)]
+
+use bakeoff::evidence::result::{ArmResult, ArmStatus, CampaignResult, Stat, TimingRecord};
+use bakeoff::history::changepoint::Params;
+use bakeoff::history::series::{self, Filter};
+use bakeoff::history::{self, Added, DbSpec, Store};
+use std::path::{Path, PathBuf};
+
+/// One made-up run: the incumbent's and the candidate's warm TTFT medians, the incumbent's
+/// profile digest, and the run's start (its identity with the campaign id).
+#[derive(Debug, Clone)]
+pub struct Run {
+    pub n: usize,
+    pub inc_ttft: f64,
+    pub cand_ttft: f64,
+    pub inc_profile: String,
+    pub host: String,
+}
+
+impl Run {
+    pub fn new(n: usize, inc_ttft: f64, cand_ttft: f64) -> Run {
+        Run {
+            n,
+            inc_ttft,
+            cand_ttft,
+            inc_profile: "a".repeat(64),
+            host: "vm".into(),
+        }
+    }
+}
+
+fn stat(v: f64) -> Option<Stat> {
+    Some(Stat {
+        p50: v,
+        ci95: [v * 0.99, v * 1.01],
+        p95: v * 1.05,
+        n: 8,
+        ..Default::default()
+    })
+}
+
+fn arm(id: &str, role: &str, ttft: f64) -> ArmResult {
+    ArmResult {
+        id: id.into(),
+        label: id.into(),
+        role: role.into(),
+        engine: "reference".into(),
+        model: "m".into(),
+        status: ArmStatus::Completed,
+        warm: Some(TimingRecord {
+            concurrency: 1,
+            requests_ok: 8,
+            ttft_ms: stat(ttft),
+            decode_tok_s: stat(400.0),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// Writes run `r` as a sealed bundle under `root/run-N` and returns its path.
+pub fn bundle(root: &Path, r: &Run) -> PathBuf {
+    let dir = root.join(format!("run-{:03}", r.n));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut res = CampaignResult::new("hist-camp");
+    res.started_at = format!("2026-11-01T00:{:02}:{:02}Z", r.n / 60, r.n % 60);
+    res.complete = true;
+    res.identity.host = r.host.clone();
+    res.arms = vec![
+        arm("inc", "incumbent", r.inc_ttft),
+        arm("cand", "candidate", r.cand_ttft),
+    ];
+    let w = |name: &str, v: &serde_json::Value| {
+        std::fs::write(dir.join(name), serde_json::to_vec_pretty(v).unwrap()).unwrap()
+    };
+    w("campaign-result.json", &serde_json::to_value(&res).unwrap());
+    w(
+        "environment.json",
+        &serde_json::json!({"hostname": r.host, "gpu": {"status": "not-applicable"}}),
+    );
+    w(
+        "checkpoint.json",
+        &serde_json::json!({"files": [
+            {"named_by": "arm `inc`'s reference recipe", "path": "/p/inc.toml", "sha256": r.inc_profile},
+            {"named_by": "arm `cand`'s reference recipe", "path": "/p/cand.toml", "sha256": "c".repeat(64)},
+        ]}),
+    );
+    std::fs::write(
+        dir.join("campaign.toml"),
+        "[campaign]\nid = \"hist-camp\"\n[lane]\nhost = \"127.0.0.1\"\nport = 8000\n",
+    )
+    .unwrap();
+    bakeoff::evidence::manifest::write(&dir).unwrap();
+    dir
+}
+
+/// Bundles in a store.
+pub fn count(store: &mut Store) -> usize {
+    series::bundles(store, &Filter::default()).unwrap().len()
+}
+
+/// One store case: the database and a scratch folder.
+type Case = fn(&DbSpec, &Path);
+
+/// The store cases: each gets a fresh, empty database from `fresh` (a SQLite file or a
+/// PostgreSQL database) and a scratch folder.
+pub fn all_cases(fresh: &dyn Fn(&str) -> DbSpec, scratch: &Path) {
+    let cases: [(&str, Case); 7] = [
+        ("verified_once", verified_once),
+        ("refused_unverified", refused_unverified),
+        ("moved_bundle", moved_bundle),
+        ("same_run_other_digest", same_run_other_digest),
+        ("newer_schema", newer_schema),
+        ("all_or_nothing", all_or_nothing),
+        ("step_at_20", step_at_20),
+    ];
+    for (name, case) in cases {
+        let dir = scratch.join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        eprintln!("history store case {name}");
+        case(&fresh(name), &dir);
+    }
+}
+
+/// A verified bundle is added once; adding it again writes nothing.
+pub fn verified_once(db: &DbSpec, dir: &Path) {
+    let b = bundle(dir, &Run::new(1, 50.0, 40.0));
+    let mut s = Store::open(db).unwrap();
+    let (sum, a) = history::add_bundle(&mut s, &b).unwrap();
+    assert_eq!(a, Added::New);
+    assert_eq!(sum.digest.len(), 64);
+    assert_eq!(sum.lane, "127.0.0.1:8000");
+    let (_, again) = history::add_bundle(&mut s, &b).unwrap();
+    assert_eq!(again, Added::Already { moved_from: None });
+    assert_eq!(count(&mut s), 1);
+    let all = series::read(
+        &mut s,
+        &Filter {
+            metric: Some("ttft".into()),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(all.len(), 2, "{all:?}");
+    assert_eq!(all[1].key.arm(), "inc");
+    assert_eq!(all[1].points[0].value, 50.0);
+    assert_eq!(all[1].points[0].n, 8);
+    assert_eq!(all[1].points[0].lo, Some(49.5));
+}
+
+/// A bundle edited after sealing is refused with the file named; nothing is written.
+pub fn refused_unverified(db: &DbSpec, dir: &Path) {
+    let b = bundle(dir, &Run::new(2, 50.0, 40.0));
+    std::fs::write(b.join("environment.json"), "{}").unwrap();
+    let mut s = Store::open(db).unwrap();
+    let e = format!("{:#}", history::add_bundle(&mut s, &b).unwrap_err());
+    assert!(
+        e.contains("does not verify") && e.contains("environment.json"),
+        "{e}"
+    );
+    assert_eq!(count(&mut s), 0);
+}
+
+/// The path is a hint, the digest the key: a moved bundle is the same bundle, its path updated.
+pub fn moved_bundle(db: &DbSpec, dir: &Path) {
+    let b = bundle(dir, &Run::new(3, 50.0, 40.0));
+    let mut s = Store::open(db).unwrap();
+    history::add_bundle(&mut s, &b).unwrap();
+    let moved = dir.join("elsewhere");
+    std::fs::rename(&b, &moved).unwrap();
+    let (_, a) = history::add_bundle(&mut s, &moved).unwrap();
+    match a {
+        Added::Already {
+            moved_from: Some(old),
+        } => assert!(old.ends_with("run-003"), "{old}"),
+        other => panic!("{other:?}"),
+    }
+    let rows = series::bundles(&mut s, &Filter::default()).unwrap();
+    assert_eq!(rows.len(), 1);
+    assert!(rows[0].path.ends_with("elsewhere"), "{rows:?}");
+}
+
+/// Two bundles of one run (same campaign id, start, host and lane) with different digests: the
+/// second is refused, naming the first; the same campaign and start on another host is added.
+pub fn same_run_other_digest(db: &DbSpec, dir: &Path) {
+    let a = bundle(&dir.join("a"), &Run::new(4, 50.0, 40.0));
+    // The same run's bundle with other evidence (edited and re-sealed, or re-rendered).
+    let b = bundle(&dir.join("b"), &Run::new(4, 50.0, 41.0));
+    // The same campaign started in the same second on another host is another run.
+    let mut elsewhere = Run::new(4, 50.0, 40.0);
+    elsewhere.host = "other-host".into();
+    let c = bundle(&dir.join("c"), &elsewhere);
+    let mut s = Store::open(db).unwrap();
+    let (first, _) = history::add_bundle(&mut s, &a).unwrap();
+    let e = format!("{:#}", history::add_bundle(&mut s, &b).unwrap_err());
+    assert!(
+        e.contains("hist-camp") && e.contains(&first.digest) && e.contains("already in"),
+        "{e}"
+    );
+    assert_eq!(count(&mut s), 1);
+    let (_, added) = history::add_bundle(&mut s, &c).unwrap();
+    assert_eq!(added, Added::New);
+}
+
+/// A database written by a newer bakeoff is refused on open, nothing changed.
+pub fn newer_schema(db: &DbSpec, _dir: &Path) {
+    let mut s = Store::open(db).unwrap();
+    s.write(|tx| tx.exec("UPDATE bakeoff_schema SET version = 99", &[]))
+        .unwrap();
+    drop(s);
+    let e = format!("{:#}", Store::open(db).err().expect("refused"));
+    assert!(
+        e.contains("schema version 99") && e.contains("upgrade bakeoff"),
+        "{e}"
+    );
+}
+
+/// One transaction per bundle: a summary whose last row cannot be written leaves nothing.
+pub fn all_or_nothing(db: &DbSpec, dir: &Path) {
+    let b = bundle(dir, &Run::new(5, 50.0, 40.0));
+    let mut sum = history::summarize(&b).unwrap();
+    // The same arm twice: its second insert violates the key after the bundle row is written.
+    let dup = sum.arms[0].clone();
+    sum.arms.push(dup);
+    let mut s = Store::open(db).unwrap();
+    assert!(history::add(&mut s, &sum).is_err());
+    assert_eq!(count(&mut s), 0);
+    let (_, a) = history::add_bundle(&mut s, &b).unwrap();
+    assert_eq!(a, Added::New);
+}
+
+/// 30 runs, the incumbent's profile and speed change at run 20 (index 20): one regression there,
+/// naming the profile change; none on the candidate's unchanged, noisy series.
+pub fn step_at_20(db: &DbSpec, dir: &Path) {
+    let mut s = Store::open(db).unwrap();
+    for n in 0..30 {
+        // A deterministic wobble of ±1 % (no two runs alike).
+        let wob = ((n * 7919) % 11) as f64 / 10.0 - 0.5;
+        let mut r = Run::new(n, if n >= 20 { 60.0 } else { 50.0 } + wob, 40.0 + wob * 0.8);
+        if n >= 20 {
+            r.inc_profile = "b".repeat(64);
+        }
+        history::add_bundle(&mut s, &bundle(dir, &r)).unwrap();
+    }
+    let all = series::read(
+        &mut s,
+        &Filter {
+            metric: Some("ttft_p50@c1".into()),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let found = history::regressions::find(&all, &Params::default(), None);
+    assert_eq!(found.len(), 1, "{found:?}");
+    let f = &found[0];
+    assert_eq!(all[f.series].key.arm(), "inc");
+    assert!(f.change.index.abs_diff(20) <= 1, "{f:?}");
+    assert!(f.regression && f.worse_pct > 15.0, "{f:?}");
+    assert!(
+        f.changed
+            .iter()
+            .any(|c| c.starts_with("profile/program fingerprint")),
+        "{f:?}"
+    );
+    assert!(f.path.ends_with("run-020"), "{f:?}");
+}
