@@ -21,6 +21,7 @@ pub mod adopt_slurm;
 pub mod container;
 pub mod lock;
 pub mod logs;
+pub mod marks;
 pub mod port;
 pub mod process;
 pub mod procnet;
@@ -221,6 +222,32 @@ impl LaunchSpec {
             LaunchSpec::Slurm(s) => &s.env,
             _ => &[],
         }
+    }
+
+    /// What the launch journal records before this spec is launched (a container's name and
+    /// labels; a Slurm job's name, uid and submission time).
+    pub fn intent_marks(&self) -> marks::Marks {
+        let mut m = marks::Marks::default();
+        match self {
+            LaunchSpec::Container(c) => {
+                m.container = Some(marks::ContainerMark {
+                    name: c.name.clone(),
+                    labels: c.labels.iter().cloned().collect(),
+                    docker: c.docker.display().to_string(),
+                })
+            }
+            LaunchSpec::Slurm(s) => {
+                m.slurm = Some(adopt_slurm::SlurmMark::intent(
+                    &s.job_name,
+                    s.sbatch_argv
+                        .first()
+                        .map(String::as_str)
+                        .unwrap_or("sbatch"),
+                ))
+            }
+            LaunchSpec::Process(_) | LaunchSpec::Reference(_) | LaunchSpec::Endpoint { .. } => {}
+        }
+        m
     }
 
     /// A masker for every secret value of this spec.
@@ -536,11 +563,8 @@ pub struct StopFacts {
 /// A launched arm. Dropping it does not stop it (an incumbent must outlive bakeoff): call
 /// [`stop`].
 pub struct Running {
-    pub kind: &'static str,
-    /// Process arms: the child's pid (also its process group id).
-    pub pid: Option<u32>,
-    /// Container arms: the container name.
-    pub container: Option<String>,
+    /// What this kind of arm holds (its pid and child, its container, its Slurm job).
+    handle: Handle,
     /// CLOCK_MONOTONIC ns at launch.
     pub started_ns: u64,
     /// Wall clock at launch (label only).
@@ -553,34 +577,149 @@ pub struct Running {
     /// [`argv_env_hash`] of what was launched.
     pub identity: String,
     masker: Masker,
-    child: Option<tokio::process::Child>,
-    docker: Option<PathBuf>,
     /// Set once the arm is known to have exited (reaped).
     exit: Option<ExitInfo>,
-    /// Container arms: the ownership labels (`bakeoff.*`) the container must carry before
-    /// bakeoff stops or removes it.
-    owner_labels: Vec<(String, String)>,
-    /// Slurm arms: the job (id, node, state, exit code) as last seen.
-    pub slurm: Option<slurm::SlurmJob>,
-    /// Slurm arms: the longest wait for the job to start.
-    pending_timeout: Option<Duration>,
+}
+
+/// The state of a launched arm that only its kind knows: the one list of kinds a [`Running`]
+/// can be.
+enum Handle {
+    Process(process::Handle),
+    Reference(process::Handle),
+    Container(container::Handle),
+    Slurm(slurm::Handle),
+    Endpoint,
 }
 
 impl fmt::Debug for Running {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Running")
-            .field("kind", &self.kind)
-            .field("pid", &self.pid)
-            .field("container", &self.container)
+            .field("kind", &self.kind())
+            .field("pid", &self.pid())
+            .field("container", &self.container_name())
             .field("target", &self.target.to_string())
             .field("identity", &self.identity)
             .field("exit", &self.exit)
-            .field("slurm", &self.slurm)
+            .field("slurm", &self.slurm_job())
             .finish()
     }
 }
 
 impl Running {
+    /// `process`, `container`, `endpoint`, `reference` or `slurm`.
+    pub fn kind(&self) -> &'static str {
+        match &self.handle {
+            Handle::Process(_) => "process",
+            Handle::Reference(_) => "reference",
+            Handle::Container(_) => "container",
+            Handle::Slurm(_) => "slurm",
+            Handle::Endpoint => "endpoint",
+        }
+    }
+
+    /// Process and reference arms: the child's pid (also its process group id).
+    pub fn pid(&self) -> Option<u32> {
+        match &self.handle {
+            Handle::Process(h) | Handle::Reference(h) => h.pid,
+            _ => None,
+        }
+    }
+
+    /// Container arms: the container name.
+    pub fn container_name(&self) -> Option<&str> {
+        match &self.handle {
+            Handle::Container(h) => Some(&h.name),
+            _ => None,
+        }
+    }
+
+    /// Slurm arms: the job (id, node, state, exit code) as last seen.
+    pub fn slurm_job(&self) -> Option<&slurm::SlurmJob> {
+        match &self.handle {
+            Handle::Slurm(h) => Some(&h.job),
+            _ => None,
+        }
+    }
+
+    /// Did the arm die while it served? (its process group is empty; a Slurm arm: its job
+    /// ended; never for containers and endpoints, whose failures the requests see)
+    pub fn crashed(&self) -> bool {
+        match &self.handle {
+            Handle::Process(h) | Handle::Reference(h) => h
+                .pid
+                .is_some_and(|pid| process::group_members(pid).is_empty()),
+            Handle::Slurm(h) => slurm::job_ended(&h.job),
+            _ => false,
+        }
+    }
+
+    /// What the launch step records about the running arm: `pid` and `pgid` (process and
+    /// reference arms), `container` (its name), `slurm_job`; null where the kind has none.
+    pub fn launch_facts(&self) -> serde_json::Map<String, serde_json::Value> {
+        let mut m = serde_json::Map::new();
+        m.insert("pid".into(), serde_json::json!(self.pid()));
+        m.insert("pgid".into(), serde_json::json!(self.pid()));
+        m.insert("container".into(), serde_json::json!(self.container_name()));
+        m.insert("slurm_job".into(), serde_json::json!(self.slurm_job()));
+        m
+    }
+
+    /// What this kind knows about its launch that the launch journal records once it started:
+    /// the process mark (pid, start time, argv as `argv`), the Slurm job's id and node.
+    pub fn record_started(&self, marks: &mut marks::Marks, argv: &[String]) {
+        match &self.handle {
+            Handle::Slurm(h) => {
+                if let Some(m) = marks.slurm.as_mut() {
+                    m.job_id = h.job.job_id.clone();
+                    m.node = h.job.node.clone();
+                }
+            }
+            Handle::Process(h) | Handle::Reference(h) => {
+                if let (Some(pid), None) = (h.pid, &marks.container) {
+                    marks.process = Some(adopt::mark(pid, argv.to_vec()));
+                }
+            }
+            Handle::Container(_) | Handle::Endpoint => {}
+        }
+    }
+
+    /// Whether bakeoff started it (and so stops it): every kind but an endpoint.
+    pub fn managed(&self) -> bool {
+        !matches!(self.handle, Handle::Endpoint)
+    }
+
+    /// Waits until where the arm serves is known: at once, except a Slurm job (until it runs
+    /// on its node; then the target points there).
+    async fn wait_placed(&mut self, lane: &LaneSpec) -> slurm::Start {
+        match &self.handle {
+            Handle::Slurm(_) => slurm::wait_running(self, lane).await,
+            _ => slurm::Start::Running,
+        }
+    }
+
+    /// What a stop at the ready timeout did, in words.
+    fn stopped_words(&self, c: &StopFacts) -> String {
+        match &self.handle {
+            Handle::Container(_) => "the container was stopped and removed".to_string(),
+            Handle::Slurm(h) => format!("the job was cancelled: {}", h.job.describe()),
+            _ if c.group_gone => "its whole process group was killed".to_string(),
+            _ => format!(
+                "its process group was killed but {:?} are still alive",
+                c.remaining_pids
+            ),
+        }
+    }
+
+    /// Resolves when the arm exits; never for an endpoint.
+    async fn wait_exit(&mut self) -> ExitInfo {
+        match &self.handle {
+            Handle::Endpoint => std::future::pending().await,
+            Handle::Container(_) => container::wait_exit(self).await,
+            Handle::Slurm(_) => slurm::wait_exit(self).await,
+            Handle::Process(_) | Handle::Reference(_) => process::wait_exit(self).await,
+        }
+    }
+
     /// The last `n` lines the arm wrote since this launch, masked.
     pub fn log_tail(&self, n: usize) -> Vec<String> {
         match &self.log_path {
@@ -634,9 +773,7 @@ pub async fn launch(lane: &LaneSpec, spec: &LaunchSpec) -> Result<Running, Launc
             .await
             .map_err(fail)?;
         return Ok(Running {
-            kind: spec.kind(),
-            pid: None,
-            container: None,
+            handle: Handle::Endpoint,
             started_ns,
             started_wall: crate::clock::wall_rfc3339(),
             log_path: None,
@@ -644,12 +781,7 @@ pub async fn launch(lane: &LaneSpec, spec: &LaunchSpec) -> Result<Running, Launc
             target,
             identity,
             masker,
-            child: None,
-            docker: None,
             exit: None,
-            owner_labels: Vec::new(),
-            slurm: None,
-            pending_timeout: None,
         });
     }
     let mut ports = vec![lane.port];
@@ -675,6 +807,7 @@ pub async fn launch(lane: &LaneSpec, spec: &LaunchSpec) -> Result<Running, Launc
             lane,
             process::Start {
                 kind: spec.kind(),
+                handle: Handle::Process,
                 argv: &p.argv,
                 env: &p.env,
                 cwd: p.cwd.as_deref(),
@@ -688,6 +821,7 @@ pub async fn launch(lane: &LaneSpec, spec: &LaunchSpec) -> Result<Running, Launc
             lane,
             process::Start {
                 kind: spec.kind(),
+                handle: Handle::Reference,
                 argv: &reference_argv(r, lane),
                 env: &[],
                 cwd: None,
@@ -723,8 +857,8 @@ pub async fn stop(mut running: Running, grace: Duration) -> StopFacts {
 }
 
 async fn stop_inner(running: &mut Running, grace: Duration) -> StopFacts {
-    match running.kind {
-        "endpoint" => StopFacts {
+    match &running.handle {
+        Handle::Endpoint => StopFacts {
             how: StopHow::NotManaged,
             exit: None,
             took_ms: 0.0,
@@ -734,8 +868,8 @@ async fn stop_inner(running: &mut Running, grace: Duration) -> StopFacts {
             detail: "endpoint arm: not managed by bakeoff, nothing stopped".into(),
             slurm_job: None,
         },
-        "container" => container::stop(running, grace).await,
-        "slurm" => slurm::stop(running, grace).await,
-        _ => process::stop(running, grace).await,
+        Handle::Container(_) => container::stop(running, grace).await,
+        Handle::Slurm(_) => slurm::stop(running, grace).await,
+        Handle::Process(_) | Handle::Reference(_) => process::stop(running, grace).await,
     }
 }

@@ -9,6 +9,8 @@ use std::time::Duration;
 /// What [`launch`] needs besides the lane.
 pub(super) struct Start<'a> {
     pub kind: &'static str,
+    /// The kind's state around the process's ([`super::Handle::Process`] or `Reference`).
+    pub handle: fn(Handle) -> super::Handle,
     pub argv: &'a [String],
     pub env: &'a [(String, EnvVal)],
     pub cwd: Option<&'a Path>,
@@ -89,9 +91,10 @@ pub(super) fn launch(lane: &LaneSpec, s: Start<'_>) -> Result<Running, LaunchFai
     })?;
     let pid = child.id();
     Ok(Running {
-        kind: s.kind,
-        pid,
-        container: None,
+        handle: (s.handle)(Handle {
+            pid,
+            child: Some(child),
+        }),
         started_ns: s.started_ns,
         started_wall: crate::clock::wall_rfc3339(),
         log_path: Some(s.log_path.to_path_buf()),
@@ -99,13 +102,21 @@ pub(super) fn launch(lane: &LaneSpec, s: Start<'_>) -> Result<Running, LaunchFai
         target: lane.target(),
         identity: s.identity,
         masker: s.masker,
-        child: Some(child),
-        docker: None,
         exit: None,
-        owner_labels: Vec::new(),
-        slurm: None,
-        pending_timeout: None,
     })
+}
+
+/// What a process (or reference) arm holds: its child, and its pid (also its process group id).
+pub(super) struct Handle {
+    pub(super) pid: Option<u32>,
+    child: Option<tokio::process::Child>,
+}
+
+fn child(running: &mut Running) -> Option<&mut tokio::process::Child> {
+    match &mut running.handle {
+        super::Handle::Process(h) | super::Handle::Reference(h) => h.child.as_mut(),
+        _ => None,
+    }
 }
 
 /// Resolves when the process exits (at once when it already has); pending forever for a
@@ -114,7 +125,7 @@ pub(super) async fn wait_exit(running: &mut Running) -> ExitInfo {
     if let Some(e) = &running.exit {
         return e.clone();
     }
-    match running.child.as_mut() {
+    match child(running) {
         Some(c) => {
             let info = match c.wait().await {
                 Ok(st) => ExitInfo::from_status(st),
@@ -134,7 +145,7 @@ pub(super) async fn wait_exit(running: &mut Running) -> ExitInfo {
 /// Non-blocking: has the process exited? Records it.
 pub(super) fn try_exit(running: &mut Running) -> Option<ExitInfo> {
     if running.exit.is_none() {
-        if let Some(Ok(Some(st))) = running.child.as_mut().map(|c| c.try_wait()) {
+        if let Some(Ok(Some(st))) = child(running).map(|c| c.try_wait()) {
             running.exit = Some(ExitInfo::from_status(st));
         }
     }
@@ -221,7 +232,7 @@ async fn wait_group_gone(running: &mut Running, pgid: u32, until: u64) -> bool {
 pub(super) async fn stop(running: &mut Running, grace: Duration) -> StopFacts {
     let t0 = mono_ns();
     let mut detail = Vec::new();
-    let Some(pgid) = running.pid else {
+    let Some(pgid) = running.pid() else {
         // Spawned but no pid means tokio already reaped it.
         return StopFacts {
             how: StopHow::AlreadyExited,

@@ -95,7 +95,7 @@ pub fn leftovers(dir: &Path, c: &Campaign) -> Result<Recovery> {
         let (state, what) = one(e, c, grace, &mut r);
         found.push(json!({
             "seq": e.seq, "arm": e.arm, "purpose": e.purpose, "invocation": e.invocation,
-            "recorded": e.process, "container": e.container, "slurm": e.slurm,
+            "recorded": e.marks.process, "container": e.marks.container, "slurm": e.marks.slurm,
             "state": state, "detail": what,
         }));
         if let (Some(x), Some(v)) = (found.last_mut(), r.slurm_facts.take()) {
@@ -132,10 +132,10 @@ fn one(e: &Entry, c: &Campaign, grace: Duration, r: &mut Recovery) -> (Option<St
         e.seq,
         e.invocation
     );
-    if let Some(m) = &e.slurm {
+    if let Some(m) = &e.marks.slurm {
         return slurm_one(e, m, &who, c, grace, r);
     }
-    if let Some(ct) = &e.container {
+    if let Some(ct) = &e.marks.container {
         if e.purpose == Purpose::RestoreIncumbent {
             // The restored incumbent: kept (the lane check after the recovery sees if it serves).
             return match adopt::container_labels(&ct.docker, &ct.name) {
@@ -172,7 +172,7 @@ fn one(e: &Entry, c: &Campaign, grace: Duration, r: &mut Recovery) -> (Option<St
             }
         };
     }
-    let marks = match &e.process {
+    let marks = match &e.marks.process {
         Some(m) => vec![m.clone()],
         None => {
             // Killed between the intent and the pid's record: what started with that argv since.

@@ -214,13 +214,13 @@ pub async fn launch(cx: &mut Cx) -> Done {
     }
     // Test-only: the incumbent was started again, not yet ready.
     crate::run::testhook::pause("restoration-launched").await;
-    let pid = r.pid;
+    let pid = r.pid();
     let ready = lane::wait_ready(&mut r, &lane).await;
     if let (Some(i), Err(_)) = (journal, &ready) {
         cx.rec.journal_set(i, State::LaunchFailed);
     }
     let ev = json!({
-        "slurm_job": r.slurm,
+        "slurm_job": r.slurm_job(),
         "incumbent": inc.id, "spec": spec.describe(&lane), "pid": pid, "detached": true,
         "log_outside_bundle": log.display().to_string(),
         "started_at": r.started_wall,
