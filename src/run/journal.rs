@@ -8,6 +8,7 @@
 
 use crate::lane::adopt;
 use crate::lane::marks::Marks;
+pub use crate::lane::marks::State;
 use crate::lane::{LaneSpec, LaunchSpec, Running};
 use serde::{Deserialize, Serialize};
 
@@ -21,24 +22,6 @@ pub enum Purpose {
     Relaunch,
     /// The incumbent started again by the restoration (it outlives the run).
     RestoreIncumbent,
-}
-
-/// Where the launch stands.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "kebab-case")]
-pub enum State {
-    /// Recorded before the launch; nothing known started yet.
-    Starting,
-    /// Started: its mark is recorded.
-    Started,
-    /// The launch failed (what it started, if anything, was cleaned up by the launch).
-    LaunchFailed,
-    /// Stopped by the run.
-    Stopped,
-    /// Stopped by a later `bakeoff recover` / `--resume` after the run died.
-    StoppedByRecovery,
-    /// Found gone by a later recovery.
-    Gone,
 }
 
 /// One launch.
