@@ -19,6 +19,8 @@
 pub mod adopt;
 pub mod adopt_slurm;
 pub mod container;
+pub mod container_recipe;
+pub mod endpoint;
 mod facts;
 pub mod leftover;
 pub mod lock;
@@ -28,12 +30,21 @@ pub mod port;
 pub mod process;
 pub mod procnet;
 mod ready;
+pub mod recipe;
+pub mod reference;
 pub mod slurm;
+pub mod slurm_recipe;
 
+pub use container_recipe::{ContainerRecipe, Volume};
+pub use endpoint::EndpointRecipe;
 use facts::ms_since;
 pub use facts::{Cause, ExitInfo, LaunchFailure, ReadyFacts, StopFacts, StopHow};
 pub use logs::Masker;
 pub use port::{port_free, wait_port_free};
+pub use process::ProcessRecipe;
+pub use recipe::{EnvValue, Recipe, RecipeKind};
+pub use reference::ReferenceRecipe;
+pub use slurm_recipe::SlurmRecipe;
 
 use crate::client::Target;
 use sha2::{Digest, Sha256};
@@ -216,6 +227,11 @@ impl LaunchSpec {
         }
     }
 
+    /// Whether bakeoff starts it (and so journals and stops it): every kind but an endpoint.
+    pub fn managed(&self) -> bool {
+        !matches!(self, LaunchSpec::Endpoint { .. })
+    }
+
     /// The env list (empty for endpoints and reference arms).
     pub fn env(&self) -> &[(String, EnvVal)] {
         match self {
@@ -263,7 +279,7 @@ impl LaunchSpec {
             LaunchSpec::Process(p) => p.argv.clone(),
             LaunchSpec::Container(c) => container::run_argv(c, &lane.host),
             LaunchSpec::Endpoint { .. } => Vec::new(),
-            LaunchSpec::Reference(r) => reference_argv(r, lane),
+            LaunchSpec::Reference(r) => reference::argv(r, lane),
             LaunchSpec::Slurm(s) => s.sbatch_argv.clone(),
         }
     }
@@ -335,19 +351,6 @@ impl LaunchSpec {
         }
         v
     }
-}
-
-fn reference_argv(r: &ReferenceSpec, lane: &LaneSpec) -> Vec<String> {
-    let bin = r
-        .bin
-        .clone()
-        .or_else(|| std::env::current_exe().ok())
-        .unwrap_or_else(|| PathBuf::from("bakeoff"));
-    let mut argv = vec![bin.display().to_string()];
-    argv.extend(crate::engine::command_args(
-        &r.profile, &lane.host, lane.port, None,
-    ));
-    argv
 }
 
 /// SHA-256 (hex) over the argv and the env names and non-secret values, in a length-prefixed
@@ -580,28 +583,7 @@ pub async fn launch(lane: &LaneSpec, spec: &LaunchSpec) -> Result<Running, Launc
     let masker = spec.masker();
     let identity = spec.identity(lane);
     if let LaunchSpec::Endpoint { url, tls } = spec {
-        let fail = |e: String| {
-            LaunchFailure::spawn_failed(&masker, &format!("endpoint arm: {e}"), started_ns)
-        };
-        let target = Target::parse(url)
-            .map(|t| t.with_trust(tls.clone()))
-            .map_err(fail)?;
-        // An https endpoint whose certificate does not verify never becomes ready: say so now,
-        // not at the ready timeout.
-        crate::client::tls::check_handshake(&target, Duration::from_secs(10))
-            .await
-            .map_err(fail)?;
-        return Ok(Running {
-            handle: Handle::Endpoint,
-            started_ns,
-            started_wall: crate::clock::wall_rfc3339(),
-            log_path: None,
-            log_offset: 0,
-            target,
-            identity,
-            masker,
-            exit: None,
-        });
+        return endpoint::launch(url, tls, identity, masker, started_ns).await;
     }
     let mut ports = vec![lane.port];
     if let LaunchSpec::Container(c) = spec {
@@ -641,7 +623,7 @@ pub async fn launch(lane: &LaneSpec, spec: &LaunchSpec) -> Result<Running, Launc
             process::Start {
                 kind: spec.kind(),
                 handle: Handle::Reference,
-                argv: &reference_argv(r, lane),
+                argv: &reference::argv(r, lane),
                 env: &[],
                 cwd: None,
                 log_path: &r.log_path,
@@ -677,16 +659,7 @@ pub async fn stop(mut running: Running, grace: Duration) -> StopFacts {
 
 async fn stop_inner(running: &mut Running, grace: Duration) -> StopFacts {
     match &running.handle {
-        Handle::Endpoint => StopFacts {
-            how: StopHow::NotManaged,
-            exit: None,
-            took_ms: 0.0,
-            group_gone: true,
-            remaining_pids: Vec::new(),
-            port_free: None,
-            detail: "endpoint arm: not managed by bakeoff, nothing stopped".into(),
-            slurm_job: None,
-        },
+        Handle::Endpoint => endpoint::stop(),
         Handle::Container(_) => container::stop(running, grace).await,
         Handle::Slurm(_) => slurm::stop(running, grace).await,
         Handle::Process(_) | Handle::Reference(_) => process::stop(running, grace).await,

@@ -1,9 +1,15 @@
 //! Process arms: spawn an argv in its own process group with output appended to a log file;
 //! stop the whole group (SIGTERM, grace, SIGKILL) and prove nothing of it is left.
 
+use super::recipe::{
+    At, CommandLine, EnvValue, LaunchCommand, Named, Recipe, RecipeKind, StopMethod,
+};
 use super::{port, EnvVal, ExitInfo, LaneSpec, LaunchFailure, Masker, Running, StopFacts, StopHow};
 use crate::clock::mono_ns;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::Path;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// What [`launch`] needs besides the lane.
@@ -316,5 +322,60 @@ pub(crate) async fn finish_stop(
         port_free: Some(free),
         detail: running.masker.mask(&detail.join("; ")),
         slurm_job: None,
+    }
+}
+
+/// `[arms.process]`: a command bakeoff starts in its own process group and stops with SIGTERM
+/// (SIGKILL after the lane's grace).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessRecipe {
+    /// Program and arguments, one element each; never a shell string. After load, a relative
+    /// program path containing `/` is absolute (resolved against `cwd`); other arguments are
+    /// passed verbatim (no `$VAR` expansion) and a relative path among them is relative to `cwd`.
+    pub argv: Vec<String>,
+    /// Added to bakeoff's own environment.
+    #[serde(default)]
+    pub env: BTreeMap<String, EnvValue>,
+    /// Working directory; default the campaign file's directory; absolute after load.
+    #[serde(default)]
+    pub cwd: PathBuf,
+}
+
+impl Recipe for ProcessRecipe {
+    fn kind(&self) -> RecipeKind {
+        RecipeKind::Process
+    }
+
+    fn env(&self) -> Option<&BTreeMap<String, EnvValue>> {
+        Some(&self.env)
+    }
+
+    /// The argv and env as loaded, `cwd` set; `CUDA_VISIBLE_DEVICES` = the lane's GPU UUIDs is
+    /// added when the lane has GPUs and the arm does not set it. Stopped as a process group.
+    fn command(&self, at: &At) -> Option<LaunchCommand> {
+        let mut cmd = CommandLine::new(self.argv.clone());
+        cmd.env = self.env.clone();
+        if !at.gpus.is_empty() && !cmd.env.contains_key("CUDA_VISIBLE_DEVICES") {
+            cmd.env.insert(
+                "CUDA_VISIBLE_DEVICES".into(),
+                EnvValue::Literal(at.gpus.join(",")),
+            );
+        }
+        cmd.cwd = Some(self.cwd.clone());
+        Some(LaunchCommand {
+            start: cmd,
+            stop: StopMethod::ProcessGroup {
+                grace_s: at.stop_grace_s,
+            },
+        })
+    }
+
+    fn named_files(&self) -> Named<'_> {
+        Named::Command {
+            argv: &self.argv,
+            env: &self.env,
+            cwd: &self.cwd,
+        }
     }
 }

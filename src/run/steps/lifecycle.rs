@@ -101,7 +101,7 @@ async fn launch_arm(
             )
         }
     };
-    let managed = !matches!(spec, lane::LaunchSpec::Endpoint { .. });
+    let managed = spec.managed();
     let journal = if managed {
         match cx.rec.journal_intent(&arm.id, purpose, &spec, &cx.lane) {
             Ok(i) => Some(i),
