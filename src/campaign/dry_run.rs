@@ -2,9 +2,9 @@
 //! workload, gates, then per phase and arm the exact commands and the numbered steps with their
 //! evidence files, then the policy).
 
-use super::command::{Mask, StopMethod};
+use super::command::Mask;
 use super::plan::{Phase, Plan, PlanStep, StepKind};
-use super::spec::{Arm, Campaign, Promotion, RecipeRef};
+use super::spec::{Arm, Campaign, Promotion};
 use std::fmt::Write as _;
 
 fn list<T, F: Fn(&T) -> String>(items: &[T], f: F) -> String {
@@ -338,86 +338,11 @@ fn render_arm_header(o: &mut String, c: &Campaign, arm: &Arm, mask: &Mask) {
         c.recipe_hash(arm),
         c.argv_env_hash(arm)
     );
-    match (c.launch_command(arm), arm.recipe()) {
-        (Some(l), _) => {
-            if let Some(cwd) = &l.start.cwd {
-                let _ = writeln!(o, "       cwd   {}", cwd.display());
-            }
-            let self_note = if l.start.self_exe {
-                "  (bakeoff = this executable)"
-            } else {
-                ""
-            };
-            let _ = writeln!(o, "       start {}{self_note}", l.start.display(mask));
-            match &l.stop {
-                StopMethod::ProcessGroup { grace_s } => {
-                    let _ = writeln!(
-                        o,
-                        "       stop  SIGTERM to the process group, SIGKILL after {grace_s} s"
-                    );
-                }
-                StopMethod::Commands { commands } => {
-                    for cmd in commands {
-                        let _ = writeln!(o, "       stop  {}", cmd.display(mask));
-                    }
-                }
-                StopMethod::NotManaged => {}
-                StopMethod::Slurm { job_name, grace_s } => {
-                    if let RecipeRef::Slurm(sr) = arm.recipe() {
-                        let _ = writeln!(o, "       job   {}", slurm_job_line(sr));
-                    }
-                    let _ = writeln!(
-                        o,
-                        "       stop  scancel --signal=TERM --full JOBID (job {job_name}), scancel JOBID after {grace_s} s"
-                    );
-                }
-            }
-        }
-        (None, RecipeRef::Endpoint(e)) => {
-            let _ = writeln!(
-                o,
-                "       endpoint {} (already running; measured, never started or stopped){}",
-                e.url,
-                if e.url.starts_with("https://") {
-                    format!("; TLS certificate checked against {}", e.trust().describe())
-                } else {
-                    String::new()
-                }
-            );
-        }
-        (None, _) => {}
+    // The kind's own lines: its commands (start, stop) or its address.
+    let show = |cmd: &crate::campaign::CommandLine| mask.scrub(&cmd.shown());
+    for line in arm.recipe().describe(c.launch_command(arm).as_ref(), &show) {
+        let _ = writeln!(o, "{line}");
     }
-}
-
-/// The Slurm job spec in words: name, where it may run, what it asks for, how long it may wait.
-fn slurm_job_line(s: &crate::campaign::SlurmRecipe) -> String {
-    let mut parts = vec![format!("Slurm job {}", s.job_name)];
-    let mut add = |k: &str, v: Option<String>| {
-        if let Some(v) = v {
-            parts.push(format!("{k} {v}"));
-        }
-    };
-    add("partition", s.partition.clone());
-    add("nodes", s.nodelist.clone());
-    add("constraint", s.constraint.clone());
-    add(
-        "gres",
-        (s.gpus > 0).then(|| match &s.gpu_type {
-            Some(t) => format!("gpu:{t}:{}", s.gpus),
-            None => format!("gpu:{}", s.gpus),
-        }),
-    );
-    add("cpus", s.cpus.map(|c| c.to_string()));
-    add("mem", s.memory.clone());
-    add("time limit", s.time_limit.clone());
-    add("account", s.account.clone());
-    add(
-        "pending timeout",
-        s.pending_timeout_s.map(|t| format!("{t} s")),
-    );
-    let mut line = parts.join(", ");
-    line.push_str("; endpoint on the job's node, lane port");
-    line
 }
 
 fn describe(c: &Campaign, step: &PlanStep) -> String {

@@ -7,7 +7,8 @@
 //! mtime and a SHA-256 of [`SAMPLES`] blocks of [`SAMPLE`] bytes spread over the file (`method`
 //! says which). Environment values are never recorded: only `sha256("NAME=value")`.
 
-use super::spec::{Arm, Campaign, EnvValue, RecipeRef};
+use super::spec::{Arm, Campaign, EnvValue};
+use crate::lane::recipe::Named;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::io::{Read, Seek, SeekFrom};
@@ -78,16 +79,9 @@ fn names_output(flag: &str) -> bool {
 /// says the engine writes them (`--log-file`, `*_CACHE*`, …), with that name.
 pub fn recipe_files(arm: &Arm) -> (Vec<PathBuf>, Vec<String>) {
     let mut cands: Vec<(PathBuf, Option<String>)> = Vec::new();
-    match arm.recipe() {
-        RecipeRef::Reference(r) => cands.push((r.profile.clone(), None)),
-        RecipeRef::Process(p) => command_files(&p.argv, &p.env, &p.cwd, &mut cands),
-        // A Slurm job runs its argv with its env in its cwd, as a process arm does (the node
-        // shares the submitting host's filesystem, which the lane needs for the job's log too).
-        RecipeRef::Slurm(j) => command_files(&j.argv, &j.env, &j.cwd, &mut cands),
-        RecipeRef::Container(c) => {
-            cands.extend(c.volumes.iter().map(|v| (v.host.clone(), None)));
-        }
-        RecipeRef::Endpoint(_) => {}
+    match arm.recipe().named_files() {
+        Named::Command { argv, env, cwd } => command_files(argv, env, cwd, &mut cands),
+        Named::Paths(paths) => cands.extend(paths.into_iter().map(|p| (p, None))),
     }
     let mut out: Vec<PathBuf> = Vec::new();
     let mut skipped: Vec<String> = Vec::new();
@@ -168,10 +162,8 @@ pub fn campaign_files(c: &Campaign) -> Vec<(PathBuf, String)> {
         if let Some(t) = &a.tokenizer {
             add(t, format!("arm `{}`'s tokenizer", a.id));
         }
-        if let RecipeRef::Endpoint(e) = a.recipe() {
-            if let Some(ca) = &e.ca_file {
-                add(ca, format!("arm `{}`'s endpoint.ca_file", a.id));
-            }
+        for (f, field) in a.recipe().other_files() {
+            add(&f, format!("arm `{}`'s {field}", a.id));
         }
     }
     if let Some(s) = c.gates.tools.as_ref().and_then(|t| t.suite.as_ref()) {
@@ -251,14 +243,14 @@ pub fn fingerprint(c: &Campaign, arm: &Arm, environ: Option<&[(String, String)]>
     if let (Some(envs), Some(lc)) = (environ, c.launch_command(arm)) {
         // A container's variables live in its config, not in the environment of the process on
         // the lane port (the docker proxy): not compared here.
-        let names: Vec<(String, bool)> = match arm.recipe() {
-            RecipeRef::Container(_) => Vec::new(),
-            _ => lc
-                .start
+        let names: Vec<(String, bool)> = if arm.recipe().env_compared() {
+            lc.start
                 .env
                 .iter()
                 .map(|(k, v)| (k.clone(), v.is_from_env()))
-                .collect(),
+                .collect()
+        } else {
+            Vec::new()
         };
         for (name, from_env) in names {
             let sha256 = envs

@@ -32,8 +32,8 @@ pub use resume::{load_bundle, BundleCampaign, Refusal};
 pub use spec::{
     canonical_json, hex_sha256, ApiKind, Arm, Campaign, ContainerRecipe, EndpointRecipe, EnvValue,
     GateName, Gates, Identity, Lane, Policy, PreflightGate, ProcessRecipe, Promotion, QualityGate,
-    QualityRisk, RankingMetric, RecipeKind, RecipeRef, ReferenceRecipe, RetrievalGate, Role,
-    Sampling, SlurmRecipe, Source, Speculative, ToolVariant, ToolsGate, Volume, Workload,
+    QualityRisk, RankingMetric, Recipe, RecipeKind, ReferenceRecipe, RetrievalGate, Role, Sampling,
+    SlurmRecipe, Source, Speculative, ToolVariant, ToolsGate, Volume, Workload,
 };
 pub use spec::{
     in_campaign_words, ConversationSource, DatasetFormat, DatasetSource, OutputTokens, PrefixOrder,

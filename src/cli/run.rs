@@ -397,7 +397,9 @@ fn printer(bar: bool) -> Notify {
 fn restored_pid(bundle: &Path) -> Option<u64> {
     let b = std::fs::read(bundle.join(crate::evidence::bundle::RESTORATION_LAUNCH)).ok()?;
     let v: serde_json::Value = serde_json::from_slice(&b).ok()?;
-    if v["spec"]["kind"].as_str() == Some("container") || v["detached"] != true {
+    // Only a process the restoration started detached has a pid there (a container's or a
+    // Slurm job's launch records none).
+    if v["detached"] != true {
         return None;
     }
     v["pid"].as_u64()

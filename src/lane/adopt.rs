@@ -9,22 +9,10 @@
 //! that proof.
 
 use super::process::group_members;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use std::time::{Duration, Instant};
 
-/// What a run records about a process it started, to find it again after the run died.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default)]
-pub struct ProcessMark {
-    pub pid: u32,
-    /// Its process group (the arm leads its own group: `pgid == pid`).
-    pub pgid: u32,
-    /// `/proc/<pid>/stat` field 22: when the process started, in clock ticks since boot.
-    pub start_ticks: u64,
-    /// `/proc/sys/kernel/random/boot_id` when it started (a reboot ends every process).
-    pub boot_id: String,
-    /// The argv it was started with, secrets shown as `***` (a `***` matches any text).
-    pub argv: Vec<String>,
-}
+pub use super::marks::ProcessMark;
 
 /// What became of a recorded process.
 #[derive(Debug, Clone, PartialEq, Eq)]

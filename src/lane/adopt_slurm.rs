@@ -9,55 +9,15 @@
 //! Nothing is cancelled without that proof. Blocking calls (quick CLI calls and short polls), as
 //! the rest of the recovery.
 
+use super::marks::{Adopted, LaneFacts, Launch, State};
 use super::slurm::fields;
-use serde::{Deserialize, Serialize};
-use std::path::{Path, PathBuf};
+use serde::Serialize;
+use serde_json::{json, Value};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// What a run records about a Slurm job it submits, to find it again after the run died.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default)]
-pub struct SlurmMark {
-    /// The job name bakeoff gave it (`--job-name`).
-    pub job_name: String,
-    /// Slurm's job id, once sbatch answered (empty: the run died before it was recorded).
-    #[serde(default)]
-    pub job_id: String,
-    /// The uid that submitted it (Slurm's `UserId=name(uid)`).
-    pub uid: u32,
-    /// Unix seconds just before the submission: the job's `SubmitTime` is no earlier.
-    pub intent_unix: u64,
-    /// The sbatch that submitted it (its directory holds scontrol, squeue and scancel).
-    pub sbatch: String,
-    /// The node it was placed on, when sbatch's answer already said so.
-    #[serde(default)]
-    pub node: Option<String>,
-}
-
-impl SlurmMark {
-    /// The mark of a job about to be submitted by `sbatch` under `job_name`, by this process's user.
-    pub fn intent(job_name: &str, sbatch: &str) -> SlurmMark {
-        SlurmMark {
-            job_name: job_name.to_string(),
-            job_id: String::new(),
-            // SAFETY: getuid only reads this process's user id.
-            uid: unsafe { libc::getuid() },
-            intent_unix: crate::clock::unix_secs(),
-            sbatch: sbatch.to_string(),
-            node: None,
-        }
-    }
-
-    fn tool(&self, name: &str) -> PathBuf {
-        match Path::new(&self.sbatch)
-            .parent()
-            .filter(|d| !d.as_os_str().is_empty())
-        {
-            Some(d) => d.join(name),
-            None => PathBuf::from(name),
-        }
-    }
-}
+pub use super::marks::SlurmMark;
 
 /// A job as `scontrol show job -o` lists it (the fields the proof reads).
 #[derive(Debug, Clone, Serialize, PartialEq, Eq, Default)]
@@ -385,9 +345,137 @@ pub fn cancel(m: &SlurmMark, seen: &Seen, grace: Duration, port: u16) -> JobStop
     }
 }
 
+/// One open launch of a Slurm job after the run died: the recorded job id proven (scontrol: id,
+/// name, uid, submit time) and cancelled; without a recorded id (the run died before sbatch's
+/// answer was recorded), the live jobs of the recorded name, each proven the same way (submitted
+/// no earlier than the intent). A restored incumbent's own job is kept.
+pub(super) fn leftover(m: &SlurmMark, l: &Launch, lane: &LaneFacts) -> Adopted {
+    let who = l.who;
+    let by_id = !m.job_id.is_empty();
+    let ids = if by_id {
+        vec![m.job_id.clone()]
+    } else {
+        match named(m) {
+            Ok(ids) if ids.is_empty() => {
+                return Adopted {
+                    slurm_jobs: Some(json!([])),
+                    ..Adopted::said(
+                        Some(State::Gone),
+                        format!(
+                            "{who}: recorded as about to be submitted as Slurm job `{}` (its id was never recorded), and Slurm lists no live job of that name",
+                            m.job_name
+                        ),
+                    )
+                };
+            }
+            Ok(ids) => ids,
+            Err(err) => {
+                let msg = format!(
+                    "{who}: recorded as about to be submitted as Slurm job `{}` (its id was never recorded), and Slurm cannot be asked ({err}); NOT cancelled: if a job of that name is a leftover of this run, cancel it yourself (`squeue --name {}`, then `scancel ID`)",
+                    m.job_name, m.job_name
+                );
+                return Adopted {
+                    unproven: vec![msg.clone()],
+                    ..Adopted::said(None, msg)
+                };
+            }
+        }
+    };
+    let mut a = Adopted::default();
+    let mut words = Vec::new();
+    let mut facts = Vec::new();
+    for id in &ids {
+        let (w, f) = leftover_job(m, id, by_id, l, lane, &mut a);
+        words.push(w);
+        facts.push(f);
+    }
+    a.words = words.join("; ");
+    a.slurm_jobs = Some(json!(facts));
+    a
+}
+
+/// One job of a Slurm launch: proven, then kept (the restored incumbent's) or cancelled. What
+/// was done in words, and the facts for the evidence.
+fn leftover_job(
+    m: &SlurmMark,
+    id: &str,
+    by_id: bool,
+    l: &Launch,
+    lane: &LaneFacts,
+    a: &mut Adopted,
+) -> (String, Value) {
+    let who = l.who;
+    match prove(m, id) {
+        Job::Gone(why) => {
+            a.state.get_or_insert(State::Gone);
+            (
+                format!("{who}: Slurm job {id} is already gone ({why})"),
+                json!({"job_id": id, "found": "gone", "why": why}),
+            )
+        }
+        Job::NotOurs(why) => {
+            let msg = format!(
+                "{who}: Slurm job {id} NOT cancelled: {why}; bakeoff cancels only a job it can prove the dead run submitted (recorded id, name `{}`, uid {}, submitted after the run meant to); if it is a leftover of this run, cancel it yourself (`scancel {id}`)",
+                m.job_name, m.uid
+            );
+            // Found by name only: a job of that name submitted earlier is not this launch's.
+            if by_id {
+                a.unproven.push(msg.clone());
+            }
+            a.state.get_or_insert(State::Gone);
+            (
+                msg,
+                json!({"job_id": id, "found": "not-ours", "why": why}),
+            )
+        }
+        Job::Own(seen) if l.restored => (
+            format!(
+                "{who}: Slurm job {id} `{}` is still {} (proven by its id, name, user and submit time): kept",
+                seen.job_name, seen.state
+            ),
+            json!({"job_id": id, "found": "own", "seen": seen, "kept": true}),
+        ),
+        Job::Own(seen) => {
+            let st = cancel(m, &seen, lane.grace, lane.port);
+            let port = match (st.port_free, &st.port_host) {
+                (Some(true), Some(h)) => format!("; port {h}:{} is free", lane.port),
+                (Some(false), Some(h)) => format!(
+                    "; port {h}:{} still answers 10 s after the job ended",
+                    lane.port
+                ),
+                _ => String::new(),
+            };
+            let words = format!(
+                "{who}: Slurm job {id} `{}` ({}, {}, node {}) left running by the dead run (proven by its id, name, user and submit time): {}; Slurm lists it {}{port}",
+                seen.job_name,
+                seen.state,
+                seen.user,
+                seen.node.as_deref().unwrap_or("none yet"),
+                st.commands.join(", then "),
+                if st.state.is_empty() { "no more" } else { &st.state },
+            );
+            if st.ended {
+                a.state = Some(State::StoppedByRecovery);
+                a.cancelled_jobs.push(id.to_string());
+            } else {
+                a.unproven.push(format!(
+                    "{who}: Slurm job {id} is still listed as {} after scancel; check it with `squeue -j {id}` and cancel it with `scancel {id}`",
+                    st.state
+                ));
+                a.state = Some(State::Started);
+            }
+            (
+                words,
+                json!({"job_id": id, "found": "own", "seen": seen, "cancel": st}),
+            )
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
 
     const RUNNING: &str = "JobId=41 JobName=bakeoff-c-a UserId=root(0) GroupId=root(0) JobState=RUNNING Reason=None ExitCode=0:0 SubmitTime=2026-12-01T00:18:01 NodeList=vm BatchHost=vm NumNodes=1";
 

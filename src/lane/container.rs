@@ -261,9 +261,11 @@ pub(super) async fn launch(
         .with_log_tail(tail));
     }
     Ok(Running {
-        kind: "container",
-        pid: None,
-        container: Some(c.name.clone()),
+        handle: super::Handle::Container(Handle {
+            name: c.name.clone(),
+            docker: c.docker.clone(),
+            owner_labels: owner_labels(c),
+        }),
         started_ns,
         started_wall: crate::clock::wall_rfc3339(),
         log_path: Some(c.log_path.clone()),
@@ -271,12 +273,7 @@ pub(super) async fn launch(
         target: lane.target(),
         identity,
         masker,
-        child: None,
-        docker: Some(c.docker.clone()),
         exit: None,
-        owner_labels: owner_labels(c),
-        slurm: None,
-        pending_timeout: None,
     })
 }
 
@@ -310,14 +307,27 @@ async fn remove_if_owned(c: &ContainerSpec) -> String {
     }
 }
 
+/// What a container arm holds: its name, the CLI that runs it, its ownership labels.
+pub(super) struct Handle {
+    pub(super) name: String,
+    docker: std::path::PathBuf,
+    /// The ownership labels (`bakeoff.*`) the container must carry before bakeoff stops or
+    /// removes it.
+    owner_labels: Vec<(String, String)>,
+}
+
+fn handle(running: &Running) -> Option<&Handle> {
+    match &running.handle {
+        super::Handle::Container(h) => Some(h),
+        _ => None,
+    }
+}
+
 fn names(running: &Running) -> (std::path::PathBuf, String) {
-    (
-        running
-            .docker
-            .clone()
-            .unwrap_or_else(|| std::path::PathBuf::from("docker")),
-        running.container.clone().unwrap_or_default(),
-    )
+    match handle(running) {
+        Some(h) => (h.docker.clone(), h.name.clone()),
+        None => (std::path::PathBuf::from("docker"), String::new()),
+    }
 }
 
 /// Polls `docker inspect` every 100 ms until the container is not running (or is gone).
@@ -357,11 +367,14 @@ pub(super) async fn stop(running: &mut Running, grace: Duration) -> StopFacts {
     let mut detail = Vec::new();
     // Ownership first: a container of that name that is not this arm's (another campaign's, or
     // an operator's) is never stopped or removed.
-    if !running.owner_labels.is_empty() {
+    let owners = handle(running)
+        .map(|h| h.owner_labels.clone())
+        .unwrap_or_default();
+    if !owners.is_empty() {
         let o = cli(&labels_argv(&docker, &name), &[], Duration::from_secs(20)).await;
         // Not readable (no such container, no daemon): the steps below find out and say so.
         if let Some(o) = o.ok().filter(|o| o.ok) {
-            if let Err(why) = check_owner(&o.stdout, &running.owner_labels) {
+            if let Err(why) = check_owner(&o.stdout, &owners) {
                 detail.push(format!(
                     "container {name} is not this arm's ({why}): left alone, nothing stopped or removed"
                 ));

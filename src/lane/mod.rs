@@ -19,20 +19,34 @@
 pub mod adopt;
 pub mod adopt_slurm;
 pub mod container;
+pub mod container_recipe;
+pub mod endpoint;
+mod facts;
+pub mod leftover;
 pub mod lock;
 pub mod logs;
+pub mod marks;
 pub mod port;
 pub mod process;
 pub mod procnet;
 mod ready;
+pub mod recipe;
+pub mod reference;
 pub mod slurm;
+pub mod slurm_recipe;
 
+pub use container_recipe::{ContainerRecipe, Volume};
+pub use endpoint::EndpointRecipe;
+use facts::ms_since;
+pub use facts::{Cause, ExitInfo, LaunchFailure, ReadyFacts, StopFacts, StopHow};
 pub use logs::Masker;
 pub use port::{port_free, wait_port_free};
+pub use process::ProcessRecipe;
+pub use recipe::{EnvValue, Recipe, RecipeKind};
+pub use reference::ReferenceRecipe;
+pub use slurm_recipe::SlurmRecipe;
 
 use crate::client::Target;
-use crate::evidence::FailureClass;
-use serde::Serialize;
 use sha2::{Digest, Sha256};
 use std::fmt;
 use std::path::PathBuf;
@@ -213,6 +227,11 @@ impl LaunchSpec {
         }
     }
 
+    /// Whether bakeoff starts it (and so journals and stops it): every kind but an endpoint.
+    pub fn managed(&self) -> bool {
+        !matches!(self, LaunchSpec::Endpoint { .. })
+    }
+
     /// The env list (empty for endpoints and reference arms).
     pub fn env(&self) -> &[(String, EnvVal)] {
         match self {
@@ -221,6 +240,32 @@ impl LaunchSpec {
             LaunchSpec::Slurm(s) => &s.env,
             _ => &[],
         }
+    }
+
+    /// What the launch journal records before this spec is launched (a container's name and
+    /// labels; a Slurm job's name, uid and submission time).
+    pub fn intent_marks(&self) -> marks::Marks {
+        let mut m = marks::Marks::default();
+        match self {
+            LaunchSpec::Container(c) => {
+                m.container = Some(marks::ContainerMark {
+                    name: c.name.clone(),
+                    labels: c.labels.iter().cloned().collect(),
+                    docker: c.docker.display().to_string(),
+                })
+            }
+            LaunchSpec::Slurm(s) => {
+                m.slurm = Some(adopt_slurm::SlurmMark::intent(
+                    &s.job_name,
+                    s.sbatch_argv
+                        .first()
+                        .map(String::as_str)
+                        .unwrap_or("sbatch"),
+                ))
+            }
+            LaunchSpec::Process(_) | LaunchSpec::Reference(_) | LaunchSpec::Endpoint { .. } => {}
+        }
+        m
     }
 
     /// A masker for every secret value of this spec.
@@ -234,7 +279,7 @@ impl LaunchSpec {
             LaunchSpec::Process(p) => p.argv.clone(),
             LaunchSpec::Container(c) => container::run_argv(c, &lane.host),
             LaunchSpec::Endpoint { .. } => Vec::new(),
-            LaunchSpec::Reference(r) => reference_argv(r, lane),
+            LaunchSpec::Reference(r) => reference::argv(r, lane),
             LaunchSpec::Slurm(s) => s.sbatch_argv.clone(),
         }
     }
@@ -308,19 +353,6 @@ impl LaunchSpec {
     }
 }
 
-fn reference_argv(r: &ReferenceSpec, lane: &LaneSpec) -> Vec<String> {
-    let bin = r
-        .bin
-        .clone()
-        .or_else(|| std::env::current_exe().ok())
-        .unwrap_or_else(|| PathBuf::from("bakeoff"));
-    let mut argv = vec![bin.display().to_string()];
-    argv.extend(crate::refengine::command_args(
-        &r.profile, &lane.host, lane.port, None,
-    ));
-    argv
-}
-
 /// SHA-256 (hex) over the argv and the env names and non-secret values, in a length-prefixed
 /// encoding (env sorted by name). A secret contributes its name only, so the hash says nothing
 /// about its value and does not change when the secret is rotated.
@@ -350,197 +382,11 @@ pub fn argv_env_hash(argv: &[String], env: &[(String, EnvVal)]) -> String {
     h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// How a process or container ended.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ExitInfo {
-    pub code: Option<i32>,
-    pub signal: Option<i32>,
-    /// Docker's `State.OOMKilled` (the kernel OOM killer hit the container).
-    pub oom_killed: bool,
-}
-
-impl ExitInfo {
-    pub fn from_status(s: std::process::ExitStatus) -> ExitInfo {
-        use std::os::unix::process::ExitStatusExt;
-        ExitInfo {
-            code: s.code(),
-            signal: s.signal(),
-            oom_killed: false,
-        }
-    }
-}
-
-impl fmt::Display for ExitInfo {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match (self.code, self.signal) {
-            (Some(c), _) => write!(f, "exit code {c}")?,
-            (None, Some(s)) => write!(f, "signal {s} ({})", process::signal_name(s))?,
-            (None, None) => write!(f, "unknown exit status")?,
-        }
-        if self.oom_killed {
-            write!(f, ", OOM-killed")?;
-        }
-        Ok(())
-    }
-}
-
-/// Why a launch failed. Every launch failure is failure class `compatibility`
-/// ([`LaunchFailure::CLASS`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Cause {
-    /// It exited during startup and its log (or docker) says it ran out of memory.
-    OutOfMemory,
-    /// It exited during startup for another reason.
-    Exited,
-    /// Not ready within the lane's ready timeout; it was killed.
-    Timeout,
-    /// It could not be started at all (program not found, docker refused, bad URL).
-    SpawnFailed,
-    /// The lane port was taken before launch; nothing was started.
-    PortInUse,
-}
-
-impl Cause {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Cause::OutOfMemory => "out-of-memory",
-            Cause::Exited => "exited",
-            Cause::Timeout => "timeout",
-            Cause::SpawnFailed => "spawn-failed",
-            Cause::PortInUse => "port-in-use",
-        }
-    }
-}
-
-impl fmt::Display for Cause {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A failed launch or readiness wait. Every text in it is masked.
-#[derive(Debug, Clone, Serialize, thiserror::Error)]
-#[error("{class} ({cause}): {message}")]
-pub struct LaunchFailure {
-    /// Always [`LaunchFailure::CLASS`].
-    pub class: FailureClass,
-    pub cause: Cause,
-    pub message: String,
-    /// The last [`LOG_TAIL_LINES`] lines the arm wrote since this launch.
-    pub log_tail: Vec<String>,
-    /// Launch → failure detected.
-    pub elapsed_ms: f64,
-    pub exit: Option<ExitInfo>,
-    /// The log line that matched an out-of-memory pattern, if any.
-    pub oom_line: Option<String>,
-    /// How bakeoff cleaned up after the failure (process group killed, container removed).
-    pub cleanup: Option<StopFacts>,
-}
-
-impl LaunchFailure {
-    pub const CLASS: FailureClass = FailureClass::Compatibility;
-
-    fn new(cause: Cause, message: String, elapsed_ms: f64) -> LaunchFailure {
-        LaunchFailure {
-            class: Self::CLASS,
-            cause,
-            message,
-            log_tail: Vec::new(),
-            elapsed_ms,
-            exit: None,
-            oom_line: None,
-            cleanup: None,
-        }
-    }
-
-    /// An arm that could not be started at all (`spawn-failed`): `message` masked, the time
-    /// since the launch began (`started_ns`, [`crate::clock::mono_ns`]) as `elapsed_ms`.
-    pub(super) fn spawn_failed(masker: &Masker, message: &str, started_ns: u64) -> LaunchFailure {
-        LaunchFailure::new(
-            Cause::SpawnFailed,
-            masker.mask(message),
-            ms_since(started_ns),
-        )
-    }
-
-    /// The failure with the arm's last log lines (already masked).
-    pub(super) fn with_log_tail(self, log_tail: Vec<String>) -> LaunchFailure {
-        LaunchFailure { log_tail, ..self }
-    }
-}
-
-/// Milliseconds since `started_ns` ([`crate::clock::mono_ns`]).
-fn ms_since(started_ns: u64) -> f64 {
-    crate::clock::mono_ns().saturating_sub(started_ns) as f64 / 1e6
-}
-
-/// What an arm showed when it became ready.
-#[derive(Debug, Clone, Serialize)]
-pub struct ReadyFacts {
-    /// Launch → ready.
-    pub ready_ms: f64,
-    /// Health probes sent.
-    pub polls: u32,
-    /// Served model ids from `/v1/models`, in order.
-    pub model_ids: Vec<String>,
-    /// Served context length, when the engine says (see `context_source`).
-    pub context_tokens: Option<u64>,
-    /// Where `context_tokens` came from: `max_model_len` (vLLM, SGLang, reference), `meta.n_ctx`,
-    /// or `/props default_generation_settings.n_ctx` (llama.cpp's per-slot context).
-    pub context_source: Option<String>,
-    /// llama.cpp's `meta.n_ctx_train` (the model's training context, not the served one).
-    pub n_ctx_train: Option<u64>,
-    /// The raw `/v1/models` body, for the evidence bundle.
-    pub models: serde_json::Value,
-}
-
-/// How a stop went.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum StopHow {
-    /// It ended within the grace period after SIGTERM (`docker stop` without a kill).
-    Sigterm,
-    /// It needed SIGKILL after the grace period (docker: exit code 137 after `docker stop`).
-    Sigkill,
-    /// It had already exited before the stop; leftovers of its group were killed.
-    AlreadyExited,
-    /// An endpoint bakeoff does not manage: nothing was stopped.
-    NotManaged,
-    /// A container of that name exists but does not carry this arm's ownership labels: it was
-    /// left alone (nothing stopped or removed).
-    NotOwned,
-}
-
-/// The result of stopping an arm.
-#[derive(Debug, Clone, Serialize)]
-pub struct StopFacts {
-    pub how: StopHow,
-    pub exit: Option<ExitInfo>,
-    /// Stop called → everything gone (or given up).
-    pub took_ms: f64,
-    /// No process of the group remains (`kill(-pgid, 0)` fails with ESRCH, or only zombies are
-    /// left), or the container no longer exists.
-    pub group_gone: bool,
-    /// Live processes of the group still there at the end (should be empty).
-    pub remaining_pids: Vec<u32>,
-    /// Slurm arms: the job's id, node, final state and exit code.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub slurm_job: Option<slurm::SlurmJob>,
-    /// The lane port accepted a bind again within 2 s; `None` for endpoints.
-    pub port_free: Option<bool>,
-    /// What was done, step by step.
-    pub detail: String,
-}
-
 /// A launched arm. Dropping it does not stop it (an incumbent must outlive bakeoff): call
 /// [`stop`].
 pub struct Running {
-    pub kind: &'static str,
-    /// Process arms: the child's pid (also its process group id).
-    pub pid: Option<u32>,
-    /// Container arms: the container name.
-    pub container: Option<String>,
+    /// What this kind of arm holds (its pid and child, its container, its Slurm job).
+    handle: Handle,
     /// CLOCK_MONOTONIC ns at launch.
     pub started_ns: u64,
     /// Wall clock at launch (label only).
@@ -553,34 +399,149 @@ pub struct Running {
     /// [`argv_env_hash`] of what was launched.
     pub identity: String,
     masker: Masker,
-    child: Option<tokio::process::Child>,
-    docker: Option<PathBuf>,
     /// Set once the arm is known to have exited (reaped).
     exit: Option<ExitInfo>,
-    /// Container arms: the ownership labels (`bakeoff.*`) the container must carry before
-    /// bakeoff stops or removes it.
-    owner_labels: Vec<(String, String)>,
-    /// Slurm arms: the job (id, node, state, exit code) as last seen.
-    pub slurm: Option<slurm::SlurmJob>,
-    /// Slurm arms: the longest wait for the job to start.
-    pending_timeout: Option<Duration>,
+}
+
+/// The state of a launched arm that only its kind knows: the one list of kinds a [`Running`]
+/// can be.
+enum Handle {
+    Process(process::Handle),
+    Reference(process::Handle),
+    Container(container::Handle),
+    Slurm(slurm::Handle),
+    Endpoint,
 }
 
 impl fmt::Debug for Running {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Running")
-            .field("kind", &self.kind)
-            .field("pid", &self.pid)
-            .field("container", &self.container)
+            .field("kind", &self.kind())
+            .field("pid", &self.pid())
+            .field("container", &self.container_name())
             .field("target", &self.target.to_string())
             .field("identity", &self.identity)
             .field("exit", &self.exit)
-            .field("slurm", &self.slurm)
+            .field("slurm", &self.slurm_job())
             .finish()
     }
 }
 
 impl Running {
+    /// `process`, `container`, `endpoint`, `reference` or `slurm`.
+    pub fn kind(&self) -> &'static str {
+        match &self.handle {
+            Handle::Process(_) => "process",
+            Handle::Reference(_) => "reference",
+            Handle::Container(_) => "container",
+            Handle::Slurm(_) => "slurm",
+            Handle::Endpoint => "endpoint",
+        }
+    }
+
+    /// Process and reference arms: the child's pid (also its process group id).
+    pub fn pid(&self) -> Option<u32> {
+        match &self.handle {
+            Handle::Process(h) | Handle::Reference(h) => h.pid,
+            _ => None,
+        }
+    }
+
+    /// Container arms: the container name.
+    pub fn container_name(&self) -> Option<&str> {
+        match &self.handle {
+            Handle::Container(h) => Some(&h.name),
+            _ => None,
+        }
+    }
+
+    /// Slurm arms: the job (id, node, state, exit code) as last seen.
+    pub fn slurm_job(&self) -> Option<&slurm::SlurmJob> {
+        match &self.handle {
+            Handle::Slurm(h) => Some(&h.job),
+            _ => None,
+        }
+    }
+
+    /// Did the arm die while it served? (its process group is empty; a Slurm arm: its job
+    /// ended; never for containers and endpoints, whose failures the requests see)
+    pub fn crashed(&self) -> bool {
+        match &self.handle {
+            Handle::Process(h) | Handle::Reference(h) => h
+                .pid
+                .is_some_and(|pid| process::group_members(pid).is_empty()),
+            Handle::Slurm(h) => slurm::job_ended(&h.job),
+            _ => false,
+        }
+    }
+
+    /// What the launch step records about the running arm: `pid` and `pgid` (process and
+    /// reference arms), `container` (its name), `slurm_job`; null where the kind has none.
+    pub fn launch_facts(&self) -> serde_json::Map<String, serde_json::Value> {
+        let mut m = serde_json::Map::new();
+        m.insert("pid".into(), serde_json::json!(self.pid()));
+        m.insert("pgid".into(), serde_json::json!(self.pid()));
+        m.insert("container".into(), serde_json::json!(self.container_name()));
+        m.insert("slurm_job".into(), serde_json::json!(self.slurm_job()));
+        m
+    }
+
+    /// What this kind knows about its launch that the launch journal records once it started:
+    /// the process mark (pid, start time, argv as `argv`), the Slurm job's id and node.
+    pub fn record_started(&self, marks: &mut marks::Marks, argv: &[String]) {
+        match &self.handle {
+            Handle::Slurm(h) => {
+                if let Some(m) = marks.slurm.as_mut() {
+                    m.job_id = h.job.job_id.clone();
+                    m.node = h.job.node.clone();
+                }
+            }
+            Handle::Process(h) | Handle::Reference(h) => {
+                if let (Some(pid), None) = (h.pid, &marks.container) {
+                    marks.process = Some(adopt::mark(pid, argv.to_vec()));
+                }
+            }
+            Handle::Container(_) | Handle::Endpoint => {}
+        }
+    }
+
+    /// Whether bakeoff started it (and so stops it): every kind but an endpoint.
+    pub fn managed(&self) -> bool {
+        !matches!(self.handle, Handle::Endpoint)
+    }
+
+    /// Waits until where the arm serves is known: at once, except a Slurm job (until it runs
+    /// on its node; then the target points there).
+    async fn wait_placed(&mut self, lane: &LaneSpec) -> slurm::Start {
+        match &self.handle {
+            Handle::Slurm(_) => slurm::wait_running(self, lane).await,
+            _ => slurm::Start::Running,
+        }
+    }
+
+    /// What a stop at the ready timeout did, in words.
+    fn stopped_words(&self, c: &StopFacts) -> String {
+        match &self.handle {
+            Handle::Container(_) => "the container was stopped and removed".to_string(),
+            Handle::Slurm(h) => format!("the job was cancelled: {}", h.job.describe()),
+            _ if c.group_gone => "its whole process group was killed".to_string(),
+            _ => format!(
+                "its process group was killed but {:?} are still alive",
+                c.remaining_pids
+            ),
+        }
+    }
+
+    /// Resolves when the arm exits; never for an endpoint.
+    async fn wait_exit(&mut self) -> ExitInfo {
+        match &self.handle {
+            Handle::Endpoint => std::future::pending().await,
+            Handle::Container(_) => container::wait_exit(self).await,
+            Handle::Slurm(_) => slurm::wait_exit(self).await,
+            Handle::Process(_) | Handle::Reference(_) => process::wait_exit(self).await,
+        }
+    }
+
     /// The last `n` lines the arm wrote since this launch, masked.
     pub fn log_tail(&self, n: usize) -> Vec<String> {
         match &self.log_path {
@@ -622,35 +583,7 @@ pub async fn launch(lane: &LaneSpec, spec: &LaunchSpec) -> Result<Running, Launc
     let masker = spec.masker();
     let identity = spec.identity(lane);
     if let LaunchSpec::Endpoint { url, tls } = spec {
-        let fail = |e: String| {
-            LaunchFailure::spawn_failed(&masker, &format!("endpoint arm: {e}"), started_ns)
-        };
-        let target = Target::parse(url)
-            .map(|t| t.with_trust(tls.clone()))
-            .map_err(fail)?;
-        // An https endpoint whose certificate does not verify never becomes ready: say so now,
-        // not at the ready timeout.
-        crate::client::tls::check_handshake(&target, Duration::from_secs(10))
-            .await
-            .map_err(fail)?;
-        return Ok(Running {
-            kind: spec.kind(),
-            pid: None,
-            container: None,
-            started_ns,
-            started_wall: crate::clock::wall_rfc3339(),
-            log_path: None,
-            log_offset: 0,
-            target,
-            identity,
-            masker,
-            child: None,
-            docker: None,
-            exit: None,
-            owner_labels: Vec::new(),
-            slurm: None,
-            pending_timeout: None,
-        });
+        return endpoint::launch(url, tls, identity, masker, started_ns).await;
     }
     let mut ports = vec![lane.port];
     if let LaunchSpec::Container(c) = spec {
@@ -675,6 +608,7 @@ pub async fn launch(lane: &LaneSpec, spec: &LaunchSpec) -> Result<Running, Launc
             lane,
             process::Start {
                 kind: spec.kind(),
+                handle: Handle::Process,
                 argv: &p.argv,
                 env: &p.env,
                 cwd: p.cwd.as_deref(),
@@ -688,7 +622,8 @@ pub async fn launch(lane: &LaneSpec, spec: &LaunchSpec) -> Result<Running, Launc
             lane,
             process::Start {
                 kind: spec.kind(),
-                argv: &reference_argv(r, lane),
+                handle: Handle::Reference,
+                argv: &reference::argv(r, lane),
                 env: &[],
                 cwd: None,
                 log_path: &r.log_path,
@@ -723,19 +658,10 @@ pub async fn stop(mut running: Running, grace: Duration) -> StopFacts {
 }
 
 async fn stop_inner(running: &mut Running, grace: Duration) -> StopFacts {
-    match running.kind {
-        "endpoint" => StopFacts {
-            how: StopHow::NotManaged,
-            exit: None,
-            took_ms: 0.0,
-            group_gone: true,
-            remaining_pids: Vec::new(),
-            port_free: None,
-            detail: "endpoint arm: not managed by bakeoff, nothing stopped".into(),
-            slurm_job: None,
-        },
-        "container" => container::stop(running, grace).await,
-        "slurm" => slurm::stop(running, grace).await,
-        _ => process::stop(running, grace).await,
+    match &running.handle {
+        Handle::Endpoint => endpoint::stop(),
+        Handle::Container(_) => container::stop(running, grace).await,
+        Handle::Slurm(_) => slurm::stop(running, grace).await,
+        Handle::Process(_) | Handle::Reference(_) => process::stop(running, grace).await,
     }
 }

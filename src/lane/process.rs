@@ -1,14 +1,22 @@
 //! Process arms: spawn an argv in its own process group with output appended to a log file;
 //! stop the whole group (SIGTERM, grace, SIGKILL) and prove nothing of it is left.
 
+use super::recipe::{
+    At, CommandLine, EnvValue, LaunchCommand, Named, Recipe, RecipeKind, StopMethod,
+};
 use super::{port, EnvVal, ExitInfo, LaneSpec, LaunchFailure, Masker, Running, StopFacts, StopHow};
 use crate::clock::mono_ns;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::Path;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// What [`launch`] needs besides the lane.
 pub(super) struct Start<'a> {
     pub kind: &'static str,
+    /// The kind's state around the process's ([`super::Handle::Process`] or `Reference`).
+    pub handle: fn(Handle) -> super::Handle,
     pub argv: &'a [String],
     pub env: &'a [(String, EnvVal)],
     pub cwd: Option<&'a Path>,
@@ -89,9 +97,10 @@ pub(super) fn launch(lane: &LaneSpec, s: Start<'_>) -> Result<Running, LaunchFai
     })?;
     let pid = child.id();
     Ok(Running {
-        kind: s.kind,
-        pid,
-        container: None,
+        handle: (s.handle)(Handle {
+            pid,
+            child: Some(child),
+        }),
         started_ns: s.started_ns,
         started_wall: crate::clock::wall_rfc3339(),
         log_path: Some(s.log_path.to_path_buf()),
@@ -99,13 +108,21 @@ pub(super) fn launch(lane: &LaneSpec, s: Start<'_>) -> Result<Running, LaunchFai
         target: lane.target(),
         identity: s.identity,
         masker: s.masker,
-        child: Some(child),
-        docker: None,
         exit: None,
-        owner_labels: Vec::new(),
-        slurm: None,
-        pending_timeout: None,
     })
+}
+
+/// What a process (or reference) arm holds: its child, and its pid (also its process group id).
+pub(super) struct Handle {
+    pub(super) pid: Option<u32>,
+    child: Option<tokio::process::Child>,
+}
+
+fn child(running: &mut Running) -> Option<&mut tokio::process::Child> {
+    match &mut running.handle {
+        super::Handle::Process(h) | super::Handle::Reference(h) => h.child.as_mut(),
+        _ => None,
+    }
 }
 
 /// Resolves when the process exits (at once when it already has); pending forever for a
@@ -114,7 +131,7 @@ pub(super) async fn wait_exit(running: &mut Running) -> ExitInfo {
     if let Some(e) = &running.exit {
         return e.clone();
     }
-    match running.child.as_mut() {
+    match child(running) {
         Some(c) => {
             let info = match c.wait().await {
                 Ok(st) => ExitInfo::from_status(st),
@@ -134,7 +151,7 @@ pub(super) async fn wait_exit(running: &mut Running) -> ExitInfo {
 /// Non-blocking: has the process exited? Records it.
 pub(super) fn try_exit(running: &mut Running) -> Option<ExitInfo> {
     if running.exit.is_none() {
-        if let Some(Ok(Some(st))) = running.child.as_mut().map(|c| c.try_wait()) {
+        if let Some(Ok(Some(st))) = child(running).map(|c| c.try_wait()) {
             running.exit = Some(ExitInfo::from_status(st));
         }
     }
@@ -221,7 +238,7 @@ async fn wait_group_gone(running: &mut Running, pgid: u32, until: u64) -> bool {
 pub(super) async fn stop(running: &mut Running, grace: Duration) -> StopFacts {
     let t0 = mono_ns();
     let mut detail = Vec::new();
-    let Some(pgid) = running.pid else {
+    let Some(pgid) = running.pid() else {
         // Spawned but no pid means tokio already reaped it.
         return StopFacts {
             how: StopHow::AlreadyExited,
@@ -305,5 +322,60 @@ pub(crate) async fn finish_stop(
         port_free: Some(free),
         detail: running.masker.mask(&detail.join("; ")),
         slurm_job: None,
+    }
+}
+
+/// `[arms.process]`: a command bakeoff starts in its own process group and stops with SIGTERM
+/// (SIGKILL after the lane's grace).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessRecipe {
+    /// Program and arguments, one element each; never a shell string. After load, a relative
+    /// program path containing `/` is absolute (resolved against `cwd`); other arguments are
+    /// passed verbatim (no `$VAR` expansion) and a relative path among them is relative to `cwd`.
+    pub argv: Vec<String>,
+    /// Added to bakeoff's own environment.
+    #[serde(default)]
+    pub env: BTreeMap<String, EnvValue>,
+    /// Working directory; default the campaign file's directory; absolute after load.
+    #[serde(default)]
+    pub cwd: PathBuf,
+}
+
+impl Recipe for ProcessRecipe {
+    fn kind(&self) -> RecipeKind {
+        RecipeKind::Process
+    }
+
+    fn env(&self) -> Option<&BTreeMap<String, EnvValue>> {
+        Some(&self.env)
+    }
+
+    /// The argv and env as loaded, `cwd` set; `CUDA_VISIBLE_DEVICES` = the lane's GPU UUIDs is
+    /// added when the lane has GPUs and the arm does not set it. Stopped as a process group.
+    fn command(&self, at: &At) -> Option<LaunchCommand> {
+        let mut cmd = CommandLine::new(self.argv.clone());
+        cmd.env = self.env.clone();
+        if !at.gpus.is_empty() && !cmd.env.contains_key("CUDA_VISIBLE_DEVICES") {
+            cmd.env.insert(
+                "CUDA_VISIBLE_DEVICES".into(),
+                EnvValue::Literal(at.gpus.join(",")),
+            );
+        }
+        cmd.cwd = Some(self.cwd.clone());
+        Some(LaunchCommand {
+            start: cmd,
+            stop: StopMethod::ProcessGroup {
+                grace_s: at.stop_grace_s,
+            },
+        })
+    }
+
+    fn named_files(&self) -> Named<'_> {
+        Named::Command {
+            argv: &self.argv,
+            env: &self.env,
+            cwd: &self.cwd,
+        }
     }
 }

@@ -1,8 +1,7 @@
 //! Readiness: poll health and `/v1/models` while watching for the arm to exit.
 
 use super::{
-    container, logs, process, Cause, ExitInfo, LaneSpec, LaunchFailure, ReadyFacts, Running,
-    StopFacts, LOG_TAIL_LINES,
+    logs, Cause, ExitInfo, LaneSpec, LaunchFailure, ReadyFacts, Running, StopFacts, LOG_TAIL_LINES,
 };
 use crate::client::control::{excerpt, get_json};
 use crate::client::Target;
@@ -23,27 +22,15 @@ enum Outcome {
     Slept,
 }
 
-/// Resolves when the arm exits; never for an endpoint.
-async fn watch_exit(running: &mut Running) -> ExitInfo {
-    match running.kind {
-        "endpoint" => std::future::pending().await,
-        "container" => container::wait_exit(running).await,
-        "slurm" => super::slurm::wait_exit(running).await,
-        _ => process::wait_exit(running).await,
-    }
-}
-
 pub(super) async fn wait_ready(
     running: &mut Running,
     lane: &LaneSpec,
 ) -> Result<ReadyFacts, LaunchFailure> {
-    if running.kind == "slurm" {
-        // The endpoint is on the job's node: first wait for the job to run there.
-        match super::slurm::wait_running(running, lane).await {
-            super::slurm::Start::Running => {}
-            super::slurm::Start::Exited(e) => return Err(exited(running, lane, e).await),
-            super::slurm::Start::Failed(f) => return Err(*f),
-        }
+    // Where the arm serves may be known only once it runs (a Slurm job: on its node).
+    match running.wait_placed(lane).await {
+        super::slurm::Start::Running => {}
+        super::slurm::Start::Exited(e) => return Err(exited(running, lane, e).await),
+        super::slurm::Start::Failed(f) => return Err(*f),
     }
     let target = running.target.clone();
     let health = lane.health_path.clone();
@@ -57,7 +44,7 @@ pub(super) async fn wait_ready(
     let outcome = {
         // One exit watch for the whole wait, never restarted per poll: a slow probe of the
         // process or container state (a busy docker daemon) still sees the exit.
-        let mut exit = std::pin::pin!(watch_exit(running));
+        let mut exit = std::pin::pin!(running.wait_exit());
         loop {
             polls += 1;
             let left = Duration::from_nanos(deadline_ns.saturating_sub(mono_ns()));
@@ -129,11 +116,11 @@ async fn exited(running: &mut Running, lane: &LaneSpec, exit: ExitInfo) -> Launc
     };
     let mut message = format!(
         "the {} arm exited {:.2} s after launch, before it was ready on {} ({exit}); {why}",
-        running.kind,
+        running.kind(),
         elapsed_ms / 1e3,
         endpoint(lane, &running.target),
     );
-    if let Some(job) = &running.slurm {
+    if let Some(job) = running.slurm_job() {
         // The scheduler's own account: state, reason, exit code, node.
         message.push_str(&format!("; Slurm: {}", job.describe()));
     }
@@ -151,22 +138,11 @@ async fn exited(running: &mut Running, lane: &LaneSpec, exit: ExitInfo) -> Launc
 
 async fn timed_out(running: &mut Running, lane: &LaneSpec, last: &str) -> LaunchFailure {
     let elapsed_ms = running.elapsed_ms();
-    let (cleanup, killed): (Option<StopFacts>, String) = if running.kind == "endpoint" {
+    let (cleanup, killed): (Option<StopFacts>, String) = if !running.managed() {
         (None, String::new())
     } else {
         let c = super::stop_inner(running, lane.stop_grace.min(TIMEOUT_KILL_GRACE)).await;
-        let what = if running.kind == "container" {
-            "the container was stopped and removed".to_string()
-        } else if let Some(job) = &running.slurm {
-            format!("the job was cancelled: {}", job.describe())
-        } else if c.group_gone {
-            "its whole process group was killed".to_string()
-        } else {
-            format!(
-                "its process group was killed but {:?} are still alive",
-                c.remaining_pids
-            )
-        };
+        let what = running.stopped_words(&c);
         (Some(c), format!("; {what}"))
     };
     let text = match &running.log_path {
@@ -176,7 +152,7 @@ async fn timed_out(running: &mut Running, lane: &LaneSpec, last: &str) -> Launch
     let oom_line = logs::oom_line(&text).map(|l| running.masker.mask(&l));
     let message = format!(
         "the {} arm was not ready on {} within its {:.1} s ready timeout (last probe: {last}){killed}",
-        running.kind,
+        running.kind(),
         endpoint(lane, &running.target),
         lane.ready_timeout.as_secs_f64(),
     );

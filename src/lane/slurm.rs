@@ -304,10 +304,10 @@ pub(super) async fn launch(
         ..SlurmJob::default()
     };
     Ok(Running {
-        kind: "slurm",
-        pid: None,
-        container: None,
-        owner_labels: Vec::new(),
+        handle: super::Handle::Slurm(Handle {
+            job,
+            pending_timeout: spec.pending_timeout,
+        }),
         started_ns,
         started_wall: crate::clock::wall_rfc3339(),
         log_path: Some(spec.log_path.clone()),
@@ -315,12 +315,27 @@ pub(super) async fn launch(
         target: lane.target(),
         identity,
         masker,
-        child: None,
-        docker: None,
         exit: None,
-        slurm: Some(job),
-        pending_timeout: spec.pending_timeout,
     })
+}
+
+/// What a Slurm arm holds: its job as last seen, the longest wait for it to start.
+pub(super) struct Handle {
+    pub(super) job: SlurmJob,
+    pending_timeout: Option<Duration>,
+}
+
+fn job_of(running: &Running) -> Option<SlurmJob> {
+    match &running.handle {
+        super::Handle::Slurm(h) => Some(h.job.clone()),
+        _ => None,
+    }
+}
+
+fn set_job(running: &mut Running, job: SlurmJob) {
+    if let super::Handle::Slurm(h) = &mut running.handle {
+        h.job = job;
+    }
 }
 
 /// How the wait for the job to start ended.
@@ -336,12 +351,15 @@ pub(super) enum Start {
 /// Waits until the job runs (then points the target at its node), ends, or stays pending past
 /// `pending_timeout` (default: the lane's ready timeout), in which case it is cancelled.
 pub(super) async fn wait_running(running: &mut Running, lane: &LaneSpec) -> Start {
-    let limit = running
-        .pending_timeout
+    let pending = match &running.handle {
+        super::Handle::Slurm(h) => h.pending_timeout,
+        _ => None,
+    };
+    let limit = pending
         .unwrap_or(lane.ready_timeout)
         .min(lane.ready_timeout);
     let deadline_ns = running.started_ns.saturating_add(limit.as_nanos() as u64);
-    let Some(mut job) = running.slurm.clone() else {
+    let Some(mut job) = job_of(running) else {
         return Start::Exited(ExitInfo {
             code: None,
             signal: None,
@@ -405,7 +423,7 @@ pub(super) async fn wait_running(running: &mut Running, lane: &LaneSpec) -> Star
             let mut f = LaunchFailure::new(Cause::Timeout, running.masker.mask(&message), 0.0);
             f.elapsed_ms = running.elapsed_ms();
             f.log_tail = running.log_tail(super::LOG_TAIL_LINES);
-            running.slurm = Some(job.clone());
+            set_job(running, job.clone());
             f.cleanup = Some(StopFacts {
                 how: StopHow::Sigterm,
                 exit: None,
@@ -423,7 +441,7 @@ pub(super) async fn wait_running(running: &mut Running, lane: &LaneSpec) -> Star
     if let Start::Exited(e) = &start {
         running.exit = Some(e.clone());
     }
-    running.slurm = Some(job);
+    set_job(running, job);
     start
 }
 
@@ -470,7 +488,7 @@ pub(super) async fn wait_exit(running: &mut Running) -> ExitInfo {
     if let Some(e) = &running.exit {
         return e.clone();
     }
-    let Some(mut job) = running.slurm.clone() else {
+    let Some(mut job) = job_of(running) else {
         return std::future::pending().await;
     };
     loop {
@@ -482,14 +500,14 @@ pub(super) async fn wait_exit(running: &mut Running) -> ExitInfo {
                     oom_killed: false,
                 };
                 job.state = "UNKNOWN".into();
-                running.slurm = Some(job);
+                set_job(running, job);
                 running.exit = Some(e.clone());
                 return e;
             }
             Ok(Some(info)) if info.ended() => {
                 job.update(&info);
                 let e = info.exit_info();
-                running.slurm = Some(job);
+                set_job(running, job);
                 running.exit = Some(e.clone());
                 return e;
             }
@@ -502,7 +520,7 @@ pub(super) async fn wait_exit(running: &mut Running) -> ExitInfo {
 /// waits for Slurm to list it as ended and for the lane port to be free.
 pub(super) async fn stop(running: &mut Running, grace: Duration) -> StopFacts {
     let t0 = mono_ns();
-    let Some(mut job) = running.slurm.clone() else {
+    let Some(mut job) = job_of(running) else {
         return super::process::finish_stop(
             running,
             StopHow::AlreadyExited,
@@ -557,7 +575,7 @@ pub(super) async fn stop(running: &mut Running, grace: Duration) -> StopFacts {
         }
     }
     detail.push(job.describe());
-    running.slurm = Some(job.clone());
+    set_job(running, job.clone());
     let mut facts = super::process::finish_stop(running, how, t0, gone, Vec::new(), detail).await;
     facts.slurm_job = Some(job);
     facts

@@ -7,7 +7,7 @@ use crate::client::Target;
 use crate::evidence::result::Failure;
 use crate::evidence::FailureClass;
 use crate::gates::GateContext;
-use crate::lane::{self, LaunchSpec, ReadyFacts, Running};
+use crate::lane::{LaunchSpec, ReadyFacts, Running};
 use crate::workload::prompt::MatchedPrompt;
 use crate::workload::request::BodySpec;
 use serde_json::json;
@@ -31,15 +31,7 @@ pub struct Live {
 impl Live {
     /// Did the arm's process die? (process and reference arms; a Slurm arm: its job ended)
     pub fn crashed(&self) -> bool {
-        match (self.running.kind, self.running.pid) {
-            ("process" | "reference", Some(pid)) => lane::process::group_members(pid).is_empty(),
-            ("slurm", _) => self
-                .running
-                .slurm
-                .as_ref()
-                .is_some_and(lane::slurm::job_ended),
-            _ => false,
-        }
+        self.running.crashed()
     }
 
     pub fn crash_failure(&self, step: &str, evidence: &str) -> Failure {

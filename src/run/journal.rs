@@ -6,11 +6,11 @@
 //! before the run goes on, so a run killed at any point leaves a journal that names everything
 //! it may have left running (see [`super::recover`]).
 
-use crate::lane::adopt::{self, ProcessMark};
-use crate::lane::adopt_slurm::SlurmMark;
+use crate::lane::adopt;
+use crate::lane::marks::Marks;
+pub use crate::lane::marks::State;
 use crate::lane::{LaneSpec, LaunchSpec, Running};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 
 /// Why something was started.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
@@ -22,33 +22,6 @@ pub enum Purpose {
     Relaunch,
     /// The incumbent started again by the restoration (it outlives the run).
     RestoreIncumbent,
-}
-
-/// Where the launch stands.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "kebab-case")]
-pub enum State {
-    /// Recorded before the launch; nothing known started yet.
-    Starting,
-    /// Started: its mark is recorded.
-    Started,
-    /// The launch failed (what it started, if anything, was cleaned up by the launch).
-    LaunchFailed,
-    /// Stopped by the run.
-    Stopped,
-    /// Stopped by a later `bakeoff recover` / `--resume` after the run died.
-    StoppedByRecovery,
-    /// Found gone by a later recovery.
-    Gone,
-}
-
-/// A container the run started: found again by name, proven by its labels.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default)]
-pub struct ContainerMark {
-    pub name: String,
-    pub labels: BTreeMap<String, String>,
-    /// The docker CLI that started it.
-    pub docker: String,
 }
 
 /// One launch.
@@ -71,14 +44,9 @@ pub struct Entry {
     /// a process started with this argv at or after it, in this boot, is this launch.
     pub boot_id: String,
     pub intent_ticks: Option<u64>,
-    #[serde(default)]
-    pub process: Option<ProcessMark>,
-    #[serde(default)]
-    pub container: Option<ContainerMark>,
-    /// A Slurm arm: the job name bakeoff gave, the uid and time of the submission, then the job
-    /// id (found again by id, proven by name, user and submit time).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub slurm: Option<SlurmMark>,
+    /// What this kind of launch records to be found again (`process`, `container`, `slurm`).
+    #[serde(flatten)]
+    pub marks: Marks,
     /// What a recovery did about it.
     #[serde(default)]
     pub recovery: Option<String>,
@@ -107,24 +75,6 @@ impl Journal {
         lane: &LaneSpec,
     ) -> usize {
         let masker = spec.masker();
-        let container = match spec {
-            LaunchSpec::Container(c) => Some(ContainerMark {
-                name: c.name.clone(),
-                labels: c.labels.iter().cloned().collect(),
-                docker: c.docker.display().to_string(),
-            }),
-            _ => None,
-        };
-        let slurm = match spec {
-            LaunchSpec::Slurm(s) => Some(SlurmMark::intent(
-                &s.job_name,
-                s.sbatch_argv
-                    .first()
-                    .map(String::as_str)
-                    .unwrap_or("sbatch"),
-            )),
-            _ => None,
-        };
         let now = crate::clock::wall_rfc3339();
         self.entries.push(Entry {
             seq: self.entries.len() as u32 + 1,
@@ -138,9 +88,7 @@ impl Journal {
             updated_at: now,
             boot_id: adopt::boot_id(),
             intent_ticks: adopt::now_ticks(),
-            process: None,
-            container,
-            slurm,
+            marks: spec.intent_marks(),
             recovery: None,
         });
         self.entries.len() - 1
@@ -153,14 +101,7 @@ impl Journal {
         };
         e.state = State::Started;
         e.updated_at = crate::clock::wall_rfc3339();
-        if let (Some(m), Some(job)) = (e.slurm.as_mut(), r.slurm.as_ref()) {
-            m.job_id = job.job_id.clone();
-            m.node = job.node.clone();
-        } else if e.container.is_none() {
-            if let Some(pid) = r.pid {
-                e.process = Some(adopt::mark(pid, e.argv.clone()));
-            }
-        }
+        r.record_started(&mut e.marks, &e.argv);
     }
 
     pub fn set(&mut self, i: usize, state: State) {

@@ -20,13 +20,11 @@ use super::steps::restoration;
 use super::{Notify, Options};
 use crate::campaign::{Campaign, Plan, StepKind};
 use crate::evidence::bundle;
-use crate::lane::adopt::{self, Found};
-use crate::lane::adopt_slurm::{self, Job, SlurmMark};
-use crate::lane::procnet;
+use crate::lane::marks::{LaneFacts, Launch};
 use anyhow::Result;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// What a recovery found of the dead run and did about it.
 #[derive(Debug, Clone, Default)]
@@ -95,7 +93,7 @@ pub fn leftovers(dir: &Path, c: &Campaign) -> Result<Recovery> {
         let (state, what) = one(e, c, grace, &mut r);
         found.push(json!({
             "seq": e.seq, "arm": e.arm, "purpose": e.purpose, "invocation": e.invocation,
-            "recorded": e.process, "container": e.container, "slurm": e.slurm,
+            "recorded": e.marks.process, "container": e.marks.container, "slurm": e.marks.slurm,
             "state": state, "detail": what,
         }));
         if let (Some(x), Some(v)) = (found.last_mut(), r.slurm_facts.take()) {
@@ -119,7 +117,8 @@ pub fn leftovers(dir: &Path, c: &Campaign) -> Result<Recovery> {
     Ok(r)
 }
 
-/// One open journal entry: its new state (none: unchanged) and what was done, in words.
+/// One open journal entry: what the launch's kind proves and does about it (see
+/// [`crate::lane::leftover`]), its new state (none: unchanged) and what was done, in words.
 fn one(e: &Entry, c: &Campaign, grace: Duration, r: &mut Recovery) -> (Option<State>, String) {
     let who = format!(
         "{} `{}` (launch {} of invocation {})",
@@ -132,253 +131,23 @@ fn one(e: &Entry, c: &Campaign, grace: Duration, r: &mut Recovery) -> (Option<St
         e.seq,
         e.invocation
     );
-    if let Some(m) = &e.slurm {
-        return slurm_one(e, m, &who, c, grace, r);
-    }
-    if let Some(ct) = &e.container {
-        if e.purpose == Purpose::RestoreIncumbent {
-            // The restored incumbent: kept (the lane check after the recovery sees if it serves).
-            return match adopt::container_labels(&ct.docker, &ct.name) {
-                Ok(None) => (
-                    Some(State::Gone),
-                    format!("{who}: container `{}` is gone", ct.name),
-                ),
-                Ok(Some(_)) => (
-                    None,
-                    format!("{who}: container `{}` is there: kept", ct.name),
-                ),
-                Err(e) => (
-                    None,
-                    format!("{who}: container `{}` could not be checked: {e}", ct.name),
-                ),
-            };
-        }
-        return match adopt::adopt_container(&ct.docker, &ct.name, &ct.labels) {
-            Found::Gone(why) => (Some(State::Gone), format!("{who}: already gone ({why})")),
-            Found::Own(_) => (
-                Some(State::StoppedByRecovery),
-                format!(
-                    "{who}: container `{}` left running by the dead run (its labels match): removed",
-                    ct.name
-                ),
-            ),
-            Found::NotOurs(why) => {
-                let msg = format!(
-                    "{who}: NOT stopped: {why}; if it is a leftover of this run, remove it yourself (`{} rm -f {}`)",
-                    ct.docker, ct.name
-                );
-                r.unproven.push(msg.clone());
-                (None, msg)
-            }
-        };
-    }
-    let marks = match &e.process {
-        Some(m) => vec![m.clone()],
-        None => {
-            // Killed between the intent and the pid's record: what started with that argv since.
-            let found = match e.intent_ticks {
-                Some(t) if e.boot_id == adopt::boot_id() => adopt::started_after(&e.argv, t),
-                _ => Vec::new(),
-            };
-            if found.is_empty() {
-                return (
-                    Some(State::Gone),
-                    format!("{who}: recorded as about to start, but no process with its argv started since then is running"),
-                );
-            }
-            found
-        }
+    let launch = Launch {
+        who: &who,
+        restored: e.purpose == Purpose::RestoreIncumbent,
+        argv: &e.argv,
+        boot_id: &e.boot_id,
+        intent_ticks: e.intent_ticks,
     };
-    let mut words = Vec::new();
-    let mut state = None;
-    for m in &marks {
-        match adopt::prove(m) {
-            Found::Gone(why) => {
-                words.push(format!("{who}: already gone ({why})"));
-                state.get_or_insert(State::Gone);
-            }
-            Found::NotOurs(why) => {
-                let msg = format!(
-                    "{who}: NOT stopped: {why}; bakeoff stops only what it can prove it started; if it is a leftover of this run, stop it yourself (`kill -TERM -- -{}`)",
-                    m.pgid
-                );
-                r.unproven.push(msg.clone());
-                words.push(msg);
-                state.get_or_insert(State::Gone);
-            }
-            Found::Own(pids) if e.purpose == Purpose::RestoreIncumbent => {
-                if wait_listening(c, m.pgid, Duration::from_secs(c.lane.ready_timeout_s)) {
-                    words.push(format!(
-                        "{who}: still runs (pid {}, proven by its start time and argv) and serves the lane: kept",
-                        m.pid
-                    ));
-                } else {
-                    let st = adopt::stop_group(m.pgid, grace);
-                    words.push(format!(
-                        "{who}: runs (pids {pids:?}) but never listened on the lane port: stopped ({})",
-                        stop_words(&st)
-                    ));
-                    state = Some(State::StoppedByRecovery);
-                }
-            }
-            Found::Own(pids) => {
-                let st = adopt::stop_group(m.pgid, grace);
-                words.push(format!(
-                    "{who}: left running by the dead run (pid {}, started at tick {}, argv as recorded; group members {pids:?}): stopped ({})",
-                    m.pid,
-                    m.start_ticks,
-                    stop_words(&st)
-                ));
-                state = Some(if st.gone {
-                    State::StoppedByRecovery
-                } else {
-                    r.unproven.push(format!(
-                        "{who}: processes {:?} survived SIGKILL",
-                        st.remaining_pids
-                    ));
-                    State::Started
-                });
-            }
-        }
-    }
-    (state, words.join("; "))
-}
-
-/// One open journal entry of a Slurm job: the recorded job id proven (scontrol: id, name, uid,
-/// submit time) and cancelled; without a recorded id (the run died before sbatch's answer was
-/// recorded), the live jobs of the recorded name, each proven the same way (submitted no earlier
-/// than the intent).
-fn slurm_one(
-    e: &Entry,
-    m: &SlurmMark,
-    who: &str,
-    c: &Campaign,
-    grace: Duration,
-    r: &mut Recovery,
-) -> (Option<State>, String) {
-    let by_id = !m.job_id.is_empty();
-    let ids = if by_id {
-        vec![m.job_id.clone()]
-    } else {
-        match adopt_slurm::named(m) {
-            Ok(ids) if ids.is_empty() => {
-                r.slurm_facts = Some(json!([]));
-                return (
-                    Some(State::Gone),
-                    format!(
-                        "{who}: recorded as about to be submitted as Slurm job `{}` (its id was never recorded), and Slurm lists no live job of that name",
-                        m.job_name
-                    ),
-                );
-            }
-            Ok(ids) => ids,
-            Err(err) => {
-                let msg = format!(
-                    "{who}: recorded as about to be submitted as Slurm job `{}` (its id was never recorded), and Slurm cannot be asked ({err}); NOT cancelled: if a job of that name is a leftover of this run, cancel it yourself (`squeue --name {}`, then `scancel ID`)",
-                    m.job_name, m.job_name
-                );
-                r.unproven.push(msg.clone());
-                return (None, msg);
-            }
-        }
+    let lane = LaneFacts {
+        port: c.lane.port,
+        grace,
+        ready_timeout: Duration::from_secs(c.lane.ready_timeout_s),
     };
-    let mut words = Vec::new();
-    let mut facts = Vec::new();
-    let mut state = None;
-    for id in &ids {
-        match adopt_slurm::prove(m, id) {
-            Job::Gone(why) => {
-                words.push(format!("{who}: Slurm job {id} is already gone ({why})"));
-                state.get_or_insert(State::Gone);
-                facts.push(json!({"job_id": id, "found": "gone", "why": why}));
-            }
-            Job::NotOurs(why) => {
-                let msg = format!(
-                    "{who}: Slurm job {id} NOT cancelled: {why}; bakeoff cancels only a job it can prove the dead run submitted (recorded id, name `{}`, uid {}, submitted after the run meant to); if it is a leftover of this run, cancel it yourself (`scancel {id}`)",
-                    m.job_name, m.uid
-                );
-                // Found by name only: a job of that name submitted earlier is not this launch's.
-                if by_id {
-                    r.unproven.push(msg.clone());
-                }
-                words.push(msg);
-                state.get_or_insert(State::Gone);
-                facts.push(json!({"job_id": id, "found": "not-ours", "why": why}));
-            }
-            Job::Own(seen) if e.purpose == Purpose::RestoreIncumbent => {
-                words.push(format!(
-                    "{who}: Slurm job {id} `{}` is still {} (proven by its id, name, user and submit time): kept",
-                    seen.job_name, seen.state
-                ));
-                facts.push(json!({"job_id": id, "found": "own", "seen": seen, "kept": true}));
-            }
-            Job::Own(seen) => {
-                let st = adopt_slurm::cancel(m, &seen, grace, c.lane.port);
-                let port = match (st.port_free, &st.port_host) {
-                    (Some(true), Some(h)) => format!("; port {h}:{} is free", c.lane.port),
-                    (Some(false), Some(h)) => format!(
-                        "; port {h}:{} still answers 10 s after the job ended",
-                        c.lane.port
-                    ),
-                    _ => String::new(),
-                };
-                words.push(format!(
-                    "{who}: Slurm job {id} `{}` ({}, {}, node {}) left running by the dead run (proven by its id, name, user and submit time): {}; Slurm lists it {}{port}",
-                    seen.job_name,
-                    seen.state,
-                    seen.user,
-                    seen.node.as_deref().unwrap_or("none yet"),
-                    st.commands.join(", then "),
-                    if st.state.is_empty() { "no more" } else { &st.state },
-                ));
-                if st.ended {
-                    state = Some(State::StoppedByRecovery);
-                    r.cancelled_jobs.push(id.clone());
-                } else {
-                    r.unproven.push(format!(
-                        "{who}: Slurm job {id} is still listed as {} after scancel; check it with `squeue -j {id}` and cancel it with `scancel {id}`",
-                        st.state
-                    ));
-                    state = Some(State::Started);
-                }
-                facts.push(json!({"job_id": id, "found": "own", "seen": seen, "cancel": st}));
-            }
-        }
-    }
-    r.slurm_facts = Some(json!(facts));
-    (state, words.join("; "))
-}
-
-fn stop_words(st: &adopt::GroupStop) -> String {
-    format!(
-        "SIGTERM to process group {}{}; {}",
-        st.pgid,
-        if st.sigkill_sent {
-            ", then SIGKILL"
-        } else {
-            ""
-        },
-        if st.gone {
-            "nothing of it is left".to_string()
-        } else {
-            format!("still alive: {:?}", st.remaining_pids)
-        }
-    )
-}
-
-/// Waits until a process of group `pgid` listens on the lane port.
-fn wait_listening(c: &Campaign, pgid: u32, limit: Duration) -> bool {
-    let t = Instant::now();
-    loop {
-        let ls = procnet::find_listeners(c.lane.port);
-        if ls.iter().any(|l| l.pgid == Some(pgid)) {
-            return true;
-        }
-        if t.elapsed() >= limit || crate::lane::process::group_members(pgid).is_empty() {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let a = e.marks.adopt(&launch, &lane);
+    r.unproven.extend(a.unproven);
+    r.cancelled_jobs.extend(a.cancelled_jobs);
+    r.slurm_facts = a.slurm_jobs;
+    (a.state, a.words)
 }
 
 /// Records a recovery in the bundle being resumed: `recovery-<n>.json`, the journal's new states,

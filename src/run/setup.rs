@@ -1,15 +1,15 @@
 //! Before the first step: the preconditions (suites load, lane port, output directory), the
 //! lane and launch specs, the new result record and the environment facts.
 
-use crate::campaign::{Arm, Campaign, EnvValue, Mask, Plan, RecipeRef, StepKind};
+use crate::campaign::{Arm, Campaign, Mask, Plan, StepKind};
 use crate::evidence::bundle;
 use crate::evidence::result::{ArmResult, CampaignResult, SloGate, SpecRecord, WorkloadRecord};
 use crate::gates::{self, Check};
-use crate::lane::{self, procnet, EnvVal, LaneSpec, LaunchSpec};
+use crate::lane::{self, procnet, LaneSpec, LaunchSpec};
 use crate::telemetry::gpu;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 /// The lane as the lane module wants it.
@@ -24,125 +24,23 @@ pub fn lane_spec(c: &Campaign) -> LaneSpec {
     }
 }
 
-fn resolve_env(env: &BTreeMap<String, EnvValue>) -> Result<Vec<(String, EnvVal)>, String> {
-    env.iter()
-        .map(|(k, v)| match v {
-            EnvValue::Literal(s) => Ok((k.clone(), EnvVal::literal(s))),
-            EnvValue::FromEnv(name) => match std::env::var(name) {
-                Ok(val) => Ok((k.clone(), EnvVal::secret(val))),
-                Err(_) => Err(format!(
-                    "the environment variable {name} (read by {k} = {{ from_env = \"{name}\" }}) is not set; export it before the run"
-                )),
-            },
-        })
-        .collect()
-}
-
-/// How the arm is started: the lane's launch spec (secrets resolved from the environment).
+/// How the arm is started: the lane's launch spec (secrets resolved from the environment), as
+/// its recipe kind builds it.
 pub fn launch_spec(c: &Campaign, arm: &Arm, log_path: &Path) -> Result<LaunchSpec, String> {
     let lc = c.launch_command(arm);
-    match (arm.recipe(), lc) {
-        (RecipeRef::Endpoint(e), _) => Ok(LaunchSpec::Endpoint {
-            url: e.url.clone(),
-            tls: e.trust(),
-        }),
-        (RecipeRef::Container(ct), Some(_)) => {
-            let mut labels = vec![
-                ("bakeoff.campaign".to_string(), c.campaign.id.clone()),
-                ("bakeoff.arm".to_string(), arm.id.clone()),
-            ];
-            labels.extend(ct.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
-            Ok(LaunchSpec::Container(lane::ContainerSpec {
-                image: ct.image.clone(),
-                args: ct.args.clone(),
-                env: resolve_env(&ct.env)?,
-                gpu_uuids: ct.gpus.clone(),
-                ports: vec![(c.lane.port, ct.container_port)],
-                volumes: ct
-                    .volumes
-                    .iter()
-                    .map(|v| {
-                        format!(
-                            "{}:{}{}",
-                            v.host.display(),
-                            v.container,
-                            if v.read_only { ":ro" } else { "" }
-                        )
-                    })
-                    .collect(),
-                labels,
-                run_args: ct.run_args.clone(),
-                name: ct.name.clone(),
-                log_path: log_path.to_path_buf(),
-                docker: PathBuf::from(&ct.docker),
-            }))
-        }
-        (RecipeRef::Slurm(sr), Some(lc)) => Ok(LaunchSpec::Slurm(lane::SlurmSpec {
-            sbatch_argv: lc.start.argv.clone(),
-            env: resolve_env(&lc.start.env)?,
-            cwd: lc.start.cwd.clone(),
-            log_path: log_path.to_path_buf(),
-            job_name: sr.job_name.clone(),
-            pending_timeout: sr.pending_timeout_s.map(Duration::from_secs),
-        })),
-        (_, Some(lc)) => {
-            let mut argv = lc.start.argv.clone();
-            if lc.start.self_exe {
-                argv[0] = self_exe()?.display().to_string();
-            }
-            Ok(LaunchSpec::Process(lane::ProcessSpec {
-                argv,
-                env: resolve_env(&lc.start.env)?,
-                cwd: lc.start.cwd.clone(),
-                log_path: log_path.to_path_buf(),
-            }))
-        }
-        (_, None) => Err("the arm has no launch command".into()),
-    }
+    arm.recipe().launch_spec(&c.at(arm), lc.as_ref(), log_path)
 }
 
-/// This bakeoff executable. When it was replaced on disk while running (a rebuild during a
-/// campaign), Linux reports `PATH (deleted)`, which cannot be started: `/proc/self/exe` still
-/// starts the very binary this run uses, so every arm, and the restored incumbent, runs the same
-/// bakeoff.
-fn self_exe() -> Result<PathBuf, String> {
-    let exe =
-        std::env::current_exe().map_err(|e| format!("cannot find the bakeoff executable: {e}"))?;
-    if exe.to_string_lossy().ends_with(" (deleted)") {
-        let proc_exe = PathBuf::from("/proc/self/exe");
-        if proc_exe.exists() {
-            return Ok(proc_exe);
-        }
-    }
-    Ok(exe)
-}
-
-/// The live Slurm jobs of a Slurm arm (found by its job name): (job id, state, node); empty for
-/// other arms or when squeue cannot be run.
+/// The live jobs of an arm that runs as scheduler jobs found by name (a Slurm arm): (job id,
+/// state, node); empty for other arms or when they cannot be listed.
 pub fn slurm_jobs(c: &Campaign, arm: &Arm) -> Vec<(String, String, String)> {
-    match (arm.recipe(), c.launch_command(arm)) {
-        (RecipeRef::Slurm(s), Some(lc)) => {
-            lane::slurm::jobs_named(&lc.start.argv[0], &s.job_name).unwrap_or_default()
-        }
-        _ => Vec::new(),
-    }
+    arm.recipe().jobs(c.launch_command(arm).as_ref())
 }
 
 /// Does the process listening as `l` run the incumbent's recipe? (A Slurm arm: does a job of
 /// its name run?)
 pub fn runs_recipe(c: &Campaign, arm: &Arm, l: &procnet::Listener) -> bool {
-    if let RecipeRef::Slurm(_) = arm.recipe() {
-        return slurm_jobs(c, arm).iter().any(|j| j.1 == "RUNNING");
-    }
-    match c.launch_command(arm) {
-        Some(lc) => procnet::matches(
-            l,
-            &lc.start.argv,
-            lc.start.self_exe,
-            lc.start.cwd.as_deref(),
-        ),
-        None => false,
-    }
+    arm.recipe().serves(c.launch_command(arm).as_ref(), l)
 }
 
 /// What listens on the lane port before the campaign starts.
@@ -321,18 +219,13 @@ pub fn new_result(c: &Campaign) -> CampaignResult {
     r.policy = Some(c.policy.clone());
     // An endpoint measured without certificate verification is a limitation of the verdict.
     for a in &c.arms {
-        if let Some(e) = a.endpoint.as_ref().filter(|e| e.insecure) {
-            let n = format!(
-                "arm `{}`: {}",
-                a.id,
-                crate::client::tls::insecure_note(&e.url)
-            );
+        if let Some(n) = a.recipe().limitation(&a.id) {
             if !r.notes.contains(&n) {
                 r.notes.push(n);
             }
         }
     }
-    r.measurement_path = if c.arms.iter().any(|a| a.endpoint.is_some()) {
+    r.measurement_path = if c.arms.iter().any(|a| a.recipe().routed()) {
         "routed".into()
     } else {
         "online-direct".into()

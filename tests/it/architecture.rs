@@ -263,6 +263,24 @@ fn top(p: &[String]) -> String {
     p.first().cloned().unwrap_or_else(|| "main".into())
 }
 
+/// What tells lane kinds apart: a variant of the kind enums, a handle of a running arm, a test
+/// of which recipe table an arm has. Outside `lane/` none may appear: every per-kind answer is a
+/// method of `lane::Recipe` (or `lane::Running`, `lane::LaunchSpec`).
+const LANE_KIND_TOKENS: &[&str] = &[
+    "RecipeKind::",
+    "RecipeRef::",
+    "LaunchSpec::",
+    "lane::Handle",
+    ".process.is_some()",
+    ".container.is_some()",
+    ".endpoint.is_some()",
+    ".reference.is_some()",
+    ".slurm.is_some()",
+    ".container.as_ref()",
+    ".endpoint.as_ref()",
+    ".slurm.as_ref()",
+];
+
 /// Violations of the layer rules in `files`.
 fn violations(files: &[File]) -> Vec<String> {
     // module → modules it may import (besides itself); None = anything.
@@ -304,7 +322,8 @@ fn violations(files: &[File]) -> Vec<String> {
             // metrics: to check `[[workload.slo]]` limits at load with the grammar `bench --slo`
             // uses (metrics is below gates, which may import it); workload: to read a
             // `[workload.dataset]` file and parse `[workload.synthetic]` distributions at load
-            // with the code `bench --dataset` / `--input-tokens-dist` use.
+            // with the code `bench --dataset` / `--input-tokens-dist` use; lane: the recipe
+            // tables are the lane kinds' (`lane::Recipe`), which build their own commands.
             "campaign",
             Some(
                 &[
@@ -312,6 +331,7 @@ fn violations(files: &[File]) -> Vec<String> {
                     "clock",
                     "evidence",
                     "gates",
+                    "lane",
                     "metrics",
                     "refengine",
                     "workload",
@@ -423,6 +443,16 @@ fn violations(files: &[File]) -> Vec<String> {
                 }
             }
         }
+        if !f.rel.starts_with("lane/") {
+            for token in LANE_KIND_TOKENS {
+                if c.contains(token) {
+                    v.push(format!(
+                        "{}: `{token}`: a branch on the lane kind outside lane/ (ask the kind through `lane::Recipe` or `lane::Running`)",
+                        f.rel
+                    ));
+                }
+            }
+        }
         if f.rel != "evidence/bundle.rs" {
             for name in [
                 "\"campaign-result.json\"",
@@ -524,6 +554,23 @@ fn checker_catches_forbidden_edges() {
         "const X: &str = \"campaign-result.json\";",
     );
     assert!(has(&v, "outside evidence/bundle.rs"), "{v:?}");
+    // A branch on the lane kind outside lane/.
+    let v = with(
+        "run/arm.rs",
+        "fn f(s: &crate::lane::LaunchSpec) -> bool { matches!(s, crate::lane::LaunchSpec::Endpoint { .. }) }",
+    );
+    assert!(
+        has(
+            &v,
+            "run/arm.rs: `LaunchSpec::`: a branch on the lane kind outside lane/"
+        ),
+        "{v:?}"
+    );
+    let v = with(
+        "campaign/dry_run.rs",
+        "fn f(a: &Arm) -> bool { a.kind() == crate::lane::RecipeKind::Slurm }",
+    );
+    assert!(has(&v, "campaign/dry_run.rs: `RecipeKind::`"), "{v:?}");
     // A cycle between sibling files.
     let v = with_all(&[
         ("campaign/plan.rs", "use super::checkpoint::Checkpoint;"),

@@ -55,7 +55,7 @@ async fn llama_server_arm_ready_identity_metrics_and_stop() {
     let lane = lane_on(port);
     let spec = llama_server(d.path(), port, &["--metrics"]);
     let mut running = lane::launch(&lane, &spec).await.expect("launch");
-    let pid = running.pid.unwrap();
+    let pid = running.pid().unwrap();
     let facts = match lane::wait_ready(&mut running, &lane).await {
         Ok(f) => f,
         Err(f) => panic!("{f:#?}"),

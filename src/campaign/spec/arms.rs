@@ -4,6 +4,7 @@
 use super::recipes::{
     ContainerRecipe, EndpointRecipe, ProcessRecipe, ReferenceRecipe, SlurmRecipe,
 };
+use crate::lane::{Recipe, RecipeKind};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -82,95 +83,46 @@ pub struct Arm {
     pub slurm: Option<SlurmRecipe>,
 }
 
-/// The recipe of an arm, borrowed.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum RecipeRef<'a> {
-    Process(&'a ProcessRecipe),
-    Container(&'a ContainerRecipe),
-    Endpoint(&'a EndpointRecipe),
-    Reference(&'a ReferenceRecipe),
-    Slurm(&'a SlurmRecipe),
-}
-
-/// What kind of recipe an arm has.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum RecipeKind {
-    Process,
-    Container,
-    Endpoint,
-    Reference,
-    Slurm,
-}
-
-impl RecipeKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RecipeKind::Process => "process",
-            RecipeKind::Container => "container",
-            RecipeKind::Endpoint => "endpoint",
-            RecipeKind::Reference => "reference",
-            RecipeKind::Slurm => "slurm",
-        }
-    }
-
-    /// Whether bakeoff starts and stops it (everything but `endpoint`).
-    pub fn managed(self) -> bool {
-        self != RecipeKind::Endpoint
-    }
-}
-
 impl Arm {
-    /// The arm's recipe. Panics only on an `Arm` that did not come from [`load`](crate::campaign::load) (which
-    /// guarantees exactly one recipe table).
-    pub fn recipe(&self) -> RecipeRef<'_> {
-        if let Some(p) = &self.process {
-            RecipeRef::Process(p)
-        } else if let Some(c) = &self.container {
-            RecipeRef::Container(c)
-        } else if let Some(e) = &self.endpoint {
-            RecipeRef::Endpoint(e)
-        } else if let Some(r) = &self.reference {
-            RecipeRef::Reference(r)
-        } else if let Some(s) = &self.slurm {
-            RecipeRef::Slurm(s)
-        } else {
-            panic!(
+    /// The arm's recipe tables, each with its name: the one list of the recipe kinds a
+    /// campaign file can declare (load requires exactly one to be present).
+    fn recipe_slots(&self) -> [(&'static str, Option<&dyn Recipe>); 5] {
+        fn slot<R: Recipe>(r: &Option<R>) -> Option<&dyn Recipe> {
+            r.as_ref().map(|r| r as &dyn Recipe)
+        }
+        [
+            ("process", slot(&self.process)),
+            ("container", slot(&self.container)),
+            ("endpoint", slot(&self.endpoint)),
+            ("reference", slot(&self.reference)),
+            ("slurm", slot(&self.slurm)),
+        ]
+    }
+
+    /// The arm's recipe: its kind's implementation of [`Recipe`]. Panics only on an `Arm` that
+    /// did not come from [`load`](crate::campaign::load) (which guarantees exactly one recipe
+    /// table).
+    pub fn recipe(&self) -> &dyn Recipe {
+        match self.recipe_slots().into_iter().find_map(|(_, r)| r) {
+            Some(r) => r,
+            None => panic!(
                 "arm {:?} has no recipe (not loaded by campaign::load)",
                 self.id
-            )
+            ),
         }
     }
 
     pub fn kind(&self) -> RecipeKind {
-        match self.recipe() {
-            RecipeRef::Process(_) => RecipeKind::Process,
-            RecipeRef::Container(_) => RecipeKind::Container,
-            RecipeRef::Endpoint(_) => RecipeKind::Endpoint,
-            RecipeRef::Reference(_) => RecipeKind::Reference,
-            RecipeRef::Slurm(_) => RecipeKind::Slurm,
-        }
+        self.recipe().kind()
     }
 
     /// The recipe tables present, in declaration order (load requires exactly one).
     pub(crate) fn recipe_tables(&self) -> Vec<&'static str> {
-        let mut v = Vec::new();
-        if self.process.is_some() {
-            v.push("process");
-        }
-        if self.container.is_some() {
-            v.push("container");
-        }
-        if self.endpoint.is_some() {
-            v.push("endpoint");
-        }
-        if self.reference.is_some() {
-            v.push("reference");
-        }
-        if self.slurm.is_some() {
-            v.push("slurm");
-        }
-        v
+        self.recipe_slots()
+            .into_iter()
+            .filter(|(_, r)| r.is_some())
+            .map(|(name, _)| name)
+            .collect()
     }
 }
 

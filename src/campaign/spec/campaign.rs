@@ -1,7 +1,7 @@
 //! The whole campaign file ([`Campaign`]), where it came from ([`Source`]), and the questions a
 //! consumer asks of it.
 
-use super::arms::{Arm, RecipeRef, Role};
+use super::arms::{Arm, Role};
 use super::gates::Gates;
 use super::hashing::{canonical_json, hex_sha256};
 use super::identity::{Identity, Lane};
@@ -113,12 +113,7 @@ impl Campaign {
     pub fn secret_env_names(&self) -> Vec<(String, String)> {
         let mut out = Vec::new();
         for arm in &self.arms {
-            let env = match arm.recipe() {
-                RecipeRef::Process(p) => Some(&p.env),
-                RecipeRef::Container(c) => Some(&c.env),
-                RecipeRef::Slurm(s) => Some(&s.env),
-                _ => None,
-            };
+            let env = arm.recipe().env();
             for v in env.into_iter().flat_map(|e| e.values()) {
                 if let EnvValue::FromEnv(name) = v {
                     out.push((arm.id.clone(), name.clone()));

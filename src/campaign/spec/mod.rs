@@ -13,7 +13,8 @@ mod identity;
 mod recipes;
 mod workload;
 
-pub use arms::{Arm, RecipeKind, RecipeRef, Role, Speculative};
+pub use crate::lane::{Recipe, RecipeKind};
+pub use arms::{Arm, Role, Speculative};
 pub use campaign::{Campaign, HistoryTable, Source};
 pub use gates::{Gates, PreflightGate, QualityGate, RetrievalGate, ToolsGate};
 pub use hashing::{canonical_json, hex_sha256};

@@ -1,10 +1,10 @@
 //! `[[arms]]`: each arm on its own, then the rules across arms (one incumbent, controls, names).
 
 use super::common::{is_env_name, is_id, p};
-use super::recipes::{argv_checks, env_checks, pinned};
-use crate::campaign::diag::Reporter;
+use super::recipes::{argv_checks, env_checks};
+use crate::campaign::diag::{FieldPath, Reporter};
 use crate::campaign::paths::resolve;
-use crate::campaign::spec::{Campaign, Role};
+use crate::campaign::spec::{Arm, Campaign, EndpointRecipe, Lane, ProcessRecipe, Role};
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
@@ -13,10 +13,7 @@ const RESERVED_IDS: &[&str] = &["restoration"];
 
 pub(super) fn arm(c: &mut Campaign, i: usize, dir: &Path, r: &mut Reporter) {
     let at = p("arms").index(i);
-    let lane = c.lane.clone();
-    let campaign_id = c.campaign.id.clone();
     let a = &mut c.arms[i];
-    let arm_id = a.id.clone();
     if !is_id(&a.id) {
         r.error(
             &at.key("id"),
@@ -88,201 +85,137 @@ pub(super) fn arm(c: &mut Campaign, i: usize, dir: &Path, r: &mut Reporter) {
             return;
         }
     }
+    recipe(c, i, &at, dir, r);
+    served(c, i, &at, r);
+}
+
+/// The arm's one recipe table: its kind's checks and defaults.
+fn recipe(c: &mut Campaign, i: usize, at: &FieldPath, dir: &Path, r: &mut Reporter) {
+    let lane = c.lane.clone();
+    let ids = (c.campaign.id.clone(), c.arms[i].id.clone());
+    let a = &mut c.arms[i];
     if let Some(pr) = &mut a.process {
-        let rp = at.key("process");
-        argv_checks(r, &rp.key("argv"), &pr.argv, true);
-        env_checks(r, &rp.key("env"), &pr.env);
-        pr.cwd = if pr.cwd.as_os_str().is_empty() {
-            dir.to_path_buf()
-        } else {
-            resolve(dir, &pr.cwd)
-        };
-        if !pr.cwd.is_dir() {
-            r.error(
-                &rp.key("cwd"),
-                format!("cwd {} is not a directory", pr.cwd.display()),
-                "give a directory relative to the campaign file's directory (or absolute)",
-            );
-        }
-        if let Some(a0) = pr.argv.first_mut() {
-            let prog = Path::new(a0.as_str());
-            if prog.is_relative() && a0.contains('/') {
-                *a0 = resolve(&pr.cwd, prog).display().to_string();
-            }
-        }
+        process(pr, &at.key("process"), dir, r);
     }
-    if let Some(ct) = &mut c.arms[i].container {
-        let rp = at.key("container");
-        if !pinned(&ct.image) {
-            r.error(
-                &rp.key("image"),
-                format!("image `{}` is not pinned by digest", ct.image),
-                "use repository@sha256:<64 hex digits> (docker buildx imagetools inspect IMAGE shows the digest)",
-            );
-        }
-        if ct.docker.trim().is_empty() {
-            r.error(
-                &rp.key("docker"),
-                "empty docker CLI",
-                "leave it out for \"docker\"",
-            );
-        }
-        argv_checks(r, &rp.key("args"), &ct.args, false);
-        argv_checks(r, &rp.key("run_args"), &ct.run_args, false);
-        for (j, ra) in ct.run_args.iter().enumerate() {
-            let opt = ra.split('=').next().unwrap_or("");
-            if matches!(
-                opt,
-                "--name"
-                    | "--gpus"
-                    | "-p"
-                    | "--publish"
-                    | "-d"
-                    | "--detach"
-                    | "--rm"
-                    | "-e"
-                    | "--env"
-                    | "-v"
-                    | "--volume"
-                    | "--label"
-                    | "-l"
-            ) {
-                r.error(
-                    &rp.key("run_args").index(j),
-                    format!("`{opt}` is set by bakeoff from the recipe"),
-                    "use the recipe's fields instead (name, gpus, container_port, env, volumes, labels)",
-                );
-            }
-        }
-        env_checks(r, &rp.key("env"), &ct.env);
-        if ct.gpus.is_empty() {
-            ct.gpus = lane.gpus.clone();
-        } else {
-            for (j, g) in ct.gpus.iter().enumerate() {
-                if !lane.gpus.contains(g) {
-                    r.error(
-                        &rp.key("gpus").index(j),
-                        format!("GPU `{g}` is not one of the lane's GPUs"),
-                        "list it in lane.gpus, or use only the lane's GPUs (leave gpus out for all of them)",
-                    );
-                }
-            }
-        }
-        if ct.container_port == 0 {
-            ct.container_port = lane.port;
-        }
-        for (j, v) in ct.volumes.iter_mut().enumerate() {
-            v.host = resolve(dir, &v.host);
-            if !v.container.starts_with('/') || v.container.contains(':') {
-                r.error(
-                    &rp.key("volumes").index(j).key("container"),
-                    format!("`{}` is not an absolute container path", v.container),
-                    "give an absolute path without `:`, e.g. \"/models\"",
-                );
-            }
-        }
-        for k in ct.labels.keys() {
-            if k.is_empty()
-                || k.contains('=')
-                || k.contains(char::is_whitespace)
-                || k.starts_with("bakeoff.")
-            {
-                r.error(
-                    &rp.key("labels").key(k),
-                    format!("label key `{k}` is not allowed"),
-                    "use a key without `=` or spaces; `bakeoff.*` labels are set by bakeoff",
-                );
-            }
-        }
-        if ct.name.is_empty() {
-            ct.name = format!("bakeoff-{campaign_id}-{arm_id}");
-        } else if !ct
-            .name
-            .chars()
-            .next()
-            .is_some_and(|ch| ch.is_ascii_alphanumeric())
-            || !ct
-                .name
-                .chars()
-                .all(|ch| ch.is_ascii_alphanumeric() || matches!(ch, '_' | '.' | '-'))
-        {
-            r.error(
-                &rp.key("name"),
-                format!("`{}` is not a valid container name", ct.name),
-                "use letters, digits, `_`, `.` and `-`, starting with a letter or digit",
-            );
-        }
+    if let Some(ct) = &mut a.container {
+        let ids = (ids.0.as_str(), ids.1.as_str());
+        super::container::container(ct, &at.key("container"), &lane, dir, ids, r);
     }
-    if let Some(sr) = &mut c.arms[i].slurm {
-        let ids = (campaign_id.as_str(), arm_id.as_str());
+    if let Some(sr) = &mut a.slurm {
+        let ids = (ids.0.as_str(), ids.1.as_str());
         super::slurm::slurm(sr, &at.key("slurm"), dir, ids, r);
     }
-    let a = &mut c.arms[i];
     if let Some(e) = &mut a.endpoint {
-        if e.url.is_empty() {
-            e.url = lane.base_url();
-        } else if let Err(problem) = crate::client::Target::parse(&e.url) {
+        endpoint(e, &at.key("endpoint"), &lane, dir, r);
+    }
+    if a.reference.is_none() {
+        served_declared(a, at, r);
+    }
+    reference(a, at, dir, r);
+}
+
+/// `[arms.process]`: argv and env, `cwd` (default the campaign file's directory), a relative
+/// program path made absolute.
+fn process(pr: &mut ProcessRecipe, rp: &FieldPath, dir: &Path, r: &mut Reporter) {
+    argv_checks(r, &rp.key("argv"), &pr.argv, true);
+    env_checks(r, &rp.key("env"), &pr.env);
+    pr.cwd = if pr.cwd.as_os_str().is_empty() {
+        dir.to_path_buf()
+    } else {
+        resolve(dir, &pr.cwd)
+    };
+    if !pr.cwd.is_dir() {
+        r.error(
+            &rp.key("cwd"),
+            format!("cwd {} is not a directory", pr.cwd.display()),
+            "give a directory relative to the campaign file's directory (or absolute)",
+        );
+    }
+    if let Some(a0) = pr.argv.first_mut() {
+        let prog = Path::new(a0.as_str());
+        if prog.is_relative() && a0.contains('/') {
+            *a0 = resolve(&pr.cwd, prog).display().to_string();
+        }
+    }
+}
+
+/// `[arms.endpoint]`: the URL (default the lane's address) and its TLS settings.
+fn endpoint(e: &mut EndpointRecipe, at: &FieldPath, lane: &Lane, dir: &Path, r: &mut Reporter) {
+    if e.url.is_empty() {
+        e.url = lane.base_url();
+    } else if let Err(problem) = crate::client::Target::parse(&e.url) {
+        r.error(
+            &at.key("url"),
+            problem,
+            "give the server root, e.g. \"http://10.0.0.5:8000\" or \"https://gateway.example/openai\"",
+        );
+    }
+    endpoint_tls(r, at, e, dir);
+}
+
+/// `[arms.reference]`: the profile loads; served_model and served_context default to it.
+fn reference(a: &mut Arm, at: &FieldPath, dir: &Path, r: &mut Reporter) {
+    let Some(rf) = &mut a.reference else {
+        return;
+    };
+    rf.profile = resolve(dir, &rf.profile);
+    match crate::refengine::profile::Profile::load(&rf.profile) {
+        Err(e) => {
             r.error(
-                &at.key("endpoint").key("url"),
-                problem,
-                "give the server root, e.g. \"http://10.0.0.5:8000\" or \"https://gateway.example/openai\"",
+                &at.key("reference").key("profile"),
+                format!("cannot use the profile: {}", e.to_string().replace('\n', " ")),
+                "give a reference-engine profile relative to the campaign file's directory (docs/reference-engine.md)",
             );
         }
-        endpoint_tls(r, &at.key("endpoint"), e, dir);
-    }
-    if let Some(rf) = &mut a.reference {
-        rf.profile = resolve(dir, &rf.profile);
-        match crate::refengine::profile::Profile::load(&rf.profile) {
-            Err(e) => {
+        Ok(prof) => {
+            if a.served_model.is_empty() {
+                a.served_model = prof.model.clone();
+            } else if a.served_model != prof.model {
                 r.error(
-                    &at.key("reference").key("profile"),
-                    format!("cannot use the profile: {}", e.to_string().replace('\n', " ")),
-                    "give a reference-engine profile relative to the campaign file's directory (docs/reference-engine.md)",
+                    &at.key("served_model"),
+                    format!(
+                        "served_model `{}` differs from the profile's model `{}`",
+                        a.served_model, prof.model
+                    ),
+                    "leave served_model out for a reference arm, or make them match",
                 );
             }
-            Ok(prof) => {
-                if a.served_model.is_empty() {
-                    a.served_model = prof.model.clone();
-                } else if a.served_model != prof.model {
-                    r.error(
-                        &at.key("served_model"),
-                        format!(
-                            "served_model `{}` differs from the profile's model `{}`",
-                            a.served_model, prof.model
-                        ),
-                        "leave served_model out for a reference arm, or make them match",
-                    );
-                }
-                if a.served_context == 0 {
-                    a.served_context = prof.context_tokens;
-                } else if a.served_context > prof.context_tokens {
-                    r.error(
-                        &at.key("served_context"),
-                        format!(
-                            "served_context {} exceeds the profile's context_tokens {}",
-                            a.served_context, prof.context_tokens
-                        ),
-                        "leave served_context out for a reference arm, or lower it",
-                    );
-                }
+            if a.served_context == 0 {
+                a.served_context = prof.context_tokens;
+            } else if a.served_context > prof.context_tokens {
+                r.error(
+                    &at.key("served_context"),
+                    format!(
+                        "served_context {} exceeds the profile's context_tokens {}",
+                        a.served_context, prof.context_tokens
+                    ),
+                    "leave served_context out for a reference arm, or lower it",
+                );
             }
         }
-    } else {
-        if a.served_model.trim().is_empty() {
-            r.error(
-                &at.key("served_model"),
-                format!("arm `{}` has no served_model", a.id),
-                "add served_model = \"…\": the model id /v1/models must list (llama.cpp: the -a alias; vLLM: --served-model-name)",
-            );
-        }
-        if a.served_context == 0 {
-            r.error(
-                &at.key("served_context"),
-                format!("arm `{}` has no served_context", a.id),
-                "add served_context = N: the longest prompt + completion one request may use (llama.cpp: -c divided by -np)",
-            );
-        }
     }
+}
+
+/// Every arm but a reference one declares what it serves.
+fn served_declared(a: &Arm, at: &FieldPath, r: &mut Reporter) {
+    if a.served_model.trim().is_empty() {
+        r.error(
+            &at.key("served_model"),
+            format!("arm `{}` has no served_model", a.id),
+            "add served_model = \"…\": the model id /v1/models must list (llama.cpp: the -a alias; vLLM: --served-model-name)",
+        );
+    }
+    if a.served_context == 0 {
+        r.error(
+            &at.key("served_context"),
+            format!("arm `{}` has no served_context", a.id),
+            "add served_context = N: the longest prompt + completion one request may use (llama.cpp: -c divided by -np)",
+        );
+    }
+}
+
+/// The served context fits the matched prompt and max_tokens; the speculative method is named.
+fn served(c: &Campaign, i: usize, at: &FieldPath, r: &mut Reporter) {
     let need = u64::from(c.workload.matched_prompt_tokens) + u64::from(c.workload.max_tokens);
     let a = &c.arms[i];
     if a.served_context > u64::from(u32::MAX) {

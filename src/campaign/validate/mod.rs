@@ -5,6 +5,7 @@
 
 mod arms;
 mod common;
+mod container;
 mod gates;
 mod identity;
 mod policy;

@@ -14,8 +14,8 @@ use std::time::Duration;
 pub async fn stop(cx: &mut Cx, again: bool) -> Done {
     let inc = cx.incumbent();
     let (host, port) = (cx.c().lane.host.clone(), cx.c().lane.port);
-    if inc.slurm.is_some() {
-        return stop_slurm(cx, again).await;
+    if inc.recipe().job_name().is_some() {
+        return stop_jobs(cx, again).await;
     }
     let listeners = procnet::find_listeners(port);
     let Some(l) = listeners.first().cloned() else {
@@ -71,9 +71,9 @@ pub async fn stop(cx: &mut Cx, again: bool) -> Done {
     done(again, ev, true, cx)
 }
 
-/// A Slurm incumbent: its running jobs (found by job name) are cancelled the Slurm way
-/// (`scancel --signal=TERM --full`, then `scancel` after the grace).
-async fn stop_slurm(cx: &mut Cx, again: bool) -> Done {
+/// An incumbent that runs as scheduler jobs (a Slurm one): its running jobs (found by job name)
+/// are cancelled the Slurm way (`scancel --signal=TERM --full`, then `scancel` after the grace).
+async fn stop_jobs(cx: &mut Cx, again: bool) -> Done {
     let inc = cx.incumbent();
     let (host, port) = (cx.c().lane.host.clone(), cx.c().lane.port);
     let lc = cx.c().launch_command(&inc);
@@ -81,11 +81,7 @@ async fn stop_slurm(cx: &mut Cx, again: bool) -> Done {
         .as_ref()
         .map(|l| l.start.argv[0].clone())
         .unwrap_or_default();
-    let job_name = inc
-        .slurm
-        .as_ref()
-        .map(|s| s.job_name.clone())
-        .unwrap_or_default();
+    let job_name = inc.recipe().job_name().unwrap_or_default().to_string();
     let jobs = lane::slurm::jobs_named(&sbatch, &job_name);
     let mut ev = json!({
         "incumbent": inc.id,

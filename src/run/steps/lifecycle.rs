@@ -101,7 +101,7 @@ async fn launch_arm(
             )
         }
     };
-    let managed = !matches!(spec, lane::LaunchSpec::Endpoint { .. });
+    let managed = spec.managed();
     let journal = if managed {
         match cx.rec.journal_intent(&arm.id, purpose, &spec, &cx.lane) {
             Ok(i) => Some(i),
@@ -145,23 +145,24 @@ async fn launch_arm(
 }
 
 fn launch_evidence(cx: &Cx, arm: &Arm, l: &Live) -> Value {
-    json!({
+    let mut ev = json!({
         "arm": arm.id,
         "spec": l.spec.describe(&cx.lane),
-        "pid": l.running.pid,
-        "pgid": l.running.pid,
-        "container": l.running.container,
-        "slurm_job": l.running.slurm,
         "started_at": l.running.started_wall,
         "identity": l.running.identity,
         "plan_argv_env_hash": cx.c().argv_env_hash(arm),
         "engine_log": l.log_name,
-    })
+    });
+    // What this kind of arm records of itself (pid and group, container, Slurm job).
+    if let Some(o) = ev.as_object_mut() {
+        o.extend(l.running.launch_facts());
+    }
+    ev
 }
 
 /// A Slurm arm's node, known once its job runs, goes into the launch journal (durably).
 fn journal_node(cx: &mut Cx, l: &Live) {
-    if let (Some(i), Some(job)) = (l.journal, l.running.slurm.as_ref()) {
+    if let (Some(i), Some(job)) = (l.journal, l.running.slurm_job()) {
         if job.node.is_some() {
             cx.rec.journal_started(i, &l.running);
         }
@@ -274,7 +275,7 @@ pub async fn stop_live(cx: &mut Cx, id: &str, l: Live) -> (Value, bool) {
     let log_path = l.running.log_path.clone();
     let offset = l.running.log_offset;
     let masker = l.spec.masker();
-    let pid = l.running.pid;
+    let pid = l.running.pid();
     let journal = l.journal;
     let facts = lane::stop(l.running, cx.lane.stop_grace).await;
     if let Some(i) = journal {

@@ -4,12 +4,15 @@
 
 use super::preflight_check;
 use crate::campaign::fingerprint::{changes, fingerprint, Fingerprint};
-use crate::campaign::{Arm, CommandLine, EnvValue, PlanStep, PreflightGate, StepKind};
+use crate::campaign::{
+    Arm, Campaign, CommandLine, EnvValue, LaunchCommand, PlanStep, PreflightGate, StepKind,
+};
 use crate::client::Target;
 use crate::evidence::bundle;
 use crate::evidence::result::GateRecord;
 use crate::evidence::{FailureClass, GateName, GateStatus, RestorationStatus};
 use crate::gates::{self, Check};
+use crate::lane::recipe::Proof;
 use crate::lane::{self, procnet};
 use crate::run::arm::gate_ctx;
 use crate::run::cx::{fail, Cx, Done, Outcome};
@@ -114,7 +117,7 @@ pub fn restart_command(cx: &Cx, log: &std::path::Path) -> Option<String> {
         })
         .collect();
     let argv: Vec<String> = argv.iter().map(|a| shell_quote(a)).collect();
-    let cmd = if inc.container.is_some() || inc.slurm.is_some() {
+    let cmd = if inc.recipe().detaches_itself() {
         [env, argv].concat().join(" ")
     } else {
         let mut parts = env;
@@ -146,10 +149,9 @@ fn done(cx: &mut Cx, step: &str, ev: Value, passed: bool, evidence: &str) -> Don
 }
 
 fn incumbent_target(cx: &Cx, inc: &Arm) -> Target {
-    match &inc.endpoint {
-        Some(e) => e.target().unwrap_or_else(|_| cx.lane.target()),
-        None => cx.lane.target(),
-    }
+    inc.recipe()
+        .serving_target()
+        .unwrap_or_else(|| cx.lane.target())
 }
 
 /// The `restore-incumbent` step's evidence and whether the incumbent serves.
@@ -168,7 +170,7 @@ pub async fn launch(cx: &mut Cx) -> Done {
     let inc = cx.incumbent();
     let port = cx.c().lane.port;
     let jobs = crate::run::setup::slurm_jobs(cx.c(), &inc);
-    if inc.slurm.is_some() && !jobs.is_empty() {
+    if !jobs.is_empty() {
         // A Slurm incumbent that still runs (or waits) under its job name: not submitted again.
         let ev = json!({"incumbent": inc.id, "already_serving": true,
             "slurm_jobs": jobs.iter().map(|(id, st, node)| json!({"job_id": id, "state": st, "node": node})).collect::<Vec<_>>(),
@@ -214,13 +216,13 @@ pub async fn launch(cx: &mut Cx) -> Done {
     }
     // Test-only: the incumbent was started again, not yet ready.
     crate::run::testhook::pause("restoration-launched").await;
-    let pid = r.pid;
+    let pid = r.pid();
     let ready = lane::wait_ready(&mut r, &lane).await;
     if let (Some(i), Err(_)) = (journal, &ready) {
         cx.rec.journal_set(i, State::LaunchFailed);
     }
     let ev = json!({
-        "slurm_job": r.slurm,
+        "slurm_job": r.slurm_job(),
         "incumbent": inc.id, "spec": spec.describe(&lane), "pid": pid, "detached": true,
         "log_outside_bundle": log.display().to_string(),
         "started_at": r.started_wall,
@@ -234,6 +236,91 @@ pub async fn launch(cx: &mut Cx) -> Done {
         cx.restore.pid = pid;
     }
     launch_done(cx, ev, ok)
+}
+
+/// The argv/env identity of what serves the lane as the incumbent, proven the way its recipe
+/// kind says ([`Proof`]), and what was looked at.
+fn serving_identity(
+    c: &Campaign,
+    inc: &Arm,
+    pid: Option<u32>,
+    lc: Option<&LaunchCommand>,
+) -> (String, Value) {
+    match (inc.recipe().proof(), pid, lc) {
+        (Proof::Planned, _, None) => (c.argv_env_hash(inc), Value::Null),
+        (Proof::Jobs, _, Some(_)) => {
+            // An incumbent that is its jobs: a running job of the recipe's name, submitted from
+            // the recipe's command line.
+            let jobs = crate::run::setup::slurm_jobs(c, inc);
+            let running = jobs.iter().any(|j| j.1 == "RUNNING");
+            let jobs: Vec<Value> = jobs
+                .iter()
+                .map(|(id, st, node)| json!({"job_id": id, "state": st, "node": node}))
+                .collect();
+            let hash = if running {
+                c.argv_env_hash(inc)
+            } else {
+                String::new()
+            };
+            (hash, json!({"slurm_jobs": jobs}))
+        }
+        (Proof::Process { planned_hash }, Some(pid), Some(lc)) => {
+            process_identity(c, inc, pid, lc, planned_hash)
+        }
+        _ => (String::new(), Value::Null),
+    }
+}
+
+/// The identity of the process serving as the incumbent: its argv and env read back (or, with
+/// `planned_hash`, the planned identity once it is found).
+fn process_identity(
+    c: &Campaign,
+    inc: &Arm,
+    pid: u32,
+    lc: &LaunchCommand,
+    planned_hash: bool,
+) -> (String, Value) {
+    let l = procnet::describe(pid);
+    let matches = procnet::matches(
+        &l,
+        &lc.start.argv,
+        lc.start.self_exe,
+        lc.start.cwd.as_deref(),
+    );
+    let mut argv = l.cmdline.clone();
+    if matches && !argv.is_empty() {
+        argv[0] = lc.start.argv[0].clone();
+    }
+    let penv = procnet::environ(pid).unwrap_or_default();
+    let mut env = BTreeMap::new();
+    for (k, v) in &lc.start.env {
+        let got = penv.iter().find(|(n, _)| n == k).map(|(_, x)| x.clone());
+        match (v, got) {
+            (EnvValue::FromEnv(n), Some(_)) => {
+                env.insert(k.clone(), EnvValue::FromEnv(n.clone()));
+            }
+            (EnvValue::Literal(_), Some(x)) => {
+                env.insert(k.clone(), EnvValue::Literal(x));
+            }
+            _ => {}
+        }
+    }
+    let h = CommandLine {
+        argv,
+        env,
+        cwd: lc.start.cwd.clone(),
+        self_exe: lc.start.self_exe,
+    }
+    .argv_env_hash();
+    let hash = if planned_hash {
+        c.argv_env_hash(inc)
+    } else {
+        h
+    };
+    (
+        hash,
+        json!({"pid": pid, "cmdline": l.cmdline, "cmdline_matches_recipe": matches}),
+    )
 }
 
 /// Proves the restored incumbent is the one that was stopped: recipe hash (re-read from the
@@ -262,69 +349,7 @@ pub async fn identity(cx: &mut Cx, s: &PlanStep) -> Done {
         .restore
         .pid
         .or_else(|| procnet::find_listeners(c.lane.port).first().map(|l| l.pid));
-    let (argv_actual, proc_desc) = match (pid, &lc, inc.endpoint.as_ref()) {
-        (_, None, Some(_)) => (c.argv_env_hash(&inc), Value::Null),
-        (_, Some(_), _) if inc.slurm.is_some() => {
-            // A Slurm incumbent is its job: a running job of the recipe's name, submitted from
-            // the recipe's sbatch command line.
-            let jobs = crate::run::setup::slurm_jobs(c, &inc);
-            let running = jobs.iter().any(|j| j.1 == "RUNNING");
-            let jobs: Vec<Value> = jobs
-                .iter()
-                .map(|(id, st, node)| json!({"job_id": id, "state": st, "node": node}))
-                .collect();
-            let hash = if running {
-                c.argv_env_hash(&inc)
-            } else {
-                String::new()
-            };
-            (hash, json!({"slurm_jobs": jobs}))
-        }
-        (Some(pid), Some(lc), _) => {
-            let l = procnet::describe(pid);
-            let matches = procnet::matches(
-                &l,
-                &lc.start.argv,
-                lc.start.self_exe,
-                lc.start.cwd.as_deref(),
-            );
-            let mut argv = l.cmdline.clone();
-            if matches && !argv.is_empty() {
-                argv[0] = lc.start.argv[0].clone();
-            }
-            let penv = procnet::environ(pid).unwrap_or_default();
-            let mut env = BTreeMap::new();
-            for (k, v) in &lc.start.env {
-                let got = penv.iter().find(|(n, _)| n == k).map(|(_, x)| x.clone());
-                match (v, got) {
-                    (EnvValue::FromEnv(n), Some(_)) => {
-                        env.insert(k.clone(), EnvValue::FromEnv(n.clone()));
-                    }
-                    (EnvValue::Literal(_), Some(x)) => {
-                        env.insert(k.clone(), EnvValue::Literal(x));
-                    }
-                    _ => {}
-                }
-            }
-            let h = CommandLine {
-                argv,
-                env,
-                cwd: lc.start.cwd.clone(),
-                self_exe: lc.start.self_exe,
-            }
-            .argv_env_hash();
-            let hash = if inc.container.is_some() {
-                c.argv_env_hash(&inc)
-            } else {
-                h
-            };
-            (
-                hash,
-                json!({"pid": pid, "cmdline": l.cmdline, "cmdline_matches_recipe": matches}),
-            )
-        }
-        _ => (String::new(), Value::Null),
-    };
+    let (argv_actual, proc_desc) = serving_identity(c, &inc, pid, lc.as_ref());
     let target = incumbent_target(cx, &inc);
     let (model_ids, ctx) = match &cx.restore.ready {
         Some(f) => (f.model_ids.clone(), f.context_tokens),

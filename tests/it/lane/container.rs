@@ -112,7 +112,7 @@ async fn container_that_dies_oom_is_out_of_memory_and_removed() {
     );
     let t0 = Instant::now();
     let mut running = lane::launch(&lane, &spec).await.expect("docker run");
-    assert_eq!(running.container.as_deref(), Some("bakeoff-t-arm"));
+    assert_eq!(running.container_name(), Some("bakeoff-t-arm"));
     let f = lane::wait_ready(&mut running, &lane).await.unwrap_err();
     // Generous: every stand-in docker call starts a python3, slow on a loaded machine. The point
     // is that the exit is noticed by `docker inspect`, not at the 60 s ready timeout.

@@ -73,7 +73,7 @@ async fn reference_arm_ready_reports_identity_and_stops_on_sigterm() {
         "model = \"m\"\nttft_ms = 20\ndecode_tok_s = 100\ncontext_tokens = 4096\nstartup_ms = 300\n",
     );
     let mut running = lane::launch(&lane, &spec).await.expect("launch");
-    let pid = running.pid.unwrap();
+    let pid = running.pid().unwrap();
     assert_eq!(running.identity, spec.identity(&lane));
     let facts = lane::wait_ready(&mut running, &lane).await.expect("ready");
     assert_eq!(facts.model_ids, vec!["m"]);
@@ -177,7 +177,7 @@ async fn never_ready_is_killed_at_its_timeout_without_orphans() {
     let spec = reference(d.path(), "model = \"m\"\nstartup_ms = 60000\n");
     let t0 = Instant::now();
     let mut running = lane::launch(&lane, &spec).await.expect("launch");
-    let pid = running.pid.unwrap();
+    let pid = running.pid().unwrap();
     let f = lane::wait_ready(&mut running, &lane).await.unwrap_err();
     let took = t0.elapsed();
     assert_eq!(f.cause, Cause::Timeout, "{f:?}");
@@ -214,7 +214,7 @@ async fn timeout_kills_the_whole_process_group() {
         vec![],
     );
     let mut running = lane::launch(&lane, &spec).await.expect("launch");
-    let pid = running.pid.unwrap();
+    let pid = running.pid().unwrap();
     let f = lane::wait_ready(&mut running, &lane).await.unwrap_err();
     assert_eq!(f.cause, Cause::Timeout, "{f:?}");
     let grandchild: u32 = f
@@ -249,7 +249,7 @@ async fn sigterm_ignored_gets_sigkill_after_the_grace() {
         vec![],
     );
     let running = lane::launch(&lane, &spec).await.expect("launch");
-    let pid = running.pid.unwrap();
+    let pid = running.pid().unwrap();
     wait_for_log(&d.path().join("arm.log"), "ignoring SIGTERM").await;
     let stop = lane::stop(running, lane.stop_grace).await;
     assert_eq!(stop.how, StopHow::Sigkill, "{stop:?}");
