@@ -138,34 +138,41 @@ pub fn unit(figure: &str) -> &'static str {
     }
 }
 
+/// The filter's conditions appended to `sql` (bundles `b`, arms `a`, figures `f`; the metric
+/// only when `metric`), and their parameters in order.
+fn where_clauses(f: &Filter, metric: bool, sql: &mut String) -> Vec<Value> {
+    let mut p = Vec::new();
+    let mut cond = |clause: &str, v: Option<String>| {
+        if let Some(v) = v {
+            sql.push_str(clause);
+            p.push(Value::T(Some(v)));
+        }
+    };
+    cond(" AND a.model = ?", f.model.clone());
+    cond(" AND a.engine = ?", f.engine.clone());
+    cond(
+        " AND b.gpu_model LIKE ?",
+        f.gpu.as_ref().map(|g| format!("%{g}%")),
+    );
+    cond(" AND b.lane = ?", f.lane.clone());
+    if metric {
+        cond(
+            " AND f.figure LIKE ?",
+            f.metric.as_ref().map(|m| format!("{m}%")),
+        );
+    }
+    cond(" AND a.arm = ?", f.arm.clone());
+    cond(" AND b.started_at >= ?", f.since.clone());
+    p
+}
+
 /// Reads every series the filter selects, each oldest first.
 pub fn read(store: &mut Store, f: &Filter) -> Result<Vec<Series>> {
     let mut sql = String::from(
         "SELECT f.figure, a.recipe, b.gpu_model, b.lane, b.digest, b.campaign_id, b.started_at, b.path, a.role, f.value, f.lo, f.hi, f.n, a.engine_version, b.driver, a.image, a.program \
          FROM figures f JOIN arms a ON a.digest = f.digest AND a.arm = f.arm JOIN bundles b ON b.digest = f.digest WHERE 1 = 1",
     );
-    let mut p = Vec::new();
-    let mut cond = |sql: &mut String, clause: &str, v: Option<String>| {
-        if let Some(v) = v {
-            sql.push_str(clause);
-            p.push(Value::T(Some(v)));
-        }
-    };
-    cond(&mut sql, " AND a.model = ?", f.model.clone());
-    cond(&mut sql, " AND a.engine = ?", f.engine.clone());
-    cond(
-        &mut sql,
-        " AND b.gpu_model LIKE ?",
-        f.gpu.as_ref().map(|g| format!("%{g}%")),
-    );
-    cond(&mut sql, " AND b.lane = ?", f.lane.clone());
-    cond(
-        &mut sql,
-        " AND f.figure LIKE ?",
-        f.metric.as_ref().map(|m| format!("{m}%")),
-    );
-    cond(&mut sql, " AND a.arm = ?", f.arm.clone());
-    cond(&mut sql, " AND b.started_at >= ?", f.since.clone());
+    let p = where_clauses(f, true, &mut sql);
     sql.push_str(" ORDER BY b.started_at, b.digest");
     let rows = store.query(&sql, &p)?;
     let mut by: BTreeMap<Key, Vec<Point>> = BTreeMap::new();
@@ -219,23 +226,7 @@ pub fn bundles(store: &mut Store, f: &Filter) -> Result<Vec<BundleRow>> {
         "SELECT b.digest, b.campaign_id, b.started_at, b.gpu_model, b.lane, b.winner, b.path, a.arm \
          FROM bundles b JOIN arms a ON a.digest = b.digest WHERE 1 = 1",
     );
-    let mut p = Vec::new();
-    let mut cond = |sql: &mut String, clause: &str, v: Option<String>| {
-        if let Some(v) = v {
-            sql.push_str(clause);
-            p.push(Value::T(Some(v)));
-        }
-    };
-    cond(&mut sql, " AND a.model = ?", f.model.clone());
-    cond(&mut sql, " AND a.engine = ?", f.engine.clone());
-    cond(
-        &mut sql,
-        " AND b.gpu_model LIKE ?",
-        f.gpu.as_ref().map(|g| format!("%{g}%")),
-    );
-    cond(&mut sql, " AND b.lane = ?", f.lane.clone());
-    cond(&mut sql, " AND a.arm = ?", f.arm.clone());
-    cond(&mut sql, " AND b.started_at >= ?", f.since.clone());
+    let p = where_clauses(f, false, &mut sql);
     sql.push_str(" ORDER BY b.started_at, b.digest, a.arm");
     let mut out: Vec<BundleRow> = Vec::new();
     for r in store.query(&sql, &p)? {
