@@ -104,7 +104,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     } else {
         Purpose::Run
     };
-    let session = match runner::session::begin(c, super::absolute(&bundle), purpose) {
+    let session = match runner::session::begin(c, bundle, purpose) {
         Ok(s) => s,
         Err(r) => {
             if let Some(rec) = &r.recovery {
@@ -133,7 +133,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     Ok(())
 }
 
-/// The campaign, its bundle and whether it is a resume; None when there is nothing to run (a
+/// The campaign, its bundle (absolute) and whether it is a resume; None when there is nothing to run (a
 /// dry run printed its plan, or the bundle to resume is already complete).
 fn what_to_run(args: &RunArgs) -> Result<Option<(Campaign, PathBuf, bool)>> {
     let (mut c, bundle, resume) = match (&args.resume, &args.file) {
@@ -161,10 +161,11 @@ fn what_to_run(args: &RunArgs) -> Result<Option<(Campaign, PathBuf, bool)>> {
     }
     // Its campaign loads from any directory (the bundle records absolute paths), and a file
     // that changed is refused above, even for a bundle with nothing left to run.
-    if resume && already_complete(&super::absolute(&bundle)) {
+    let bundle = super::absolute(&bundle);
+    if resume && already_complete(&bundle) {
         say!(
             "bakeoff run: bundle {} is already complete; nothing to resume, the lane was not touched",
-            super::absolute(&bundle).display()
+            bundle.display()
         );
         return Ok(None);
     }

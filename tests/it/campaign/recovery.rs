@@ -508,6 +508,17 @@ fn recover_and_resume_from_another_directory_put_the_lane_back_and_complete() {
     s.lane_is_back();
 }
 
+/// `bakeoff run --resume BUNDLE` from `/`, refused before it touches anything: its stderr.
+fn resume_refused(s: &Setup, bundle: &str) -> String {
+    let o = from(
+        s,
+        Path::new("/"),
+        &["run", "--resume", bundle, "--no-progress"],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    stderr(&o)
+}
+
 #[test]
 fn resume_of_a_copied_bundle_from_another_directory_names_a_moved_file_then_completes() {
     let _g = serial();
@@ -529,13 +540,7 @@ fn resume_of_a_copied_bundle_from_another_directory_names_a_moved_file_then_comp
     let prof = s.t.path("a.toml");
     let moved = s.t.path("a.toml.moved");
     std::fs::rename(&prof, &moved).unwrap();
-    let o = from(
-        &s,
-        Path::new("/"),
-        &["run", "--resume", &c, "--no-progress"],
-    );
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    let err = stderr(&o);
+    let err = resume_refused(&s, &c);
     assert!(
         err.contains(prof.to_str().unwrap())
             && err.contains(s.t.dir.path().to_str().unwrap())
@@ -547,13 +552,7 @@ fn resume_of_a_copied_bundle_from_another_directory_names_a_moved_file_then_comp
     std::fs::rename(&moved, &prof).unwrap();
     let orig = std::fs::read(&prof).unwrap();
     std::fs::write(&prof, [&orig[..], b"\n# edited\n"].concat()).unwrap();
-    let o = from(
-        &s,
-        Path::new("/"),
-        &["run", "--resume", &c, "--no-progress"],
-    );
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    let err = stderr(&o);
+    let err = resume_refused(&s, &c);
     assert!(
         err.contains(prof.to_str().unwrap()) && err.contains("changed since the run started"),
         "{err}"
