@@ -51,18 +51,18 @@ pub fn run(a: CompareArgs) -> anyhow::Result<()> {
         .map(|p| crate::report::compare::regressions(&c, p))
         .unwrap_or_default();
     if a.json {
-        let mut v = crate::report::compare::to_json(&c);
-        v["warnings"] = serde_json::json!(x
+        let mut doc = crate::report::compare::ComparisonDoc::new(&c);
+        doc.warnings = x
             .notes
             .iter()
             .map(|n| format!("A: {n}"))
             .chain(y.notes.iter().map(|n| format!("B: {n}")))
-            .collect::<Vec<_>>());
-        if let Some(p) = a.fail_on_regression {
-            v["fail_on_regression_pct"] = serde_json::json!(p);
-            v["regressions"] = serde_json::json!(regs);
+            .collect();
+        if a.fail_on_regression.is_some() {
+            doc.fail_on_regression_pct = a.fail_on_regression;
+            doc.regressions = Some(regs.clone());
         }
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        println!("{}", serde_json::to_string_pretty(&doc.to_json())?);
     } else {
         for n in &x.notes {
             println!("warning (A): {n}");

@@ -14,7 +14,7 @@ pub mod text;
 
 use crate::evidence::result::CampaignResult;
 use crate::evidence::{FailureClass, Policy, RankingMetric};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Why an arm cannot win.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -28,7 +28,7 @@ pub struct FailureItem {
 }
 
 /// One arm's place in the verdict.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ArmVerdict {
     pub id: String,
     pub label: String,

@@ -8,7 +8,7 @@ use super::metric::{
 };
 use super::policy::{restored, PolicyOutcome};
 use super::rank::{self, Pick};
-use super::ArmVerdict;
+use super::{ArmVerdict, FailureItem};
 use crate::evidence::result::{ArmResult, ArmStatus, CampaignResult};
 use crate::evidence::{GateName, GateStatus, Policy, RankingMetric, RestorationStatus};
 use std::collections::BTreeMap;
@@ -317,40 +317,34 @@ fn best_measured(
         .then_some(id)
 }
 
-/// Per-arm decision text and label (rules in README "Verdict rules").
-pub fn arm_decisions(
-    r: &CampaignResult,
-    prios: &[RankingMetric],
-    tol: &BTreeMap<RankingMetric, f64>,
-    ranking: &[String],
-    decided_by: Option<usize>,
-    elig: &Eligibility,
-    pol: &PolicyOutcome,
-) -> Vec<ArmVerdict> {
-    let winner = ranking.first();
-    let n = ranking.len();
-    let full = max_served(r);
-    let ttft_best = best_measured(r, RankingMetric::Ttft, tol);
-    let decode_best = best_measured(r, RankingMetric::DecodeTokensPerSecond, tol);
-    let controls: BTreeMap<String, Vec<String>> =
-        r.arms.iter().fold(BTreeMap::new(), |mut m, a| {
-            if let Some(s) = &a.speculative {
-                m.entry(s.control.clone()).or_default().push(a.id.clone());
-            }
-            m
-        });
-    // A control is named as one whatever else it is.
-    let is_control = |a: &ArmResult| a.role == "control" || controls.contains_key(&a.id);
-    // Best bounded-context arm: the best-ranked eligible arm below the full context.
-    let bounded_best = ranking
-        .iter()
-        .find(|id| {
-            r.arm(id)
-                .is_some_and(|a| a.served_context < full && !is_control(a))
-        })
-        .cloned();
-    // Best balanced full-context fallback: eligible, full context, not the winner nor the
-    // incumbent, with the best product of TTFT and decode relative to the best measured.
+/// The arms a decision text singles out, found once for all arms.
+struct Standouts<'a> {
+    winner: Option<&'a String>,
+    /// The deciding metric, or why none decided: "TTFT winner", "the only eligible arm", ….
+    lead: String,
+    ttft_best: Option<String>,
+    decode_best: Option<String>,
+    /// The best-ranked eligible arm below the full context (not a control).
+    bounded_best: Option<String>,
+    /// The best balanced full-context fallback.
+    fallback: Option<String>,
+    /// Control arm → the speculative arms it controls.
+    controls: BTreeMap<String, Vec<String>>,
+    /// The largest served context.
+    full: u64,
+}
+
+impl Standouts<'_> {
+    /// A control is named as one whatever else it is.
+    fn is_control(&self, a: &ArmResult) -> bool {
+        a.role == "control" || self.controls.contains_key(&a.id)
+    }
+}
+
+/// Best balanced full-context fallback: eligible, full context, not the winner nor the
+/// incumbent nor a control, with the best product of TTFT and decode relative to the best
+/// measured.
+fn balanced_fallback(r: &CampaignResult, ranking: &[String], st: &Standouts) -> Option<String> {
     let best_value = |m: RankingMetric| {
         r.arms
             .iter()
@@ -361,25 +355,202 @@ pub fn arm_decisions(
         best_value(RankingMetric::Ttft),
         best_value(RankingMetric::DecodeTokensPerSecond),
     );
-    let fallback = ranking
+    ranking
         .iter()
-        .filter(|id| Some(*id) != winner)
+        .filter(|id| Some(*id) != st.winner)
         .filter_map(|id| r.arm(id))
-        .filter(|a| a.served_context == full && a.role != "incumbent" && !is_control(a))
+        .filter(|a| a.served_context == st.full && a.role != "incumbent" && !st.is_control(a))
         .filter_map(|a| {
             let t = measure(a, RankingMetric::Ttft)?.value;
             let d = measure(a, RankingMetric::DecodeTokensPerSecond)?.value;
             Some((a.id.clone(), (bt? / t) * (d / bd?)))
         })
         .reduce(|x, y| if y.1 > x.1 { y } else { x })
-        .map(|(id, _)| id);
-    let place = |id: &str| ranking.iter().position(|x| x == id).map(|p| p + 1);
-    // What the winner won on: the deciding metric, or why none decided.
+        .map(|(id, _)| id)
+}
+
+fn standouts<'a>(
+    r: &CampaignResult,
+    prios: &[RankingMetric],
+    tol: &BTreeMap<RankingMetric, f64>,
+    ranking: &'a [String],
+    decided_by: Option<usize>,
+) -> Standouts<'a> {
+    let controls: BTreeMap<String, Vec<String>> =
+        r.arms.iter().fold(BTreeMap::new(), |mut m, a| {
+            if let Some(s) = &a.speculative {
+                m.entry(s.control.clone()).or_default().push(a.id.clone());
+            }
+            m
+        });
     let lead = match decided_by {
         Some(i) => format!("{} winner", short(prios[i])),
-        None if n == 1 => "the only eligible arm".to_string(),
+        None if ranking.len() == 1 => "the only eligible arm".to_string(),
         None => "tied on every priority, listed first".to_string(),
     };
+    let mut st = Standouts {
+        winner: ranking.first(),
+        lead,
+        ttft_best: best_measured(r, RankingMetric::Ttft, tol),
+        decode_best: best_measured(r, RankingMetric::DecodeTokensPerSecond, tol),
+        bounded_best: None,
+        fallback: None,
+        controls,
+        full: max_served(r),
+    };
+    st.bounded_best = ranking
+        .iter()
+        .find(|id| {
+            r.arm(id)
+                .is_some_and(|a| a.served_context < st.full && !st.is_control(a))
+        })
+        .cloned();
+    st.fallback = balanced_fallback(r, ranking, &st);
+    st
+}
+
+/// The winner's text: what it won on, and whether it stays, or is promoted.
+fn winner_text(a: &ArmResult, st: &Standouts, pol: &PolicyOutcome) -> (String, &'static str) {
+    let lead = &st.lead;
+    if a.role == "incumbent" {
+        (format!("{lead}; the incumbent stays current"), "current")
+    } else if pol.authorized {
+        (
+            format!("{lead} and preferred measured challenger; promotion authorized"),
+            "challenger",
+        )
+    } else {
+        (
+            format!("{lead} and preferred measured challenger; no promotion"),
+            "challenger",
+        )
+    }
+}
+
+/// A failed arm's text: why it cannot win (named as the best on a metric when it was).
+fn rejected_text(
+    r: &CampaignResult,
+    a: &ArmResult,
+    f: &FailureItem,
+    st: &Standouts,
+) -> (String, &'static str) {
+    let best_on = if st.decode_best.as_deref() == Some(&a.id) {
+        Some(DECODE.short)
+    } else if st.ttft_best.as_deref() == Some(&a.id) {
+        Some(TTFT.short)
+    } else {
+        None
+    };
+    let lab = if a.role == "incumbent" && !restored(r) {
+        "rollback"
+    } else {
+        "rejected"
+    };
+    match best_on {
+        Some(w) => (
+            format!(
+                "{w} winner but rejected as a general-purpose winner after {} failure",
+                f.class
+            ),
+            lab,
+        ),
+        None => (format!("rejected: {} ({})", f.class, f.detail), lab),
+    }
+}
+
+/// The best bounded-context arm's text: its context, tools score and free GPU memory.
+fn bounded_best_text(a: &ArmResult, ranked: &str) -> String {
+    let mut s = format!("best bounded-context arm ({} tokens)", a.served_context);
+    if let Some(g) = a
+        .gates
+        .iter()
+        .find(|g| g.name == GateName::Tools && g.status == GateStatus::Passed)
+    {
+        if let (Some(p), Some(t)) = (g.passed, g.total) {
+            s.push_str(&format!("; tools {p}/{t}"));
+        }
+    }
+    if let Some(f) = a.gpu_free_after_start_mib {
+        s.push_str(&format!("; {f} MiB GPU memory free"));
+    }
+    format!("{s}; {ranked}")
+}
+
+/// An arm's decision text and label, first rule that applies (README "Verdict rules").
+fn arm_text(
+    r: &CampaignResult,
+    a: &ArmResult,
+    st: &Standouts,
+    failure: Option<&FailureItem>,
+    pol: &PolicyOutcome,
+    ranked: &str,
+) -> (String, &'static str) {
+    if Some(&a.id) == st.winner {
+        winner_text(a, st, pol)
+    } else if let Some(f) = failure {
+        rejected_text(r, a, f, st)
+    } else if matches!(a.status, ArmStatus::Pending | ArmStatus::Interrupted) {
+        (
+            format!(
+                "not tested ({})",
+                serde_json::to_value(a.status)
+                    .ok()
+                    .and_then(|v| v.as_str().map(String::from))
+                    .unwrap_or_default()
+            ),
+            "no-promotion",
+        )
+    } else if a.role == "incumbent" {
+        if restored(r) {
+            (format!("restored incumbent; {ranked}"), "current")
+        } else {
+            ("incumbent; restoration not proven".to_string(), "rollback")
+        }
+    } else if st.is_control(a) {
+        let of = st
+            .controls
+            .get(&a.id)
+            .map(|specs| {
+                let names: Vec<String> = specs.iter().map(|x| label(r, x)).collect();
+                format!("matched no-speculation control of {}", names.join(", "))
+            })
+            .unwrap_or_else(|| "control arm".to_string());
+        (format!("{of}; {ranked}"), "no-promotion")
+    } else if st.decode_best.as_deref() == Some(&a.id) {
+        (format!("{} winner; {ranked}", DECODE.short), "no-promotion")
+    } else if st.bounded_best.as_deref() == Some(&a.id) {
+        (bounded_best_text(a, ranked), "no-promotion")
+    } else if st.fallback.as_deref() == Some(&a.id) {
+        (
+            format!("best full-context balanced fallback; {ranked}"),
+            "no-promotion",
+        )
+    } else if a.served_context < st.full {
+        (
+            format!(
+                "bounded-context arm ({} tokens); {ranked}",
+                a.served_context
+            ),
+            "no-promotion",
+        )
+    } else {
+        (format!("eligible; {ranked}"), "no-promotion")
+    }
+}
+
+/// Per-arm decision text and label (rules in README "Verdict rules").
+pub fn arm_decisions(
+    r: &CampaignResult,
+    prios: &[RankingMetric],
+    tol: &BTreeMap<RankingMetric, f64>,
+    ranking: &[String],
+    decided_by: Option<usize>,
+    elig: &Eligibility,
+    pol: &PolicyOutcome,
+) -> Vec<ArmVerdict> {
+    let n = ranking.len();
+    let st = standouts(r, prios, tol, ranking, decided_by);
+    let place = |id: &str| ranking.iter().position(|x| x == id).map(|p| p + 1);
     r.arms
         .iter()
         .map(|a| {
@@ -388,102 +559,7 @@ pub fn arm_decisions(
                 .map(|k| format!("ranked {k} of {n} eligible"))
                 .unwrap_or_default();
             let failure = elig.failures.iter().find(|f| f.arm == a.id);
-            let (text, lab) = if Some(&a.id) == winner {
-                if a.role == "incumbent" {
-                    (format!("{lead}; the incumbent stays current"), "current")
-                } else if pol.authorized {
-                    (
-                        format!("{lead} and preferred measured challenger; promotion authorized"),
-                        "challenger",
-                    )
-                } else {
-                    (
-                        format!("{lead} and preferred measured challenger; no promotion"),
-                        "challenger",
-                    )
-                }
-            } else if let Some(f) = failure {
-                let best_on = if decode_best.as_deref() == Some(&a.id) {
-                    Some(DECODE.short)
-                } else if ttft_best.as_deref() == Some(&a.id) {
-                    Some(TTFT.short)
-                } else {
-                    None
-                };
-                let lab = if a.role == "incumbent" && !restored(r) {
-                    "rollback"
-                } else {
-                    "rejected"
-                };
-                match best_on {
-                    Some(w) => (
-                        format!(
-                            "{w} winner but rejected as a general-purpose winner after {} failure",
-                            f.class
-                        ),
-                        lab,
-                    ),
-                    None => (format!("rejected: {} ({})", f.class, f.detail), lab),
-                }
-            } else if matches!(a.status, ArmStatus::Pending | ArmStatus::Interrupted) {
-                (
-                    format!(
-                        "not tested ({})",
-                        serde_json::to_value(a.status)
-                            .ok()
-                            .and_then(|v| v.as_str().map(String::from))
-                            .unwrap_or_default()
-                    ),
-                    "no-promotion",
-                )
-            } else if a.role == "incumbent" {
-                if restored(r) {
-                    (format!("restored incumbent; {ranked}"), "current")
-                } else {
-                    ("incumbent; restoration not proven".to_string(), "rollback")
-                }
-            } else if is_control(a) {
-                let of = controls
-                    .get(&a.id)
-                    .map(|specs| {
-                        let names: Vec<String> = specs.iter().map(|x| label(r, x)).collect();
-                        format!("matched no-speculation control of {}", names.join(", "))
-                    })
-                    .unwrap_or_else(|| "control arm".to_string());
-                (format!("{of}; {ranked}"), "no-promotion")
-            } else if decode_best.as_deref() == Some(&a.id) {
-                (format!("{} winner; {ranked}", DECODE.short), "no-promotion")
-            } else if bounded_best.as_deref() == Some(&a.id) {
-                let mut s = format!("best bounded-context arm ({} tokens)", a.served_context);
-                if let Some(g) = a
-                    .gates
-                    .iter()
-                    .find(|g| g.name == GateName::Tools && g.status == GateStatus::Passed)
-                {
-                    if let (Some(p), Some(t)) = (g.passed, g.total) {
-                        s.push_str(&format!("; tools {p}/{t}"));
-                    }
-                }
-                if let Some(f) = a.gpu_free_after_start_mib {
-                    s.push_str(&format!("; {f} MiB GPU memory free"));
-                }
-                (format!("{s}; {ranked}"), "no-promotion")
-            } else if fallback.as_deref() == Some(&a.id) {
-                (
-                    format!("best full-context balanced fallback; {ranked}"),
-                    "no-promotion",
-                )
-            } else if a.served_context < full {
-                (
-                    format!(
-                        "bounded-context arm ({} tokens); {ranked}",
-                        a.served_context
-                    ),
-                    "no-promotion",
-                )
-            } else {
-                (format!("eligible; {ranked}"), "no-promotion")
-            };
+            let (text, lab) = arm_text(r, a, &st, failure, pol, &ranked);
             ArmVerdict {
                 id: a.id.clone(),
                 label: a.label_or_id(),

@@ -12,7 +12,7 @@
 //! fails too. A target (plus the answer budget) beyond the served context is refused, not sent.
 
 use super::context::{served, ServedContext};
-use super::exchange::{chat_body, send, split_think};
+use super::exchange::{chat_body, send, split_think, Reply};
 use super::expect::{excerpt, words_only};
 use super::{top_reasons, GateContext, GateResult, Observation, Status, Verdict};
 use crate::evidence::GateName;
@@ -333,6 +333,141 @@ fn refused(mut r: GateResult, reason: String, details: Value) -> GateResult {
     r
 }
 
+/// Sizes the haystack to exactly `check.tokens` prompt tokens: picks the counter (a local
+/// tokenizer, the server's /tokenize, or real requests), measures the chat template's overhead,
+/// places each needle at its depth and fits the filler for each needle's question. Returns the
+/// overhead, the content tokens aimed at and per needle (filler words, tail pieces, question).
+async fn size_haystack(
+    sizer: &mut Sizer<'_>,
+    check: &RetrievalCheck,
+    needles: &mut [Needle],
+) -> Result<(i64, u64, Vec<(u64, String, String)>), String> {
+    if let Some(p) = &check.tokenizer {
+        sizer.counter = Counter::Local(Box::new(load_tokenizer(p)?));
+    } else if sizer.backend.tokenize(HEADER).await?.is_some() {
+        sizer.counter = Counter::Server;
+    }
+    // Template overhead: one short real request.
+    let overhead = if matches!(sizer.counter, Counter::Usage) {
+        0i64
+    } else {
+        sizer.real_requests += 1;
+        let u = sizer.backend.prompt_tokens(HEADER).await? as i64;
+        u - sizer.count(HEADER).await? as i64
+    };
+    let goal = check.tokens as i64 - overhead;
+    if goal <= 0 {
+        return Err(format!(
+            "--retrieval-tokens {} is below the chat template overhead of {overhead} tokens",
+            check.tokens
+        ));
+    }
+    let goal = goal as u64;
+    // Tokens per filler word, from a cheap count (a real request in calibration).
+    let probe_words = 200u64;
+    let rate = if matches!(sizer.counter, Counter::Usage) {
+        1.3
+    } else {
+        let c = sizer.count(&filler::words(probe_words)).await?;
+        (c as f64 / probe_words as f64).max(0.1)
+    };
+    let fixed: usize = needles.iter().map(|n| n.key.len() + 20).sum::<usize>() + HEADER.len() + 80;
+    let est = ((goal as f64 - fixed as f64 / 4.0) / rate).max(0.0) as u64;
+    for n in needles.iter_mut() {
+        n.word_index = (n.depth * est as f64).round() as u64;
+    }
+    let mut fits = Vec::new();
+    for n in needles.iter() {
+        let q = question(n);
+        let (w, tail) = sizer.fit(&needles, &q, goal, est, rate).await?;
+        fits.push((w, tail, q));
+    }
+    Ok((overhead, goal, fits))
+}
+
+/// One needle's answer judged: the retrieved value, or the failure class and why (a failed
+/// request, a prompt not exactly `t` tokens or not proven so, no visible answer, a wrong one).
+fn judge(
+    reply: &Reply,
+    got: Option<u64>,
+    answer: &str,
+    n: &Needle,
+    t: u64,
+) -> Result<String, (&'static str, String)> {
+    if let Some(e) = reply.error_words() {
+        Err(("request-error", format!("request failed: {e}")))
+    } else if let Some(g) = got.filter(|&g| g < t) {
+        Err((
+            "under-filled",
+            format!("under-filled: the endpoint counted {g} prompt tokens, the target is {t}"),
+        ))
+    } else if let Some(g) = got.filter(|&g| g > t) {
+        Err((
+            "over-filled",
+            format!("over-filled: the endpoint counted {g} prompt tokens, the target is {t}"),
+        ))
+    } else if got.is_none() {
+        Err((
+            "no-usage",
+            "the response carried no usage.prompt_tokens, so the prompt size is unproven".into(),
+        ))
+    } else if answer.is_empty() {
+        Err((
+            "no-visible-answer",
+            format!(
+                "no visible answer at {t} actual prompt tokens (finish_reason {})",
+                reply.finish_reason.as_deref().unwrap_or("none")
+            ),
+        ))
+    } else if matches(&answer, n) {
+        Ok(format!(
+            "retrieved {} exactly at {t} actual prompt tokens",
+            n.value
+        ))
+    } else {
+        Err((
+            "wrong-answer",
+            format!(
+                "answered {:?}, expected {:?} at {t} actual prompt tokens",
+                excerpt(&answer, 80),
+                n.value
+            ),
+        ))
+    }
+}
+
+/// The gate's status and reason from its observations: passed only when every needle was
+/// retrieved exactly.
+fn settle(r: &mut GateResult, actual: &[Option<u64>], target: u64) {
+    let tokens_words = actual
+        .iter()
+        .map(|a| a.map_or("none".to_string(), |a| a.to_string()))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if r.passed == r.total && r.total > 0 {
+        r.status = Status::Passed;
+        r.reason = format!(
+            "{}/{} needles retrieved exactly; actual prompt tokens {tokens_words} (target {})",
+            r.passed, r.total, target
+        );
+    } else {
+        r.status = Status::Failed;
+        r.reason = format!(
+            "{}/{} needles: {}; actual prompt tokens {tokens_words} (target {})",
+            r.passed,
+            r.total,
+            top_reasons(
+                r.observations
+                    .iter()
+                    .filter(|o| !o.passed())
+                    .map(|o| o.reason.as_str()),
+                2
+            ),
+            target
+        );
+    }
+}
+
 /// Runs the retrieval gate.
 pub async fn run(ctx: &GateContext, check: &RetrievalCheck) -> GateResult {
     // A long prompt may legitimately be silent until its prefill ends: only the whole-request
@@ -383,51 +518,7 @@ pub async fn run(ctx: &GateContext, check: &RetrievalCheck) -> GateResult {
         real_requests: 0,
     };
     let mut notes: Vec<String> = Vec::new();
-    let sizing = async {
-        if let Some(p) = &check.tokenizer {
-            sizer.counter = Counter::Local(Box::new(load_tokenizer(p)?));
-        } else if sizer.backend.tokenize(HEADER).await?.is_some() {
-            sizer.counter = Counter::Server;
-        }
-        // Template overhead: one short real request.
-        let overhead = if matches!(sizer.counter, Counter::Usage) {
-            0i64
-        } else {
-            sizer.real_requests += 1;
-            let u = sizer.backend.prompt_tokens(HEADER).await? as i64;
-            u - sizer.count(HEADER).await? as i64
-        };
-        let goal = check.tokens as i64 - overhead;
-        if goal <= 0 {
-            return Err(format!(
-                "--retrieval-tokens {} is below the chat template overhead of {overhead} tokens",
-                check.tokens
-            ));
-        }
-        let goal = goal as u64;
-        // Tokens per filler word, from a cheap count (a real request in calibration).
-        let probe_words = 200u64;
-        let rate = if matches!(sizer.counter, Counter::Usage) {
-            1.3
-        } else {
-            let c = sizer.count(&filler::words(probe_words)).await?;
-            (c as f64 / probe_words as f64).max(0.1)
-        };
-        let fixed: usize =
-            needles.iter().map(|n| n.key.len() + 20).sum::<usize>() + HEADER.len() + 80;
-        let est = ((goal as f64 - fixed as f64 / 4.0) / rate).max(0.0) as u64;
-        for n in needles.iter_mut() {
-            n.word_index = (n.depth * est as f64).round() as u64;
-        }
-        let mut fits = Vec::new();
-        for n in needles.iter() {
-            let q = question(n);
-            let (w, tail) = sizer.fit(&needles, &q, goal, est, rate).await?;
-            fits.push((w, tail, q));
-        }
-        Ok::<_, String>((overhead, goal, fits))
-    };
-    let (overhead, goal, fits) = match sizing.await {
+    let (overhead, goal, fits) = match size_haystack(&mut sizer, check, &mut needles).await {
         Ok(x) => x,
         Err(e) => {
             let mut d = base.clone();
@@ -460,47 +551,7 @@ pub async fn run(ctx: &GateContext, check: &RetrievalCheck) -> GateResult {
         actual.push(got);
         let (answer, _, _) = split_think(&reply.content);
         let t = check.tokens;
-        let verdict: Result<String, (&str, String)> = if let Some(e) = reply.error_words() {
-            Err(("request-error", format!("request failed: {e}")))
-        } else if let Some(g) = got.filter(|&g| g < t) {
-            Err((
-                "under-filled",
-                format!("under-filled: the endpoint counted {g} prompt tokens, the target is {t}"),
-            ))
-        } else if let Some(g) = got.filter(|&g| g > t) {
-            Err((
-                "over-filled",
-                format!("over-filled: the endpoint counted {g} prompt tokens, the target is {t}"),
-            ))
-        } else if got.is_none() {
-            Err((
-                "no-usage",
-                "the response carried no usage.prompt_tokens, so the prompt size is unproven"
-                    .into(),
-            ))
-        } else if answer.is_empty() {
-            Err((
-                "no-visible-answer",
-                format!(
-                    "no visible answer at {t} actual prompt tokens (finish_reason {})",
-                    reply.finish_reason.as_deref().unwrap_or("none")
-                ),
-            ))
-        } else if matches(&answer, n) {
-            Ok(format!(
-                "retrieved {} exactly at {t} actual prompt tokens",
-                n.value
-            ))
-        } else {
-            Err((
-                "wrong-answer",
-                format!(
-                    "answered {:?}, expected {:?} at {t} actual prompt tokens",
-                    excerpt(&answer, 80),
-                    n.value
-                ),
-            ))
-        };
+        let verdict = judge(&reply, got, &answer, n, t);
         let (v, class, reason) = match verdict {
             Ok(m) => (Verdict::Pass, None, m),
             Err((c, m)) => (Verdict::Fail, Some(c.to_string()), m),
@@ -541,33 +592,7 @@ pub async fn run(ctx: &GateContext, check: &RetrievalCheck) -> GateResult {
         d["notes"] = json!(notes);
     }
     r.details = d;
-    let tokens_words = actual
-        .iter()
-        .map(|a| a.map_or("none".to_string(), |a| a.to_string()))
-        .collect::<Vec<_>>()
-        .join(", ");
-    if r.passed == r.total && r.total > 0 {
-        r.status = Status::Passed;
-        r.reason = format!(
-            "{}/{} needles retrieved exactly; actual prompt tokens {tokens_words} (target {})",
-            r.passed, r.total, check.tokens
-        );
-    } else {
-        r.status = Status::Failed;
-        r.reason = format!(
-            "{}/{} needles: {}; actual prompt tokens {tokens_words} (target {})",
-            r.passed,
-            r.total,
-            top_reasons(
-                r.observations
-                    .iter()
-                    .filter(|o| !o.passed())
-                    .map(|o| o.reason.as_str()),
-                2
-            ),
-            check.tokens
-        );
-    }
+    settle(&mut r, &actual, check.tokens);
     r
 }
 

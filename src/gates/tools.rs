@@ -124,17 +124,7 @@ impl ToolSuite {
             None => json!("auto"),
         };
         let mut ids = 0u64;
-        let mut shots: Map<String, Value> = Map::new();
-        if let Some(s) = top.opt_table("shots")? {
-            for (k, v) in s {
-                let here = Here::new(&fname, format!("shots \"{k}\""));
-                let list = v.as_array().ok_or_else(|| {
-                    here.err(format!("shots.{k}"), "expected an array of messages")
-                })?;
-                let msgs = parse_messages(list, &here, &format!("shots.{k}"), &mut ids)?;
-                shots.insert(k.clone(), Value::Array(msgs));
-            }
-        }
+        let shots = parse_shots(&top, &fname, &mut ids)?;
         let case_list = top
             .opt_array("cases")?
             .ok_or_else(|| top.err("cases", "missing (a [[cases]] list)"))?;
@@ -148,53 +138,8 @@ impl ToolSuite {
             let id = f.item_id(|id| cases.iter().any(|c| c.id == id))?;
             f.opt_str("description")?;
             let offered = select(&tools, f.opt_strings("tools")?.as_deref(), &here, "tools")?;
-            let tool_choice = match f.get("tool_choice") {
-                Some(v) => parse_tool_choice(v, &here, "tool_choice", &offered)?,
-                None => {
-                    if let Some(n) = default_choice
-                        .pointer("/function/name")
-                        .and_then(Value::as_str)
-                    {
-                        if !offered.iter().any(|t| t.name == n) {
-                            return Err(f.err("tool_choice", format!("the suite's tool_choice names \"{n}\", which this case does not offer; set tool_choice here")));
-                        }
-                    }
-                    default_choice.clone()
-                }
-            };
-            let mut messages = Vec::new();
-            if let Some(s) = system {
-                messages.push(json!({"role": "system", "content": s}));
-            }
-            if let Some(s) = f.opt_str("shots")? {
-                let m = shots
-                    .get(s)
-                    .ok_or_else(|| f.err("shots", format!("no [shots] entry named \"{s}\"")))?;
-                messages.extend(m.as_array().cloned().unwrap_or_default());
-            }
-            match (f.opt_array("messages")?, f.opt_str("prompt")?) {
-                (Some(_), Some(_)) => {
-                    return Err(f.err("prompt", "give either messages or prompt, not both"))
-                }
-                (Some(list), None) => {
-                    messages.extend(parse_messages(list, &here, "messages", &mut ids)?)
-                }
-                (None, Some(p)) => messages.push(json!({"role": "user", "content": p})),
-                (None, None) => {
-                    return Err(f.err(
-                        "messages",
-                        "missing (give messages = [...] or prompt = \"...\")",
-                    ))
-                }
-            }
-            if messages
-                .last()
-                .and_then(|m| m.get("role"))
-                .and_then(Value::as_str)
-                != Some("user")
-            {
-                return Err(f.err("messages", "the last message must be the user's request"));
-            }
+            let tool_choice = case_tool_choice(&f, &here, &default_choice, &offered)?;
+            let messages = case_messages(&f, &here, system, &shots, &mut ids)?;
             let max_tokens = f.opt_u64("max_tokens")?.unwrap_or(default_max);
             if max_tokens == 0 {
                 return Err(f.err("max_tokens", "must be at least 1"));
@@ -218,43 +163,7 @@ impl ToolSuite {
             }
             let round_trip = match f.get("round_trip") {
                 None => None,
-                Some(rv) => {
-                    let rf = Fields::new(rv, &here, "round_trip", ROUND_TRIP_FIELDS)?;
-                    let result = match rf.get("result") {
-                        Some(Value::String(s)) => s.clone(),
-                        Some(v @ (Value::Object(_) | Value::Array(_))) => v.to_string(),
-                        Some(v) => {
-                            return Err(rf.err(
-                                "result",
-                                format!(
-                                    "expected a string or a table, found {}",
-                                    suite::type_name(v)
-                                ),
-                            ))
-                        }
-                        None => {
-                            return Err(rf.err("result", "missing (the tool's result sent back)"))
-                        }
-                    };
-                    let expect = Expect::parse(
-                        rf.get("expect").ok_or_else(|| {
-                            rf.err("expect", "missing (checks of the final answer)")
-                        })?,
-                        &here,
-                        "round_trip.expect",
-                        &[],
-                    )?;
-                    let tc = match rf.get("tool_choice") {
-                        Some(v) => parse_tool_choice(v, &here, "round_trip.tool_choice", &offered)?,
-                        None => json!("auto"),
-                    };
-                    Some(RoundTrip {
-                        result,
-                        expect,
-                        tool_choice: tc,
-                        max_tokens: rf.opt_u64("max_tokens")?.unwrap_or(max_tokens),
-                    })
-                }
+                Some(rv) => Some(parse_round_trip(rv, &here, &offered, max_tokens)?),
             };
             cases.push(ToolCase {
                 id: id.to_string(),
@@ -281,6 +190,133 @@ impl ToolSuite {
             .filter_map(|n| self.tools.iter().find(|t| &t.name == n))
             .collect()
     }
+}
+
+/// The suite's `[shots]`: named message lists a case prepends.
+fn parse_shots(
+    top: &Fields<'_>,
+    fname: &str,
+    ids: &mut u64,
+) -> Result<Map<String, Value>, SuiteError> {
+    let mut shots: Map<String, Value> = Map::new();
+    if let Some(s) = top.opt_table("shots")? {
+        for (k, v) in s {
+            let here = Here::new(fname, format!("shots \"{k}\""));
+            let list = v
+                .as_array()
+                .ok_or_else(|| here.err(format!("shots.{k}"), "expected an array of messages"))?;
+            let msgs = parse_messages(list, &here, &format!("shots.{k}"), ids)?;
+            shots.insert(k.clone(), Value::Array(msgs));
+        }
+    }
+    Ok(shots)
+}
+
+/// A case's `tool_choice`, else the suite's (which must name a tool the case offers).
+fn case_tool_choice(
+    f: &Fields<'_>,
+    here: &Here,
+    default_choice: &Value,
+    offered: &[&ToolDef],
+) -> Result<Value, SuiteError> {
+    Ok(match f.get("tool_choice") {
+        Some(v) => parse_tool_choice(v, here, "tool_choice", offered)?,
+        None => {
+            if let Some(n) = default_choice
+                .pointer("/function/name")
+                .and_then(Value::as_str)
+            {
+                if !offered.iter().any(|t| t.name == n) {
+                    return Err(f.err("tool_choice", format!("the suite's tool_choice names \"{n}\", which this case does not offer; set tool_choice here")));
+                }
+            }
+            default_choice.clone()
+        }
+    })
+}
+
+/// A case's conversation: the suite's system prompt, its shots, then `messages` or `prompt`,
+/// ending with the user's request.
+fn case_messages(
+    f: &Fields<'_>,
+    here: &Here,
+    system: Option<&str>,
+    shots: &Map<String, Value>,
+    ids: &mut u64,
+) -> Result<Vec<Value>, SuiteError> {
+    let mut messages = Vec::new();
+    if let Some(s) = system {
+        messages.push(json!({"role": "system", "content": s}));
+    }
+    if let Some(s) = f.opt_str("shots")? {
+        let m = shots
+            .get(s)
+            .ok_or_else(|| f.err("shots", format!("no [shots] entry named \"{s}\"")))?;
+        messages.extend(m.as_array().cloned().unwrap_or_default());
+    }
+    match (f.opt_array("messages")?, f.opt_str("prompt")?) {
+        (Some(_), Some(_)) => {
+            return Err(f.err("prompt", "give either messages or prompt, not both"))
+        }
+        (Some(list), None) => messages.extend(parse_messages(list, here, "messages", ids)?),
+        (None, Some(p)) => messages.push(json!({"role": "user", "content": p})),
+        (None, None) => {
+            return Err(f.err(
+                "messages",
+                "missing (give messages = [...] or prompt = \"...\")",
+            ))
+        }
+    }
+    if messages
+        .last()
+        .and_then(|m| m.get("role"))
+        .and_then(Value::as_str)
+        != Some("user")
+    {
+        return Err(f.err("messages", "the last message must be the user's request"));
+    }
+    Ok(messages)
+}
+
+/// A case's `round_trip`: the tool's result sent back and the checks of the final answer.
+fn parse_round_trip(
+    rv: &Value,
+    here: &Here,
+    offered: &[&ToolDef],
+    max_tokens: u64,
+) -> Result<RoundTrip, SuiteError> {
+    let rf = Fields::new(rv, here, "round_trip", ROUND_TRIP_FIELDS)?;
+    let result = match rf.get("result") {
+        Some(Value::String(s)) => s.clone(),
+        Some(v @ (Value::Object(_) | Value::Array(_))) => v.to_string(),
+        Some(v) => {
+            return Err(rf.err(
+                "result",
+                format!(
+                    "expected a string or a table, found {}",
+                    suite::type_name(v)
+                ),
+            ))
+        }
+        None => return Err(rf.err("result", "missing (the tool's result sent back)")),
+    };
+    let expect = Expect::parse(
+        rf.get("expect")
+            .ok_or_else(|| rf.err("expect", "missing (checks of the final answer)"))?,
+        here,
+        "round_trip.expect",
+        &[],
+    )?;
+    let tc = match rf.get("tool_choice") {
+        Some(v) => parse_tool_choice(v, here, "round_trip.tool_choice", offered)?,
+        None => json!("auto"),
+    };
+    Ok(RoundTrip {
+        result,
+        expect,
+        tool_choice: tc,
+        max_tokens: rf.opt_u64("max_tokens")?.unwrap_or(max_tokens),
+    })
 }
 
 /// The tools gate's configuration.

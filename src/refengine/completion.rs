@@ -22,6 +22,7 @@ use super::emissions::{self, Kind, Record};
 use super::generate::{self, Finish, Output};
 use super::http::{self, Conn, Request};
 use super::json;
+use super::profile::Profile;
 use super::request::{self, Completion};
 use super::state::{mix64, Model};
 use super::timer::sleep_until_ns;
@@ -109,6 +110,23 @@ struct Timing {
 }
 
 impl Timing {
+    /// The profile's model for a prompt of `prompt_tokens` (decode slows with the context).
+    fn new(p: &Profile, prompt_tokens: usize) -> Timing {
+        let lc = 1.0 + p.long_context_decode_slowdown * prompt_tokens as f64 / 1000.0;
+        Timing {
+            base_iv: 1e9 / p.decode_tok_s * lc,
+            concurrency_slowdown: p.concurrency_slowdown,
+            tokens_per_chunk: p.tokens_per_chunk.max(1) as usize,
+            spec: (p.spec_acceptance > 0.0).then(|| {
+                (
+                    p.spec_acceptance,
+                    p.spec_draft_tokens as u32,
+                    p.spec_expected_tokens(),
+                )
+            }),
+        }
+    }
+
     fn interval(&self, model: &Model) -> f64 {
         let running = model.running.load(Relaxed).max(1) as f64;
         self.base_iv * (1.0 + self.concurrency_slowdown * (running - 1.0))
@@ -122,6 +140,153 @@ enum Ev {
     Answer(usize, usize),
 }
 
+/// When each chunk is due: reasoning tokens in the intervals before the first answer token
+/// (`t1`), then answer chunks of `tokens_per_chunk` (or one speculative step's accepted tokens)
+/// at the model's decode interval.
+struct Schedule {
+    timing: Timing,
+    spec_rng: ChaCha8Rng,
+    adm: u64,
+    t1: u64,
+    n_reason: usize,
+    n_answer: usize,
+    r_start: f64,
+    r_iv: f64,
+    r_done: usize,
+    a_done: usize,
+    /// Offset of the last answer token from t1, ns.
+    a_off: f64,
+}
+
+impl Schedule {
+    /// Reasoning: R tokens in the R intervals before t1 (compressed when they don't fit).
+    fn new(
+        timing: Timing,
+        spec_rng: ChaCha8Rng,
+        model: &Model,
+        span: (u64, u64),
+        out: &Output,
+        r_full: f64,
+    ) -> Schedule {
+        let (adm, t1) = span;
+        let n_reason = out.reasoning_ends.len();
+        let (r_start, r_iv) = if n_reason > 0 {
+            let iv = timing.interval(model);
+            let span = (t1 - adm) as f64;
+            if r_full * iv <= span {
+                (span - r_full * iv, iv)
+            } else {
+                (0.0, span / r_full)
+            }
+        } else {
+            (0.0, 0.0)
+        };
+        Schedule {
+            timing,
+            spec_rng,
+            adm,
+            t1,
+            n_reason,
+            n_answer: out.answer_tokens(),
+            r_start,
+            r_iv,
+            r_done: 0,
+            a_done: 0,
+            a_off: 0.0,
+        }
+    }
+
+    /// The next event and its deadline (mono ns); counts the speculative draft and accepted
+    /// tokens it decides.
+    fn next(&mut self, model: &Model) -> (u64, Ev) {
+        let k = self.timing.tokens_per_chunk;
+        if self.r_done < self.n_reason {
+            let g = if self.r_done == 0 {
+                1
+            } else {
+                k.min(self.n_reason - self.r_done)
+            };
+            let last = (self.r_done + g - 1) as f64;
+            let d = self.adm + (self.r_start + last * self.r_iv).round() as u64;
+            return (d, Ev::Reasoning(self.r_done, self.r_done + g));
+        }
+        let rem = self.n_answer - self.a_done;
+        let g = if self.a_done == 0 {
+            1
+        } else if let Some((alpha, draft, e)) = self.timing.spec {
+            let mut acc = 0;
+            while acc < draft && self.spec_rng.gen_bool(alpha) {
+                acc += 1;
+            }
+            let counters = &model.counters;
+            counters.spec_draft_tokens.fetch_add(draft as u64, Relaxed);
+            counters.spec_accepted_tokens.fetch_add(acc as u64, Relaxed);
+            self.a_off += self.timing.interval(model) * e;
+            (1 + acc as usize).min(rem)
+        } else {
+            let g = k.min(rem);
+            self.a_off += self.timing.interval(model) * g as f64;
+            g
+        };
+        (
+            self.t1 + self.a_off.round() as u64,
+            Ev::Answer(self.a_done, self.a_done + g),
+        )
+    }
+
+    /// Marks `ev` written.
+    fn done(&mut self, ev: Ev) {
+        match ev {
+            Ev::Reasoning(_, b) => self.r_done = b,
+            Ev::Answer(_, b) => self.a_done = b,
+        }
+    }
+}
+
+/// The filler's seed: --seed, the request's seed and prompt; with temperature > 0 and no seed
+/// also the request's sequence number (a fresh sample each time).
+fn text_seed(app: &App, c: &Completion, seq: u64) -> u64 {
+    let mut text_seed = mix64(app.seed) ^ mix64(c.seed.map_or(0, |s| s.wrapping_add(1)));
+    text_seed ^= c.prompt_ids.iter().fold(0x7e47u64, |h, &i| mix64(h ^ i));
+    if c.seed.is_none() && c.temperature.is_some_and(|t| t > 0.0) {
+        text_seed ^= mix64(seq ^ 0x5eed);
+    }
+    text_seed
+}
+
+/// The prompt's cached tokens (counted in the prefix-cache metrics) when the cache is used.
+fn cached_tokens(model: &Model, c: &Completion, use_cache: bool) -> usize {
+    if !use_cache {
+        return 0;
+    }
+    let hit = model.cache_lookup(&c.prompt_ids);
+    let counters = &model.counters;
+    counters
+        .prefix_cache_queries
+        .fetch_add(c.prompt_ids.len() as u64, Relaxed);
+    counters.prefix_cache_hits.fetch_add(hit as u64, Relaxed);
+    hit
+}
+
+/// The start every chunk and body shares: `{"id":…,"object":…,"created":…,"model":…,`.
+fn object_head(id: &str, p: &Profile, c: &Completion) -> String {
+    let created = crate::clock::unix_secs();
+    let object = match (c.chat, c.stream) {
+        (true, true) => "chat.completion.chunk",
+        (true, false) => "chat.completion",
+        (false, _) => "text_completion",
+    };
+    let mut head = String::with_capacity(128);
+    head.push_str("{\"id\":");
+    json::push_str(&mut head, id);
+    head.push_str(&format!(
+        ",\"object\":\"{object}\",\"created\":{created},\"model\":"
+    ));
+    json::push_str(&mut head, &p.model);
+    head.push(',');
+    head
+}
+
 async fn run(
     app: &Arc<App>,
     conn: &mut Conn,
@@ -133,13 +298,6 @@ async fn run(
     let p = &model.profile;
     let prompt_tokens = c.prompt_ids.len();
     let budget = (c.max_tokens).min(p.context_tokens - prompt_tokens as u64) as usize;
-    // Filler depends on --seed, the request's seed and prompt; with temperature > 0 and no seed it
-    // also depends on the request's sequence number (a fresh sample each time).
-    let mut text_seed = mix64(app.seed) ^ mix64(c.seed.map_or(0, |s| s.wrapping_add(1)));
-    text_seed ^= c.prompt_ids.iter().fold(0x7e47u64, |h, &i| mix64(h ^ i));
-    if c.seed.is_none() && c.temperature.is_some_and(|t| t > 0.0) {
-        text_seed ^= mix64(seq ^ 0x5eed);
-    }
     let call_id = format!("call_{}", rec.id.rsplit('-').next().unwrap_or("0"));
     let out = generate::generate(
         p,
@@ -154,7 +312,7 @@ async fn run(
             response_format: c.response_format.as_ref(),
             ignore_eos: c.ignore_eos,
             budget,
-            text_seed,
+            text_seed: text_seed(app, &c, seq),
         },
         &call_id,
     );
@@ -169,55 +327,18 @@ async fn run(
         .prompt_tokens
         .fetch_add(prompt_tokens as u64, Relaxed);
     let use_cache = p.prefix_cache && c.cache_prompt;
-    let cached = if use_cache {
-        let hit = model.cache_lookup(&c.prompt_ids);
-        counters
-            .prefix_cache_queries
-            .fetch_add(prompt_tokens as u64, Relaxed);
-        counters.prefix_cache_hits.fetch_add(hit as u64, Relaxed);
-        hit
-    } else {
-        0
-    };
+    let cached = cached_tokens(model, &c, use_cache);
     let prefill_ns = if p.prefill_tok_s > 0.0 {
         (prompt_tokens - cached) as f64 * 1e9 / p.prefill_tok_s
     } else {
         0.0
     };
     let t1 = adm + (p.ttft_ms * 1e6 + prefill_ns).round() as u64;
-    let lc = 1.0 + p.long_context_decode_slowdown * prompt_tokens as f64 / 1000.0;
-    let timing = Timing {
-        base_iv: 1e9 / p.decode_tok_s * lc,
-        concurrency_slowdown: p.concurrency_slowdown,
-        tokens_per_chunk: p.tokens_per_chunk.max(1) as usize,
-        spec: (p.spec_acceptance > 0.0).then(|| {
-            (
-                p.spec_acceptance,
-                p.spec_draft_tokens as u32,
-                p.spec_expected_tokens(),
-            )
-        }),
-    };
-    let mut spec_rng = ChaCha8Rng::seed_from_u64(mix64(app.seed ^ 0x5bec) ^ mix64(seq));
-
-    let created = crate::clock::unix_secs();
-    let object = match (c.chat, c.stream) {
-        (true, true) => "chat.completion.chunk",
-        (true, false) => "chat.completion",
-        (false, _) => "text_completion",
-    };
-    let mut head = String::with_capacity(128);
-    head.push_str("{\"id\":");
-    json::push_str(&mut head, &rec.id);
-    head.push_str(&format!(
-        ",\"object\":\"{object}\",\"created\":{created},\"model\":"
-    ));
-    json::push_str(&mut head, &p.model);
-    head.push(',');
+    let spec_rng = ChaCha8Rng::seed_from_u64(mix64(app.seed ^ 0x5bec) ^ mix64(seq));
+    let head = object_head(&rec.id, p, &c);
 
     let total = out.completion_tokens();
     let n_reason = out.reasoning_ends.len();
-    let n_answer = out.answer_tokens();
     let crash_armed = p.crash_after_requests.is_some_and(|n| seq >= n);
     let stall_at = if c.stream { p.stall_after_chunks } else { None };
 
@@ -230,80 +351,32 @@ async fn run(
         stall_at,
     };
 
-    if c.stream {
-        let h = http::stream_head(&w.rec.id);
-        let t = mono_ns();
-        w.rec.head_ns = t;
-        if !w.conn.write(&h).await {
-            return w.gone();
-        }
-    }
     let mut role_pending = c.chat;
-    if c.stream && c.chat && p.early_role_chunk {
-        w.payload.clear();
-        w.payload.push_str(&head);
-        w.payload
-            .push_str("\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\"},\"logprobs\":null,\"finish_reason\":null}]}");
-        if let Some(r) = w.event(Kind::Role).await {
-            return r;
+    if c.stream {
+        match start_stream(&mut w, &head, c.chat && p.early_role_chunk).await {
+            Ok(true) => role_pending = false,
+            Ok(false) => {}
+            Err(r) => return r,
         }
-        role_pending = false;
     }
 
-    // Reasoning schedule: R tokens in the R intervals before t1 (compressed when they don't fit).
     let r_full = if c.chat {
         p.reasoning_tokens as f64
     } else {
         0.0
     };
-    let (r_start, r_iv) = if n_reason > 0 {
-        let iv = timing.interval(model);
-        let span = (t1 - adm) as f64;
-        if r_full * iv <= span {
-            (span - r_full * iv, iv)
-        } else {
-            (0.0, span / r_full)
-        }
-    } else {
-        (0.0, 0.0)
-    };
-
-    let k = timing.tokens_per_chunk;
+    let mut schedule = Schedule::new(
+        Timing::new(p, prompt_tokens),
+        spec_rng,
+        model,
+        (adm, t1),
+        &out,
+        r_full,
+    );
     let mut emitted = 0usize; // tokens written so far (both phases)
-    let mut r_done = 0usize;
-    let mut a_done = 0usize;
-    let mut a_off = 0.0f64; // offset of the last answer token from t1, ns
     let mut cache_inserted = !use_cache;
     while emitted < total {
-        let (deadline, ev) = if r_done < n_reason {
-            let g = if r_done == 0 {
-                1
-            } else {
-                k.min(n_reason - r_done)
-            };
-            let last = (r_done + g - 1) as f64;
-            let d = adm + (r_start + last * r_iv).round() as u64;
-            (d, Ev::Reasoning(r_done, r_done + g))
-        } else {
-            let rem = n_answer - a_done;
-            let g = if a_done == 0 {
-                1
-            } else if let Some((alpha, draft, e)) = timing.spec {
-                let mut acc = 0;
-                while acc < draft && spec_rng.gen_bool(alpha) {
-                    acc += 1;
-                }
-                counters.spec_draft_tokens.fetch_add(draft as u64, Relaxed);
-                counters.spec_accepted_tokens.fetch_add(acc as u64, Relaxed);
-                a_off += timing.interval(model) * e;
-                (1 + acc as usize).min(rem)
-            } else {
-                let g = k.min(rem);
-                a_off += timing.interval(model) * g as f64;
-                g
-            };
-            (t1 + a_off.round() as u64, Ev::Answer(a_done, a_done + g))
-        };
+        let (deadline, ev) = schedule.next(model);
         let g = match ev {
             Ev::Reasoning(a, b) | Ev::Answer(a, b) => b - a,
         };
@@ -322,54 +395,7 @@ async fn run(
         if c.stream {
             w.payload.clear();
             w.payload.push_str(&head);
-            let kind = match ev {
-                Ev::Reasoning(a, b) => {
-                    if c.chat {
-                        w.payload.push_str("\"choices\":[{\"index\":0,\"delta\":{");
-                        if role_pending {
-                            w.payload.push_str("\"role\":\"assistant\",");
-                        }
-                        w.payload.push_str("\"reasoning_content\":");
-                        json::push_str(&mut w.payload, out.reasoning_text(a, b));
-                        w.payload.push('}');
-                    }
-                    Kind::Reasoning
-                }
-                Ev::Answer(a, b) => {
-                    if !c.chat {
-                        w.payload.push_str("\"choices\":[{\"index\":0,\"text\":");
-                        json::push_str(&mut w.payload, out.answer_text(a, b));
-                        Kind::Content
-                    } else {
-                        w.payload.push_str("\"choices\":[{\"index\":0,\"delta\":{");
-                        if role_pending {
-                            w.payload.push_str("\"role\":\"assistant\",");
-                        }
-                        let kind = if let Some(tc) = &out.tool {
-                            w.payload.push_str("\"tool_calls\":[{\"index\":0,");
-                            if a == 0 {
-                                w.payload.push_str("\"id\":");
-                                json::push_str(&mut w.payload, &tc.id);
-                                w.payload
-                                    .push_str(",\"type\":\"function\",\"function\":{\"name\":");
-                                json::push_str(&mut w.payload, &tc.name);
-                                w.payload.push_str(",\"arguments\":");
-                            } else {
-                                w.payload.push_str("\"function\":{\"arguments\":");
-                            }
-                            json::push_str(&mut w.payload, out.answer_text(a, b));
-                            w.payload.push_str("}}]");
-                            Kind::Tool
-                        } else {
-                            w.payload.push_str("\"content\":");
-                            json::push_str(&mut w.payload, out.answer_text(a, b));
-                            Kind::Content
-                        };
-                        w.payload.push('}');
-                        kind
-                    }
-                }
-            };
+            let kind = push_delta(&mut w.payload, ev, &out, c.chat, role_pending);
             role_pending = false;
             w.payload
                 .push_str(",\"logprobs\":null,\"finish_reason\":null}]}");
@@ -381,10 +407,7 @@ async fn run(
             }
         }
         emitted += g;
-        match ev {
-            Ev::Reasoning(_, b) => r_done = b,
-            Ev::Answer(_, b) => a_done = b,
-        }
+        schedule.done(ev);
     }
     counters.generation_tokens.fetch_add(total as u64, Relaxed);
 
@@ -392,50 +415,136 @@ async fn run(
         "{{\"prompt_tokens\":{prompt_tokens},\"completion_tokens\":{total},\"total_tokens\":{},\"prompt_tokens_details\":{{\"cached_tokens\":{cached}}},\"completion_tokens_details\":{{\"reasoning_tokens\":{n_reason}}}}}",
         prompt_tokens + total
     );
-    let finish = out.finish;
     if c.stream {
-        w.payload.clear();
-        w.payload.push_str(&head);
-        if c.chat {
-            w.payload.push_str("\"choices\":[{\"index\":0,\"delta\":{}");
-        } else {
-            w.payload
-                .push_str("\"choices\":[{\"index\":0,\"text\":\"\"");
-        }
-        w.payload.push_str(&format!(
-            ",\"logprobs\":null,\"finish_reason\":\"{}\"}}]}}",
-            finish.as_str()
-        ));
-        if let Some(r) = w.event(Kind::Finish).await {
-            return r;
-        }
-        if c.include_usage {
-            w.payload.clear();
-            w.payload.push_str(&head);
-            w.payload.push_str("\"choices\":[],\"usage\":");
-            w.payload.push_str(&usage);
-            w.payload.push('}');
-            if let Some(r) = w.event(Kind::Usage).await {
-                return r;
-            }
-        }
-        if let Some(r) = w.stall_check().await {
-            return r;
-        }
-        let t = mono_ns();
-        w.rec.push(t, Kind::Done);
-        emissions::commit(w.rec);
-        let ok = w.conn.write(http::DONE_AND_END).await;
-        if ok {
-            counters.request_success.fetch_add(1, Relaxed);
-        }
+        let ok = finish_stream(w, &head, &c, out.finish, &usage, model).await;
         drop(admission);
         return ok;
     }
     drop(admission);
-    let body = non_stream_body(&head, c.chat, &out, finish, &usage);
+    let body = non_stream_body(&head, c.chat, &out, out.finish, &usage);
     counters.request_success.fetch_add(1, Relaxed);
     respond_once(w.conn, w.rec, 200, &body, Kind::Done).await
+}
+
+/// A stream's start: the HTTP head, then with `role_chunk` a chunk with the role alone.
+/// Ok(whether the role was sent); Err(keep-alive) when the request ended there.
+async fn start_stream(w: &mut Writer<'_>, head: &str, role_chunk: bool) -> Result<bool, bool> {
+    let h = http::stream_head(&w.rec.id);
+    w.rec.head_ns = mono_ns();
+    if !w.conn.write(&h).await {
+        return Err(w.gone());
+    }
+    if !role_chunk {
+        return Ok(false);
+    }
+    w.payload.clear();
+    w.payload.push_str(head);
+    w.payload
+        .push_str("\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\"},\"logprobs\":null,\"finish_reason\":null}]}");
+    match w.event(Kind::Role).await {
+        Some(r) => Err(r),
+        None => Ok(true),
+    }
+}
+
+/// One streamed chunk's choice for tokens [a, b) of `ev` (after the object head, before
+/// `logprobs`): a reasoning delta, a content delta or text, or a tool-call delta (the first
+/// carries the call's id and name). The role rides on the first delta when not sent earlier.
+fn push_delta(payload: &mut String, ev: Ev, out: &Output, chat: bool, role_pending: bool) -> Kind {
+    let open_delta = |payload: &mut String| {
+        payload.push_str("\"choices\":[{\"index\":0,\"delta\":{");
+        if role_pending {
+            payload.push_str("\"role\":\"assistant\",");
+        }
+    };
+    match ev {
+        Ev::Reasoning(a, b) => {
+            if chat {
+                open_delta(payload);
+                payload.push_str("\"reasoning_content\":");
+                json::push_str(payload, out.reasoning_text(a, b));
+                payload.push('}');
+            }
+            Kind::Reasoning
+        }
+        Ev::Answer(a, b) if !chat => {
+            payload.push_str("\"choices\":[{\"index\":0,\"text\":");
+            json::push_str(payload, out.answer_text(a, b));
+            Kind::Content
+        }
+        Ev::Answer(a, b) => {
+            open_delta(payload);
+            let kind = if let Some(tc) = &out.tool {
+                payload.push_str("\"tool_calls\":[{\"index\":0,");
+                if a == 0 {
+                    payload.push_str("\"id\":");
+                    json::push_str(payload, &tc.id);
+                    payload.push_str(",\"type\":\"function\",\"function\":{\"name\":");
+                    json::push_str(payload, &tc.name);
+                    payload.push_str(",\"arguments\":");
+                } else {
+                    payload.push_str("\"function\":{\"arguments\":");
+                }
+                json::push_str(payload, out.answer_text(a, b));
+                payload.push_str("}}]");
+                Kind::Tool
+            } else {
+                payload.push_str("\"content\":");
+                json::push_str(payload, out.answer_text(a, b));
+                Kind::Content
+            };
+            payload.push('}');
+            kind
+        }
+    }
+}
+
+/// A stream's end: the finish chunk, the usage chunk when asked, the stall fault's check,
+/// `[DONE]` (a success once written). Returns whether the connection stays open.
+async fn finish_stream(
+    mut w: Writer<'_>,
+    head: &str,
+    c: &Completion,
+    finish: Finish,
+    usage: &str,
+    model: &Model,
+) -> bool {
+    w.payload.clear();
+    w.payload.push_str(head);
+    if c.chat {
+        w.payload.push_str("\"choices\":[{\"index\":0,\"delta\":{}");
+    } else {
+        w.payload
+            .push_str("\"choices\":[{\"index\":0,\"text\":\"\"");
+    }
+    w.payload.push_str(&format!(
+        ",\"logprobs\":null,\"finish_reason\":\"{}\"}}]}}",
+        finish.as_str()
+    ));
+    if let Some(r) = w.event(Kind::Finish).await {
+        return r;
+    }
+    if c.include_usage {
+        w.payload.clear();
+        w.payload.push_str(head);
+        w.payload.push_str("\"choices\":[],\"usage\":");
+        w.payload.push_str(usage);
+        w.payload.push('}');
+        if let Some(r) = w.event(Kind::Usage).await {
+            return r;
+        }
+    }
+    if let Some(r) = w.stall_check().await {
+        return r;
+    }
+    let t = mono_ns();
+    w.rec.push(t, Kind::Done);
+    emissions::commit(w.rec);
+    let ok = w.conn.write(http::DONE_AND_END).await;
+    if ok {
+        model.counters.request_success.fetch_add(1, Relaxed);
+    }
+    ok
 }
 
 fn non_stream_body(head: &str, chat: bool, out: &Output, finish: Finish, usage: &str) -> String {

@@ -258,32 +258,74 @@ pub fn regressions(c: &Comparison, pct: f64) -> Vec<Regression> {
     out
 }
 
-/// The comparison as JSON (labels, forced differences, rows, the arms of one side only).
-pub fn to_json(c: &Comparison) -> serde_json::Value {
-    let rows: Vec<serde_json::Value> = c
-        .rows
-        .iter()
-        .flat_map(|r| {
-            r.metrics.iter().map(move |(m, x, y)| {
-                serde_json::json!({
-                    "arm": r.arm,
-                    "metric": m,
-                    "field": descriptor(*m).field(),
-                    "a": x,
-                    "b": y,
-                    "change_pct": match (x, y) { (Some(x), Some(y)) => change_pct(x, y), _ => None },
+/// One metric of one shared arm in `compare --json`'s `rows`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MetricRow {
+    pub arm: String,
+    pub metric: RankingMetric,
+    /// The metric's field name (`ttft_ms`).
+    pub field: String,
+    pub a: Option<Stat>,
+    pub b: Option<Stat>,
+    pub change_pct: Option<f64>,
+}
+
+/// What `compare --json` prints: labels, forced differences, a row per shared arm and metric,
+/// the arms of one side only, the load warnings and, with `--fail-on-regression`, its limit and
+/// what passed it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ComparisonDoc {
+    pub a: String,
+    pub b: String,
+    pub forced_differences: Vec<Difference>,
+    pub rows: Vec<MetricRow>,
+    pub only_a: Vec<String>,
+    pub only_b: Vec<String>,
+    pub warnings: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fail_on_regression_pct: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub regressions: Option<Vec<Regression>>,
+}
+
+impl ComparisonDoc {
+    /// The comparison's document with no warnings and no regression gate.
+    pub fn new(c: &Comparison) -> ComparisonDoc {
+        let rows = c
+            .rows
+            .iter()
+            .flat_map(|r| {
+                r.metrics.iter().map(move |(m, x, y)| MetricRow {
+                    arm: r.arm.clone(),
+                    metric: *m,
+                    field: descriptor(*m).field(),
+                    a: *x,
+                    b: *y,
+                    change_pct: match (x, y) {
+                        (Some(x), Some(y)) => change_pct(x, y),
+                        _ => None,
+                    },
                 })
             })
-        })
-        .collect();
-    serde_json::json!({
-        "a": c.a,
-        "b": c.b,
-        "forced_differences": c.forced,
-        "rows": rows,
-        "only_a": c.only_a,
-        "only_b": c.only_b,
-    })
+            .collect();
+        ComparisonDoc {
+            a: c.a.clone(),
+            b: c.b.clone(),
+            forced_differences: c.forced.clone(),
+            rows,
+            only_a: c.only_a.clone(),
+            only_b: c.only_b.clone(),
+            warnings: Vec::new(),
+            fail_on_regression_pct: None,
+            regressions: None,
+        }
+    }
+
+    /// The document as JSON, its keys sorted (through `Value`) as `compare --json` always wrote
+    /// them.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self).expect("a comparison has only string keys")
+    }
 }
 
 /// The comparison as a table: per shared arm and metric, both medians with CIs, the change and

@@ -9,33 +9,23 @@
 
 use super::chartkit::{self, esc};
 use super::charts;
-use super::markdown::{interval_cell, intervals_sentence};
+use super::markdown::{interval_cells, intervals_sentence, level_cell, num, or_dash};
 use super::series::Series;
-use super::summary::{headline_levels, level_key, ranked_level};
+use super::summary::{headline_levels, ranked_level, DecisionSummary};
 use super::timeline;
 use crate::decide::metric::{CONCURRENCY, DECODE, TTFT};
 use crate::decide::Verdict;
 use crate::evidence::result::CampaignResult;
-use serde_json::Value;
 use std::fmt::Write as _;
 
-fn v2s(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        Value::Null => "—".into(),
-        o => o.to_string(),
-    }
-}
-
-pub fn render(v: &Verdict, r: &CampaignResult, s: &Series, summary: &Value) -> String {
+pub fn render(v: &Verdict, r: &CampaignResult, s: &Series, summary: &DecisionSummary) -> String {
     let mut o = String::new();
     o.push_str(&chartkit::head());
     let _ = write!(o, "<h1>Bake-off verdict: {}</h1>", esc(&r.campaign_id));
-    let d = &summary["decision"];
     let _ = write!(
         o,
         "<p><b>Winner:</b> {} &nbsp; <b>Promotion authorized:</b> <span class=\"{}\">{}</span> &nbsp; <b>Labels:</b> {} &nbsp; <b>Complete:</b> {}</p><p>{}</p><p><b>Next gate:</b> {}</p>",
-        esc(&v2s(&d["winner"])),
+        esc(&or_dash(summary.decision.winner.as_deref())),
         if v.promotion_authorized { "ok" } else { "bad" },
         if v.promotion_authorized { "yes" } else { "no" },
         esc(&v.decision_labels.join(", ")),
@@ -49,7 +39,7 @@ pub fn render(v: &Verdict, r: &CampaignResult, s: &Series, summary: &Value) -> S
         esc(&r.identity.hardware),
         esc(&r.identity.topology),
         esc(&r.identity.incumbent),
-        v2s(&summary["workload"]["matched_prompt_tokens"]),
+        summary.workload.matched_prompt_tokens,
         esc(&v
             .priorities
             .iter()
@@ -73,30 +63,23 @@ pub fn render(v: &Verdict, r: &CampaignResult, s: &Series, summary: &Value) -> S
         TTFT.p50_header(),
         DECODE.p50_header(),
     );
-    for h in summary["headline_results"].as_array().into_iter().flatten() {
-        let ci = |m: &crate::decide::metric::Descriptor| {
-            let c = interval_cell(h, &m.ci95_key(), &m.ci_key());
-            esc(c.trim().trim_start_matches('(').trim_end_matches(')'))
-        };
+    for h in &summary.headline_results {
+        let [ttft_ci, decode_ci] =
+            interval_cells(h).map(|c| esc(c.trim().trim_start_matches('(').trim_end_matches(')')));
         let level_cells: String = levels
             .iter()
-            .map(|c| {
-                format!(
-                    "<td class=n>{}</td>",
-                    h.get(level_key(*c)).map(v2s).unwrap_or_else(|| "—".into())
-                )
-            })
+            .map(|c| format!("<td class=n>{}</td>", level_cell(h, *c)))
             .collect();
         let _ = write!(
             o,
             "<tr><td>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td>{level_cells}<td>{}</td></tr>",
-            esc(&v2s(&h["candidate"])),
-            v2s(&h["context_tokens"]),
-            v2s(&h[TTFT.p50_key()]),
-            ci(&TTFT),
-            v2s(&h[DECODE.p50_key()]),
-            ci(&DECODE),
-            esc(&v2s(&h["decision"]))
+            esc(&h.candidate),
+            h.context_tokens,
+            num(h.ttft_p50_ms),
+            ttft_ci,
+            num(h.decode_p50_tok_s),
+            decode_ci,
+            esc(&h.decision)
         );
     }
     let mut plots = charts::plots(r, s);

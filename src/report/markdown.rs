@@ -1,19 +1,26 @@
 //! `publication-summary.md`: identity, workload, gates, headline results (with CIs), failures,
 //! limitations, decision, and how to re-check.
 
-use super::summary::{headline_levels, level_key, ranked_level};
+use super::summary::{
+    headline_levels, ranked_level, DecisionSummary, Headline, Interval, IntervalMethod,
+};
 use crate::decide::metric::{pct, CONCURRENCY, DECODE, TTFT};
 use crate::decide::Verdict;
 use crate::evidence::result::CampaignResult;
-use serde_json::Value;
 use std::fmt::Write as _;
 
-fn s(v: &Value) -> String {
-    match v {
-        Value::String(x) => x.clone(),
-        Value::Null => "—".into(),
-        other => other.to_string(),
+/// A number as `decision-summary.json` writes it (`50.0`, where Rust's `{}` writes `50`); "—"
+/// for none.
+pub fn num(x: f64) -> String {
+    match serde_json::Value::from(x) {
+        serde_json::Value::Null => "—".into(),
+        v => v.to_string(),
     }
+}
+
+/// An optional text, "—" for none.
+pub fn or_dash(x: Option<&str>) -> String {
+    x.unwrap_or("—").to_string()
 }
 
 fn cell(x: &str) -> String {
@@ -21,28 +28,40 @@ fn cell(x: &str) -> String {
 }
 
 /// A headline interval in short: " (49.9–51.9, 96.88 % CI)", " (49.9–51.9, range 93.75 %)".
-pub fn interval_cell(h: &Value, ci95_key: &str, ci_key: &str) -> String {
-    let Some(a) = h[ci95_key].as_array() else {
+pub fn interval_cell(ci95: Option<[f64; 2]>, interval: Option<&Interval>) -> String {
+    let Some(a) = ci95 else {
         return String::new();
     };
-    let i = &h[ci_key];
-    let what = match (i["method"].as_str(), i["coverage"].as_f64()) {
-        (Some("order-statistic"), Some(c)) => format!("{} % CI", pct(c)),
-        (Some("range"), Some(c)) => format!("range {} %", pct(c)),
+    let what = match interval.map(|i| (i.method, i.coverage)) {
+        Some((IntervalMethod::OrderStatistic, Some(c))) => format!("{} % CI", pct(c)),
+        Some((IntervalMethod::Range, Some(c))) => format!("range {} %", pct(c)),
         _ => "bootstrap".into(),
     };
-    format!(" ({}–{}, {what})", s(&a[0]), s(&a[1]))
+    format!(" ({}–{}, {what})", num(a[0]), num(a[1]))
+}
+
+/// A headline row's TTFT and decode intervals, in short ([`interval_cell`]).
+pub fn interval_cells(h: &Headline) -> [String; 2] {
+    [
+        interval_cell(h.ttft_p50_ci95_ms, h.ttft_p50_ci.as_ref()),
+        interval_cell(h.decode_p50_ci95_tok_s, h.decode_p50_ci.as_ref()),
+    ]
+}
+
+/// A headline row's aggregate throughput at level `c`, "—" when it did not run it.
+pub fn level_cell(h: &Headline, c: u64) -> String {
+    h.aggregate_at(c).map(num).unwrap_or_else(|| "—".into())
 }
 
 /// The sentence above the headline table: what the intervals are.
-pub fn intervals_sentence(summary: &Value) -> String {
+pub fn intervals_sentence(summary: &DecisionSummary) -> String {
     let mut range_n: Vec<u64> = Vec::new();
     let mut boot = false;
-    for h in summary["headline_results"].as_array().into_iter().flatten() {
-        for k in [TTFT.ci_key(), DECODE.ci_key()] {
-            match h[&k]["method"].as_str() {
-                Some("range") => range_n.extend(h[&k]["n"].as_u64()),
-                Some("order-statistic") => {}
+    for h in &summary.headline_results {
+        for i in [&h.ttft_p50_ci, &h.decode_p50_ci] {
+            match i {
+                Some(i) if i.method == IntervalMethod::Range => range_n.push(i.n),
+                Some(i) if i.method == IntervalMethod::OrderStatistic => {}
                 _ => boot = true,
             }
         }
@@ -63,14 +82,13 @@ pub fn intervals_sentence(summary: &Value) -> String {
     parts.join(" ")
 }
 
-pub fn render(v: &Verdict, r: &CampaignResult, summary: &Value) -> String {
+pub fn render(v: &Verdict, r: &CampaignResult, summary: &DecisionSummary) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "# Bake-off verdict: {}\n", r.campaign_id);
-    let d = &summary["decision"];
     let _ = writeln!(
         o,
         "**Winner:** {}  \n**Promotion authorized:** {}  \n**Decision labels:** {}  \n**Complete:** {}\n",
-        s(&d["winner"]),
+        or_dash(summary.decision.winner.as_deref()),
         if v.promotion_authorized { "yes" } else { "no" },
         v.decision_labels.join(", "),
         if v.complete { "yes" } else { "no" }
@@ -88,7 +106,7 @@ pub fn render(v: &Verdict, r: &CampaignResult, summary: &Value) -> String {
         cell(&r.started_at),
         cell(&r.updated_at)
     );
-    let w = &summary["workload"];
+    let w = &summary.workload;
     let _ = writeln!(o, "## Workload\n");
     let _ = writeln!(
         o,
@@ -102,8 +120,7 @@ pub fn render(v: &Verdict, r: &CampaignResult, summary: &Value) -> String {
     let _ = writeln!(
         o,
         "- matched prompt: {} tokens (endpoint-reported), max_tokens {}",
-        s(&w["matched_prompt_tokens"]),
-        r.workload.max_tokens
+        w.matched_prompt_tokens, r.workload.max_tokens
     );
     if let Some(src) = &r.workload.source {
         let _ = writeln!(
@@ -124,26 +141,25 @@ pub fn render(v: &Verdict, r: &CampaignResult, summary: &Value) -> String {
     let _ = writeln!(
         o,
         "- long-context actual prompt tokens: {}",
-        w["long_context_actual_prompt_tokens"]
+        serde_json::to_string(&w.long_context_actual_prompt_tokens).unwrap_or_default()
     );
     let _ = writeln!(
         o,
         "- measurement path: {}; {}\n",
-        r.measurement_path,
-        s(&summary["measurement"]["warm_cold_state"])
+        r.measurement_path, summary.measurement.warm_cold_state
     );
     let _ = writeln!(
         o,
         "## Gates\n\n| gate | status | detail | evidence |\n|---|---|---|---|"
     );
-    for g in summary["gates"].as_array().into_iter().flatten() {
+    for g in &summary.gates {
         let _ = writeln!(
             o,
             "| {} | {} | {} | {} |",
-            cell(&s(&g["name"])),
-            cell(&s(&g["status"])),
-            cell(g.get("detail").map(s).as_deref().unwrap_or("")),
-            cell(g.get("evidence").map(s).as_deref().unwrap_or(""))
+            cell(&g.name),
+            cell(&g.status),
+            cell(g.detail.as_deref().unwrap_or("")),
+            cell(g.evidence.as_deref().unwrap_or(""))
         );
     }
     let _ = writeln!(
@@ -167,26 +183,20 @@ pub fn render(v: &Verdict, r: &CampaignResult, summary: &Value) -> String {
         DECODE.p50_header(),
         "---:|".repeat(levels.len())
     );
-    for h in summary["headline_results"].as_array().into_iter().flatten() {
+    for h in &summary.headline_results {
         let level_cells: String = levels
             .iter()
-            .map(|c| {
-                format!(
-                    " {} |",
-                    h.get(level_key(*c)).map(s).unwrap_or_else(|| "—".into())
-                )
-            })
+            .map(|c| format!(" {} |", level_cell(h, *c)))
             .collect();
+        let [ttft_ci, decode_ci] = interval_cells(h);
         let _ = writeln!(
             o,
-            "| {} | {} | {}{} | {}{} |{level_cells} {} |",
-            cell(&s(&h["candidate"])),
-            s(&h["context_tokens"]),
-            s(&h[TTFT.p50_key()]),
-            interval_cell(h, &TTFT.ci95_key(), &TTFT.ci_key()),
-            s(&h[DECODE.p50_key()]),
-            interval_cell(h, &DECODE.ci95_key(), &DECODE.ci_key()),
-            cell(&s(&h["decision"]))
+            "| {} | {} | {}{ttft_ci} | {}{decode_ci} |{level_cells} {} |",
+            cell(&h.candidate),
+            h.context_tokens,
+            num(h.ttft_p50_ms),
+            num(h.decode_p50_tok_s),
+            cell(&h.decision)
         );
     }
     let _ = writeln!(o, "\n## Failures\n");
@@ -219,7 +229,11 @@ pub fn render(v: &Verdict, r: &CampaignResult, summary: &Value) -> String {
     let _ = writeln!(o, "- evidence labels: {}", v.evidence_labels.join(", "));
     let _ = writeln!(o, "- decision labels: {}", v.decision_labels.join(", "));
     let _ = writeln!(o, "- promotion authorized: {}", v.promotion_authorized);
-    let _ = writeln!(o, "- winner: {}", s(&d["winner"]));
+    let _ = writeln!(
+        o,
+        "- winner: {}",
+        or_dash(summary.decision.winner.as_deref())
+    );
     let _ = writeln!(o, "- reason: {}", v.reason);
     let _ = writeln!(o, "- next gate: {}\n", v.next_gate);
     let _ = writeln!(
@@ -239,6 +253,6 @@ pub fn render(v: &Verdict, r: &CampaignResult, summary: &Value) -> String {
     }
     let _ = writeln!(o, "\n## How to re-check\n");
     let _ = writeln!(o, "```sh\nbakeoff verify DIR    # every file against artifact-manifest.json (SHA-256 and size)\nbakeoff report DIR    # re-derive this summary, decision-summary.json and report.html from the evidence\n```\n");
-    let _ = writeln!(o, "Every number above is copied from `campaign-result.json`, which names the evidence file of each step. Evidence: {}.", summary["evidence"].as_array().into_iter().flatten().map(s).collect::<Vec<_>>().join(", "));
+    let _ = writeln!(o, "Every number above is copied from `campaign-result.json`, which names the evidence file of each step. Evidence: {}.", summary.evidence.join(", "));
     o
 }

@@ -228,13 +228,13 @@ pub fn render_all_forced(bundle: &Path) -> anyhow::Result<Verdict> {
 fn render(bundle: &Path, force: bool) -> anyhow::Result<Verdict> {
     let b = load_checked(bundle, force)?;
     let v = verdict(&b);
-    let json = summary::build(&v, &b.result, &b.manifest);
-    let md = markdown::render(&v, &b.result, &json);
-    let page = html::render(&v, &b.result, &b.series, &json);
+    let doc = summary::build(&v, &b.result, &b.manifest);
+    let md = markdown::render(&v, &b.result, &doc);
+    let page = html::render(&v, &b.result, &b.series, &doc);
     let table = csv::campaign(bundle, &b.result);
     crate::evidence::write_atomic(
         &bundle.join(SUMMARY_FILE),
-        &serde_json::to_vec_pretty(&json)?,
+        &serde_json::to_vec_pretty(&doc.to_json())?,
     )?;
     crate::evidence::write_atomic(&bundle.join(PUBLICATION_FILE), md.as_bytes())?;
     crate::evidence::write_atomic(&bundle.join(HTML_FILE), page.as_bytes())?;

@@ -1,7 +1,8 @@
 //! An arm that is running ([`Live`]) and what every step that talks to it shares: its gate
 //! context, its request body, the crash check.
 
-use super::cx::{fail, Cx};
+use super::context::Cx;
+use super::step_outcome::fail;
 use crate::campaign::Arm;
 use crate::client::Target;
 use crate::evidence::result::Failure;

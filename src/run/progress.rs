@@ -1,7 +1,7 @@
 //! What the runner tells whoever shows its progress. The runner prints nothing itself: the CLI
 //! (cli/run.rs) turns these notes into a progress bar or lines, and warnings into stderr lines.
 
-use super::cx::Cx;
+use super::context::Cx;
 use crate::campaign::{Phase, PlanStep, StepKind};
 use std::sync::Arc;
 

@@ -2,8 +2,8 @@
 //! `checkpoint.json`. Every write is atomic and masked (no secret value reaches the bundle); the
 //! result and the checkpoint are rewritten after every step, so an interrupted run can resume.
 
+use super::first_records;
 use super::journal::{Journal, Purpose, State};
-use super::setup;
 use crate::campaign::checkpoint::{Checkpoint, ExtraStep, InvocationTiming, StepStatus};
 use crate::campaign::{Mask, Plan, PlanStep, StepKind};
 use crate::evidence::bundle;
@@ -64,7 +64,7 @@ impl Recorder {
             let mut ck = Checkpoint::new(plan);
             // A fresh campaign: its own place to start the prompt nonce numbers.
             ck.nonce_base = Some(crate::workload::filler::random_nonce_base());
-            (ck, setup::new_result(&plan.campaign))
+            (ck, first_records::new_result(&plan.campaign))
         };
         let mut rec = Recorder {
             dir,
@@ -93,7 +93,7 @@ impl Recorder {
                 )
             })?;
             crate::evidence::write_atomic(&rec.dir.join(bundle::CAMPAIGN_COPY), &src)?;
-            rec.write_json(bundle::ENVIRONMENT, &setup::environment(c))?;
+            rec.write_json(bundle::ENVIRONMENT, &first_records::environment(c))?;
             rec.write_json(
                 bundle::PLAN,
                 &json!({"campaign_id": c.campaign.id, "steps": plan.steps}),

@@ -13,9 +13,10 @@
 //!   incumbent serves, identity, preflight), `recovery-<n>.json`, the manifest
 //! ```
 
-use super::cx::{Cx, Outcome as StepOutcome};
+use super::context::Cx;
 use super::journal::{Entry, Purpose, State};
 use super::recorder::{read_journal, Recorder};
+use super::step_outcome::Outcome as StepOutcome;
 use super::steps::restoration;
 use super::{Notify, Options};
 use crate::campaign::{Campaign, Plan, StepKind};

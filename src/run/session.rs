@@ -8,8 +8,8 @@
 //!                                                                         ─▶ Session (plan, lock, …)
 //! ```
 
+use super::preconditions::{preconditions, PortState};
 use super::recover::{self, Recovery};
-use super::setup::{preconditions, PortState};
 use crate::campaign::{self, Campaign, Plan};
 use crate::lane::lock::{Holder, LaneLock};
 use std::path::PathBuf;

@@ -3,7 +3,8 @@
 //! (with every parameter it needs), a file in `steps/`, and one arm here.
 
 use super::arm::Live;
-use super::cx::{Cx, Done};
+use super::context::Cx;
+use super::step_outcome::Done;
 use super::steps;
 use crate::campaign::{PlanStep, StepKind};
 use crate::evidence::result::Failure;

@@ -3,8 +3,9 @@
 //! arm and goes straight to the restoration; a signal during the restoration does not cut it
 //! short; a panicking step is a failed step; a resumed run does not redo finished steps.
 
-use super::cx::{fail, Cx, Done, Outcome as StepOutcome};
+use super::context::Cx;
 use super::step::Steps;
+use super::step_outcome::{fail, Done, Outcome as StepOutcome};
 use super::{run_with, Options, Outcome};
 use crate::campaign::checkpoint::{Checkpoint, StepStatus};
 use crate::campaign::{self, Phase, PlanStep, StepKind};

@@ -3,6 +3,7 @@
 
 pub mod engine_metrics;
 pub mod gpu;
+pub mod host;
 pub mod sampler;
 
 pub use gpu::{

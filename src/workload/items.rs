@@ -11,7 +11,7 @@
 //!
 //! Synthetic prompts are matched prompts (`workload::prompt`), sized once per distinct length.
 
-use super::dataset::{approx_tokens, Dataset, ItemInput, Message, OutputLen};
+use super::dataset::{approx_tokens, Dataset, Item as DatasetItem, ItemInput, Message, OutputLen};
 use super::filler::NonceFormat;
 use super::prompt::{
     self, Backend, HttpBackend, MatchedPrompt, PromptSpec, SizingMode, SIZING_INDEX,
@@ -291,42 +291,152 @@ impl Sizer<'_> {
     }
 }
 
-/// Counts, filters and samples a dataset into a work set.
-pub async fn size_dataset(
+impl<'a> Sizer<'a> {
+    /// The counter for a dataset: `--tokenizer`, else the server's /tokenize when it answers a
+    /// probe, else none (the note says so).
+    async fn for_dataset(
+        ctx: &'a SizeCtx<'a>,
+        notes: &mut Vec<String>,
+    ) -> Result<Sizer<'a>, String> {
+        let counter = match ctx.tokenizer {
+            Some(p) => Counter::Local(Box::new(prompt::load_tokenizer(p)?)),
+            None => Counter::Server,
+        };
+        let mut s = Sizer {
+            ctx,
+            backend: HttpBackend {
+                target: ctx.target,
+                model: ctx.model,
+                endpoint: ctx.endpoint,
+                api_key: ctx.api_key,
+                timeout: ctx.timeout,
+                extra_body: ctx.extra_body,
+                mode: SizingMode::default(),
+                retried: Vec::new(),
+            },
+            counter,
+            tokenize_requests: 0,
+            usage_requests: 0,
+        };
+        if matches!(s.counter, Counter::Server) {
+            s.tokenize_requests += 1;
+            if s.backend.tokenize("[bakeoff probe] hello").await?.is_none() {
+                s.counter = Counter::None;
+                notes.push("no token counter: the server has no usable /tokenize and no --tokenizer was given, so the expected prompt tokens of the requests are not computed; the server's usage.prompt_tokens is recorded only (pass --tokenizer FILE to count them)".into());
+            }
+        }
+        Ok(s)
+    }
+}
+
+impl Sizer<'_> {
+    /// The nonce line: a format whose token count does not depend on the request number (when
+    /// counted; uncounted, the compact one).
+    async fn dataset_nonce(
+        &mut self,
+        ds: &Dataset,
+        counted: bool,
+    ) -> Result<Option<NonceFormat>, String> {
+        if !self.ctx.nonce || !counted {
+            return Ok(self.ctx.nonce.then_some(NonceFormat::Compact));
+        }
+        let first = &ds.items[0].input;
+        for f in [NonceFormat::Compact, NonceFormat::Spaced] {
+            let mut counts = Vec::new();
+            for n in [SIZING_INDEX, 0, 1, 12_345_678] {
+                counts.push(self.content_tokens(first, Some(f), n).await?);
+            }
+            if counts.iter().all(|c| *c == counts[0]) {
+                return Ok(Some(f));
+            }
+        }
+        Err(format!("{}: the endpoint's tokenizer gives the request nonce line a different length for different request numbers, so the prompt counts could not be exact; pass --allow-prefix-cache to send the dataset without a nonce", ds.items[0].at))
+    }
+
+    /// An item's expected prompt tokens: its counted content plus the template overhead of its
+    /// message shape (measured once per shape by one real request); None uncounted.
+    async fn expected_tokens(
+        &mut self,
+        it: &DatasetItem,
+        content: &Content,
+        nonce: Option<NonceFormat>,
+        overhead: &mut BTreeMap<String, i64>,
+    ) -> Result<Option<u64>, String> {
+        let Some(c) = self.content_tokens(&it.input, nonce, SIZING_INDEX).await? else {
+            return Ok(None);
+        };
+        let shape = match &it.input {
+            ItemInput::Text(_) => "text".to_string(),
+            ItemInput::Messages(m) => m
+                .iter()
+                .map(|m| m.role.as_str())
+                .collect::<Vec<_>>()
+                .join(","),
+        };
+        let o = match overhead.get(&shape) {
+            Some(o) => *o,
+            None => {
+                let u = self
+                    .usage(content, nonce)
+                    .await
+                    .map_err(|e| format!("{}: {e}", it.at))?;
+                let o = u as i64 - c as i64;
+                overhead.insert(shape, o);
+                o
+            }
+        };
+        Ok(Some((c as i64 + o).max(0) as u64))
+    }
+
+    /// An item's output length: its own, the reply's counted tokens (approximated from its
+    /// characters when uncounted: `approximated` counts those), else the default.
+    async fn output_tokens(
+        &mut self,
+        it: &DatasetItem,
+        default_max_tokens: u64,
+        approximated: &mut usize,
+    ) -> Result<u64, String> {
+        Ok(match &it.output {
+            OutputLen::Unset => default_max_tokens,
+            OutputLen::Tokens(n) => *n,
+            OutputLen::Reply(r) => match self.count(r).await? {
+                Some(n) => n.max(1),
+                None => {
+                    *approximated += 1;
+                    approx_tokens(r)
+                }
+            },
+        })
+    }
+}
+
+/// Which filter drops an item (0: below the minimum prompt, 1: above the maximum prompt, 2: too
+/// many output tokens), None when it passes.
+fn dropped_by(opts: &DatasetOpts, expected: Option<u64>, output: u64) -> Option<usize> {
+    if let (Some(min), Some(e)) = (opts.min_prompt_tokens, expected) {
+        if e < min {
+            return Some(0);
+        }
+    }
+    if let (Some(max), Some(e)) = (opts.max_prompt_tokens, expected) {
+        if e > max {
+            return Some(1);
+        }
+    }
+    if opts.max_output_tokens.is_some_and(|max| output > max) {
+        return Some(2);
+    }
+    None
+}
+
+/// The refusals before anything is counted: prompt filters with no counter, a `messages` item
+/// for the completions endpoint.
+fn dataset_refusals(
     ds: &Dataset,
     opts: &DatasetOpts,
     ctx: &SizeCtx<'_>,
-) -> Result<WorkSet, String> {
-    let name = ds.path.display().to_string();
-    let mut notes: Vec<String> = Vec::new();
-    let counter = match ctx.tokenizer {
-        Some(p) => Counter::Local(Box::new(prompt::load_tokenizer(p)?)),
-        None => Counter::Server,
-    };
-    let mut s = Sizer {
-        ctx,
-        backend: HttpBackend {
-            target: ctx.target,
-            model: ctx.model,
-            endpoint: ctx.endpoint,
-            api_key: ctx.api_key,
-            timeout: ctx.timeout,
-            extra_body: ctx.extra_body,
-            mode: SizingMode::default(),
-            retried: Vec::new(),
-        },
-        counter,
-        tokenize_requests: 0,
-        usage_requests: 0,
-    };
-    if matches!(s.counter, Counter::Server) {
-        s.tokenize_requests += 1;
-        if s.backend.tokenize("[bakeoff probe] hello").await?.is_none() {
-            s.counter = Counter::None;
-            notes.push("no token counter: the server has no usable /tokenize and no --tokenizer was given, so the expected prompt tokens of the requests are not computed; the server's usage.prompt_tokens is recorded only (pass --tokenizer FILE to count them)".into());
-        }
-    }
-    let counted = !matches!(s.counter, Counter::None);
+    counted: bool,
+) -> Result<(), String> {
     if !counted && (opts.min_prompt_tokens.is_some() || opts.max_prompt_tokens.is_some()) {
         return Err("--dataset-min-prompt-tokens / --dataset-max-prompt-tokens need a token counter, and the server has no usable /tokenize; pass --tokenizer FILE (the served model's tokenizer.json) or drop the filters".into());
     }
@@ -338,24 +448,21 @@ pub async fn size_dataset(
     {
         return Err(format!("{}: a `messages` item cannot go to --endpoint completions (it takes one prompt text); use --endpoint chat, or give `prompt` instead", bad.at));
     }
+    Ok(())
+}
 
-    // The nonce line: a format whose token count does not depend on the request number.
-    let mut nonce = ctx.nonce.then_some(NonceFormat::Compact);
-    if ctx.nonce && counted {
-        let first = &ds.items[0].input;
-        let mut chosen = None;
-        for f in [NonceFormat::Compact, NonceFormat::Spaced] {
-            let mut counts = Vec::new();
-            for n in [SIZING_INDEX, 0, 1, 12_345_678] {
-                counts.push(s.content_tokens(first, Some(f), n).await?);
-            }
-            if counts.iter().all(|c| *c == counts[0]) {
-                chosen = Some(f);
-                break;
-            }
-        }
-        nonce = Some(chosen.ok_or_else(|| format!("{}: the endpoint's tokenizer gives the request nonce line a different length for different request numbers, so the prompt counts could not be exact; pass --allow-prefix-cache to send the dataset without a nonce", ds.items[0].at))?);
-    }
+/// Counts, filters and samples a dataset into a work set.
+pub async fn size_dataset(
+    ds: &Dataset,
+    opts: &DatasetOpts,
+    ctx: &SizeCtx<'_>,
+) -> Result<WorkSet, String> {
+    let name = ds.path.display().to_string();
+    let mut notes: Vec<String> = Vec::new();
+    let mut s = Sizer::for_dataset(ctx, &mut notes).await?;
+    let counted = !matches!(s.counter, Counter::None);
+    dataset_refusals(ds, opts, ctx, counted)?;
+    let nonce = s.dataset_nonce(ds, counted).await?;
 
     let shuffle = opts.sample.is_some();
     let order = ds.order(shuffle, opts.seed);
@@ -376,60 +483,15 @@ pub async fn size_dataset(
             ItemInput::Text(t) => Content::Text(t.clone()),
             ItemInput::Messages(m) => Content::Messages(m.clone()),
         };
-        let expected = match s.content_tokens(&it.input, nonce, SIZING_INDEX).await? {
-            None => None,
-            Some(c) => {
-                let shape = match &it.input {
-                    ItemInput::Text(_) => "text".to_string(),
-                    ItemInput::Messages(m) => m
-                        .iter()
-                        .map(|m| m.role.as_str())
-                        .collect::<Vec<_>>()
-                        .join(","),
-                };
-                let o = match overhead.get(&shape) {
-                    Some(o) => *o,
-                    None => {
-                        let u = s
-                            .usage(&content, nonce)
-                            .await
-                            .map_err(|e| format!("{}: {e}", it.at))?;
-                        let o = u as i64 - c as i64;
-                        overhead.insert(shape, o);
-                        o
-                    }
-                };
-                Some((c as i64 + o).max(0) as u64)
-            }
-        };
-        let output = match &it.output {
-            OutputLen::Unset => opts.default_max_tokens,
-            OutputLen::Tokens(n) => *n,
-            OutputLen::Reply(r) => match s.count(r).await? {
-                Some(n) => n.max(1),
-                None => {
-                    approximated += 1;
-                    approx_tokens(r)
-                }
-            },
-        };
-        if let (Some(min), Some(e)) = (opts.min_prompt_tokens, expected) {
-            if e < min {
-                dropped[0] += 1;
-                continue;
-            }
-        }
-        if let (Some(max), Some(e)) = (opts.max_prompt_tokens, expected) {
-            if e > max {
-                dropped[1] += 1;
-                continue;
-            }
-        }
-        if let Some(max) = opts.max_output_tokens {
-            if output > max {
-                dropped[2] += 1;
-                continue;
-            }
+        let expected = s
+            .expected_tokens(it, &content, nonce, &mut overhead)
+            .await?;
+        let output = s
+            .output_tokens(it, opts.default_max_tokens, &mut approximated)
+            .await?;
+        if let Some(f) = dropped_by(opts, expected, output) {
+            dropped[f] += 1;
+            continue;
         }
         let source = json!({
             "dataset_sha256": ds.sha256,

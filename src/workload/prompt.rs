@@ -357,12 +357,10 @@ impl<B: Backend> Sizer<'_, '_, B> {
         Ok(n)
     }
 
-    async fn size(&mut self, tokens: u64) -> Result<MatchedPrompt, String> {
-        let probe_body = filler::words(PROBE_WORDS);
-
-        // 1. The counter: an explicit tokenizer wins, then the server's /tokenize, then usage.
+    /// 1. The counter: an explicit tokenizer wins, then the server's /tokenize, then usage.
+    async fn choose_counter(&mut self, probe_body: &str) -> Result<(), String> {
         if !matches!(self.counter, Counter::Local(_)) {
-            let probe = self.content(SIZING_INDEX, &probe_body);
+            let probe = self.content(SIZING_INDEX, probe_body);
             self.tokenize_requests += 1;
             match self.backend.tokenize(&probe).await? {
                 Some(n) => {
@@ -372,15 +370,17 @@ impl<B: Backend> Sizer<'_, '_, B> {
                 None => {
                     self.counter = Counter::Usage;
                     self.notes.push(
-                        "the server has no usable /tokenize (llama.cpp or vLLM form), so the prompt was sized by calibrating against usage.prompt_tokens".into(),
-                    );
+                    "the server has no usable /tokenize (llama.cpp or vLLM form), so the prompt was sized by calibrating against usage.prompt_tokens".into(),
+                );
                 }
             }
         }
-        let strategy = self.counter.strategy();
+        Ok(())
+    }
 
-        // 2. The template overhead, measured with one real request.
-        let overhead: i64 = if self.calibrating() {
+    /// 2. The template overhead, measured with one real request.
+    async fn template_overhead(&mut self, probe_body: &str) -> Result<i64, String> {
+        Ok(if self.calibrating() {
             match self.usage("").await {
                 Ok(u) => {
                     self.cache.insert(key(""), u);
@@ -388,22 +388,24 @@ impl<B: Backend> Sizer<'_, '_, B> {
                 }
                 Err(e) => {
                     let u = self.usage("a").await.map_err(|e2| {
-                        format!("sizing the prompt by calibration failed: an empty prompt got {e}; the prompt \"a\" got {e2}")
-                    })?;
+                    format!("sizing the prompt by calibration failed: an empty prompt got {e}; the prompt \"a\" got {e2}")
+                })?;
                     self.notes.push(format!(
-                        "template overhead estimated as usage.prompt_tokens of the prompt \"a\" minus 1 (an empty prompt was refused: {e})"
-                    ));
+                    "template overhead estimated as usage.prompt_tokens of the prompt \"a\" minus 1 (an empty prompt was refused: {e})"
+                ));
                     u as i64 - 1
                 }
             }
         } else {
-            let probe = self.content(SIZING_INDEX, &probe_body);
+            let probe = self.content(SIZING_INDEX, probe_body);
             let c = self.count(&probe).await?;
             let u = self.usage(&probe).await?;
             u as i64 - c as i64
-        };
+        })
+    }
 
-        // 3a. A nonce whose length does not depend on the request number.
+    /// 3a. A nonce whose length does not depend on the request number.
+    async fn choose_nonce(&mut self, probe_body: &str, strategy: Strategy) -> Result<(), String> {
         if self.nonce.is_some() {
             let indices = if self.calibrating() {
                 NONCE_CHECK_CALIBRATION
@@ -416,7 +418,7 @@ impl<B: Backend> Sizer<'_, '_, B> {
                 self.nonce = Some(format);
                 let mut counts = Vec::new();
                 for &i in std::iter::once(&SIZING_INDEX).chain(indices) {
-                    let text = self.content(i, &probe_body);
+                    let text = self.content(i, probe_body);
                     counts.push(self.count(&text).await?);
                 }
                 if counts.iter().all(|&c| c == counts[0]) {
@@ -427,11 +429,50 @@ impl<B: Backend> Sizer<'_, '_, B> {
             }
             if chosen.is_none() {
                 return Err(format!(
-                    "the endpoint's tokenizer ({}) gives the request nonce a different length for different request numbers (counts {seen:?} for numbers {indices:?}), so prompts could not all be the same size; pass --allow-prefix-cache to send them without a nonce",
-                    strategy.as_str()
-                ));
+                "the endpoint's tokenizer ({}) gives the request nonce a different length for different request numbers (counts {seen:?} for numbers {indices:?}), so prompts could not all be the same size; pass --allow-prefix-cache to send them without a nonce",
+                strategy.as_str()
+            ));
             }
         }
+        Ok(())
+    }
+
+    /// The sized prompt's content tokens; a full-length prompt must count the same for another
+    /// request number, too.
+    async fn content_tokens_of(
+        &mut self,
+        body: &str,
+        tokens: u64,
+        overhead: i64,
+        strategy: Strategy,
+    ) -> Result<u64, String> {
+        Ok(if self.calibrating() {
+            (tokens as i64 - overhead).max(0) as u64
+        } else {
+            let c0 = self.count(&self.content(SIZING_INDEX, body)).await?;
+            if self.nonce.is_some() {
+                let last = self.content(NONCE_CHECK_LAST, body);
+                let c1 = self.count(&last).await?;
+                if c1 != c0 {
+                    return Err(format!(
+                    "the endpoint's tokenizer ({}) counts request {NONCE_CHECK_LAST} of the prompt as {c1} tokens and request {SIZING_INDEX} as {c0}; pass --allow-prefix-cache to send prompts without a nonce",
+                    strategy.as_str()
+                ));
+                }
+            }
+            c0
+        })
+    }
+
+    async fn size(&mut self, tokens: u64) -> Result<MatchedPrompt, String> {
+        let probe_body = filler::words(PROBE_WORDS);
+
+        self.choose_counter(&probe_body).await?;
+        let strategy = self.counter.strategy();
+
+        let overhead = self.template_overhead(&probe_body).await?;
+
+        self.choose_nonce(&probe_body, strategy).await?;
 
         // 3b. The content, sized to the target.
         let goal_for = |adjust: i64| -> i64 {
@@ -510,23 +551,9 @@ impl<B: Backend> Sizer<'_, '_, B> {
             }
         }
 
-        // The full-length prompt counts the same for another request number, too.
-        let content_tokens = if self.calibrating() {
-            (tokens as i64 - overhead).max(0) as u64
-        } else {
-            let c0 = self.count(&self.content(SIZING_INDEX, &body)).await?;
-            if self.nonce.is_some() {
-                let last = self.content(NONCE_CHECK_LAST, &body);
-                let c1 = self.count(&last).await?;
-                if c1 != c0 {
-                    return Err(format!(
-                        "the endpoint's tokenizer ({}) counts request {NONCE_CHECK_LAST} of the prompt as {c1} tokens and request {SIZING_INDEX} as {c0}; pass --allow-prefix-cache to send prompts without a nonce",
-                        strategy.as_str()
-                    ));
-                }
-            }
-            c0
-        };
+        let content_tokens = self
+            .content_tokens_of(&body, tokens, overhead, strategy)
+            .await?;
 
         Ok(MatchedPrompt {
             strategy,

@@ -310,7 +310,7 @@ fn lane_spec(port: u16) -> LaneSpec {
     }
 }
 
-/// A container spec for the lane called in this process, as `run::setup` builds it.
+/// A container spec for the lane called in this process, as `run::launch` builds it.
 fn spec(dir: &Path, name: &str, args: &[&str], run_args: &[&str]) -> ContainerSpec {
     ContainerSpec {
         image: infra().image.clone(),

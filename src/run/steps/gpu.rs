@@ -5,7 +5,8 @@
 use crate::campaign::{Arm, PlanStep};
 use crate::evidence::result::GateRecord;
 use crate::evidence::{FailureClass, GateName};
-use crate::run::cx::{fail, Cx, Done, Outcome};
+use crate::run::context::Cx;
+use crate::run::step_outcome::{fail, Done, Outcome};
 use crate::telemetry::gpu;
 use serde_json::json;
 

@@ -4,8 +4,9 @@
 use crate::campaign::fingerprint::fingerprint;
 use crate::evidence::bundle;
 use crate::lane::{self, procnet};
-use crate::run::cx::{Cx, Done, Outcome};
-use crate::run::setup::runs_recipe;
+use crate::run::context::Cx;
+use crate::run::launch::runs_recipe;
+use crate::run::step_outcome::{Done, Outcome};
 use serde_json::json;
 use std::time::Duration;
 

@@ -12,7 +12,9 @@ pub mod timing_work;
 pub mod tools;
 
 use super::arm::{gate_ctx, Live};
-use super::cx::{fail, Cx, Guarded, Outcome};
+use super::context::Cx;
+use super::guard::Guarded;
+use super::step_outcome::{fail, Outcome};
 use crate::campaign::{Arm, PlanStep};
 use crate::evidence::result::{GateRecord, RequestCounts};
 use crate::evidence::FailureClass;

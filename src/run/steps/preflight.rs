@@ -6,7 +6,9 @@ use crate::campaign::{Arm, PlanStep, PreflightGate};
 use crate::evidence::FailureClass;
 use crate::gates::{self, Check};
 use crate::run::arm::{gate_ctx, Live};
-use crate::run::cx::{fail, Cx, Done, Guarded, Outcome};
+use crate::run::context::Cx;
+use crate::run::guard::Guarded;
+use crate::run::step_outcome::{fail, Done, Outcome};
 use serde_json::json;
 
 pub async fn run(

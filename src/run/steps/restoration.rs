@@ -15,9 +15,10 @@ use crate::gates::{self, Check};
 use crate::lane::recipe::Proof;
 use crate::lane::{self, procnet};
 use crate::run::arm::gate_ctx;
-use crate::run::cx::{fail, Cx, Done, Outcome};
+use crate::run::context::Cx;
 use crate::run::journal::{Purpose, State};
-use crate::run::setup::{launch_spec, runs_recipe};
+use crate::run::launch::{launch_spec, runs_recipe};
+use crate::run::step_outcome::{fail, Done, Outcome};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -169,7 +170,7 @@ fn launch_done(cx: &mut Cx, ev: Value, passed: bool) -> Done {
 pub async fn launch(cx: &mut Cx) -> Done {
     let inc = cx.incumbent();
     let port = cx.c().lane.port;
-    let jobs = crate::run::setup::slurm_jobs(cx.c(), &inc);
+    let jobs = crate::run::launch::slurm_jobs(cx.c(), &inc);
     if !jobs.is_empty() {
         // A Slurm incumbent that still runs (or waits) under its job name: not submitted again.
         let ev = json!({"incumbent": inc.id, "already_serving": true,
@@ -251,7 +252,7 @@ fn serving_identity(
         (Proof::Jobs, _, Some(_)) => {
             // An incumbent that is its jobs: a running job of the recipe's name, submitted from
             // the recipe's command line.
-            let jobs = crate::run::setup::slurm_jobs(c, inc);
+            let jobs = crate::run::launch::slurm_jobs(c, inc);
             let running = jobs.iter().any(|j| j.1 == "RUNNING");
             let jobs: Vec<Value> = jobs
                 .iter()

@@ -8,7 +8,8 @@ use crate::evidence::result::LongContextRecord;
 use crate::evidence::FailureClass;
 use crate::gates::{self, Check};
 use crate::run::arm::Live;
-use crate::run::cx::{fail, Cx, Done, Outcome};
+use crate::run::context::Cx;
+use crate::run::step_outcome::{fail, Done, Outcome};
 
 pub async fn run(cx: &mut Cx, arm: &Arm, s: &PlanStep, live: &Option<Live>) -> Done {
     let StepKind::Retrieval {

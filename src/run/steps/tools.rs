@@ -5,7 +5,8 @@ use super::gate_step;
 use crate::campaign::{Arm, PlanStep};
 use crate::evidence::FailureClass;
 use crate::run::arm::Live;
-use crate::run::cx::{fail, Cx, Done, Outcome};
+use crate::run::context::Cx;
+use crate::run::step_outcome::{fail, Done, Outcome};
 
 pub async fn run(cx: &mut Cx, arm: &Arm, s: &PlanStep, live: &Option<Live>) -> Done {
     let Some(check) = cx.tools.clone() else {

@@ -38,6 +38,10 @@ fn render_all_writes_a_valid_summary_and_keeps_the_bundle_verifiable() {
         serde_json::from_slice(&std::fs::read(d.path().join("decision-summary.json")).unwrap())
             .unwrap();
     assert!(schema_errors(&s).is_empty(), "{:?}", schema_errors(&s));
+    // The file reads back as the typed document, field for field.
+    let typed: bakeoff::report::summary::DecisionSummary =
+        serde_json::from_value(s.clone()).expect("the summary reads as its type");
+    assert_eq!(typed.to_json(), s);
     assert_eq!(s["decision"]["promotion_authorized"], json!(false));
     assert_eq!(s["complete"], json!(true));
     assert_eq!(s["workload"]["matched_prompt_tokens"], json!(3613));
