@@ -219,3 +219,47 @@ fn history_in_the_verdict(t: &Camp, out: &std::path::Path) {
         .contains("href=\"history-trend.html\""));
     std::fs::remove_dir_all(&bare).unwrap();
 }
+
+/// A history store that cannot be read (a file that is no database) is one line: the run
+/// completes (exit 0), its bundle has no history file and verifies, its verdict has no history
+/// line, and the file is left untouched.
+#[test]
+fn a_history_that_cannot_be_read_leaves_the_run_as_without_one() {
+    let _g = crate::support::exclusive();
+    let t = Camp::new();
+    let file = campaign(&t);
+    for id in ["inc", "cand"] {
+        t.profile(
+            id,
+            "ttft_ms = 60\ndecode_tok_s = 400\ncontext_tokens = 4096",
+        );
+    }
+    let junk = t.path("junk.sqlite");
+    std::fs::write(&junk, b"not a database ".repeat(200)).unwrap();
+    let out = t.path("out");
+    let o = run(&[
+        file.to_str().unwrap(),
+        "--output",
+        out.to_str().unwrap(),
+        "--history",
+        junk.to_str().unwrap(),
+    ]);
+    cleanup(&out, None, t.port);
+    let all = text(&o);
+    assert!(o.status.success(), "{all}");
+    assert!(
+        all.contains("bakeoff run: history:") && all.contains("the verdict has no history lines"),
+        "{all}"
+    );
+    for f in ["history-context.json", "history-trend.html"] {
+        assert!(!out.join(f).exists(), "{f} written");
+    }
+    crate::support::campaign::verify(&out);
+    let lim = crate::support::campaign::json(&out.join("decision-summary.json"))["limitations"]
+        .to_string();
+    assert!(!lim.contains("History:"), "{lim}");
+    assert_eq!(
+        std::fs::read(&junk).unwrap(),
+        b"not a database ".repeat(200)
+    );
+}
