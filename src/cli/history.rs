@@ -357,24 +357,51 @@ fn report(store: &mut Store, a: &ReportArgs) -> Result<()> {
     Ok(())
 }
 
-/// `bakeoff run --history DB`: adds the run's own bundle and returns the lines to print (an
-/// error is a line too: the run's verdict stands without its history).
-pub fn after_run(db: &str, bundle: &Path) -> Vec<String> {
-    match after_run_inner(db, bundle) {
+/// `bakeoff run --history DB`, before the verdict is rendered: each arm's figures of this run
+/// against its own history. Writes `history-context.json` (the verdict's limitation lines) and
+/// `history-trend.html` (the run's series, this run last) into the sealed bundle and reseals
+/// it, so the verdict rendered next carries them. Returns the lines to print after the add; an
+/// error is a line too and leaves the bundle as it was (the verdict is then the same as
+/// without a history).
+pub fn before_verdict(db: &str, bundle: &Path) -> Vec<String> {
+    match before_verdict_inner(db, bundle) {
         Ok(l) => l,
-        Err(e) => vec![format!("bakeoff run: history: {e:#}")],
+        Err(e) => {
+            for f in [
+                crate::evidence::bundle::HISTORY_CONTEXT,
+                crate::evidence::bundle::HISTORY_TREND,
+            ] {
+                let _ = std::fs::remove_file(bundle.join(f));
+            }
+            // Best effort: the runner's seal covered the bundle without them.
+            let _ = crate::evidence::manifest::write(bundle);
+            vec![format!(
+                "bakeoff run: history: {e:#}; the verdict has no history lines"
+            )]
+        }
     }
 }
 
-fn after_run_inner(db: &str, bundle: &Path) -> Result<Vec<String>> {
+fn before_verdict_inner(db: &str, bundle: &Path) -> Result<Vec<String>> {
+    use crate::evidence::{bundle as names, history::HistoryContext};
     let mut store = Store::open(&DbSpec::parse(db)?)?;
-    let (s, _) = history::add_bundle(&mut store, bundle)?;
-    let cx = history::run_context(&mut store, &s)?;
-    let mut out = vec![format!(
-        "bakeoff run: history: bundle {} added to {}",
-        short(&s.digest),
-        store.describe()
-    )];
+    let s = history::summarize(bundle)?;
+    let (cx, mine) = history::context_before_add(&mut store, &s)?;
+    let found = regressions::find(&mine, &Params::default(), None);
+    let page = history::page::render(&mine, &found, &store.describe());
+    crate::evidence::write_atomic(&bundle.join(names::HISTORY_TREND), page.as_bytes())?;
+    crate::evidence::history::write(
+        bundle,
+        &HistoryContext {
+            schema: crate::evidence::history::SCHEMA.into(),
+            store: store.describe(),
+            written_at: crate::clock::wall_rfc3339(),
+            lines: history::context::verdict_lines(&cx.lines, &cx.drifting),
+            trend: Some(names::HISTORY_TREND.into()),
+        },
+    )?;
+    crate::evidence::manifest::write(bundle)?;
+    let mut out = Vec::new();
     if cx.lines.is_empty() {
         out.push(format!(
             "bakeoff run: history: no arm has {} earlier runs on this GPU and lane yet",
@@ -388,7 +415,37 @@ fn after_run_inner(db: &str, bundle: &Path) -> Result<Vec<String>> {
             .map(|l| format!("  history: {}", l.text())),
     );
     out.extend(cx.drifting.iter().map(|d| format!("  history: {d}")));
+    out.push(format!(
+        "bakeoff run: history: trend of this run's series: {}",
+        bundle.join(names::HISTORY_TREND).display()
+    ));
     Ok(out)
+}
+
+/// `bakeoff run --history DB`, after the verdict: adds the run's final bundle (a complete one
+/// only: the resume of an incomplete run is the same run with another digest, which the
+/// history refuses, so the complete bundle is the one kept) and returns `context` (from
+/// [`before_verdict`]) after the line saying so.
+pub fn after_run(db: &str, bundle: &Path, complete: bool, context: Vec<String>) -> Vec<String> {
+    let first = if complete {
+        let added = DbSpec::parse(db)
+            .and_then(|spec| Store::open(&spec))
+            .and_then(|mut st| {
+                let (s, _) = history::add_bundle(&mut st, bundle)?;
+                Ok(format!(
+                    "bakeoff run: history: bundle {} added to {}",
+                    short(&s.digest),
+                    st.describe()
+                ))
+            });
+        added.unwrap_or_else(|e| format!("bakeoff run: history: {e:#}"))
+    } else {
+        format!(
+            "bakeoff run: history: the bundle is incomplete and was not added; `bakeoff run --resume {} --history DB` adds it once complete (or `bakeoff history add` it as it is)",
+            bundle.display()
+        )
+    };
+    std::iter::once(first).chain(context).collect()
 }
 
 fn bench_ingest(db: &DbSpec, count: usize) -> Result<()> {

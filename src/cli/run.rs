@@ -245,6 +245,10 @@ async fn execute(
 /// restored incumbent's pid, said only here), the verdict, the root digest, the arms against
 /// their history (with `--history` or `[history] db`), the time, the bundle.
 fn ended(bundle: &Path, outcome: &runner::Outcome, history: Option<&str>) {
+    // With a history store, this run's figures against its own history go into the bundle
+    // first (history-context.json, history-trend.html): the verdict rendered next lists them
+    // as limitations and links the trend; its ranking is decided without them.
+    let context = history.map(|db| super::history::before_verdict(db, bundle));
     // The verdict from the bundle alone, as `bakeoff report DIR` writes it (decision summary,
     // publication summary, report.html; the manifest is rewritten to cover them).
     let verdict = match crate::report::render_all(bundle) {
@@ -288,9 +292,9 @@ fn ended(bundle: &Path, outcome: &runner::Outcome, history: Option<&str>) {
             bundle.display()
         );
     }
-    // The history is printed beside the verdict: the sealed bundle and its ranking are untouched.
-    if let Some(db) = history {
-        for line in super::history::after_run(db, bundle) {
+    // The sealed bundle (its final digest) goes into the history, then what it said is printed.
+    if let (Some(db), Some(context)) = (history, context) {
+        for line in super::history::after_run(db, bundle, outcome.complete, context) {
             say!("{line}");
         }
     }

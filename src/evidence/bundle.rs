@@ -25,6 +25,12 @@ pub const REPORT_HTML: &str = "report.html";
 /// Per-arm, per-step statistics as CSV (one row per timed step, the columns of `bench --csv`).
 pub const STATS_CSV: &str = "arm-stats.csv";
 
+/// What the history store said about the run (`bakeoff run --history`), written before the
+/// verdict is rendered; its lines are limitations of the verdict (`evidence::history`).
+pub const HISTORY_CONTEXT: &str = "history-context.json";
+/// The trend page of the run's own series (`bakeoff run --history`), linked from `report.html`.
+pub const HISTORY_TREND: &str = "history-trend.html";
+
 /// Campaign-level step evidence.
 pub const INCUMBENT_SHUTDOWN: &str = "incumbent-shutdown.json";
 pub const GPU_IDLE_BASELINE: &str = "gpu-idle-baseline.json";

@@ -2,6 +2,7 @@
 
 pub mod bundle;
 pub mod crosscheck;
+pub mod history;
 pub mod manifest;
 pub mod result;
 pub mod types;

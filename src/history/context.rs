@@ -122,3 +122,37 @@ pub fn drifting_lanes(series: &[Series], lines: &[Line]) -> Vec<String> {
     }
     out
 }
+
+/// The verdict's limitation lines: each `@c1` figure of an arm beyond its history's spread (the
+/// figures the run prints), one line for an arm whose figures all lie within it, and each lane
+/// whose control drifts. Arms without enough history get none.
+pub fn verdict_lines(lines: &[Line], drifting: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut arms: Vec<(&str, &str)> = Vec::new();
+    for l in lines {
+        if !arms.iter().any(|(a, _)| *a == l.arm) {
+            arms.push((&l.arm, &l.role));
+        }
+    }
+    for (arm, role) in arms {
+        let mine: Vec<&Line> = lines
+            .iter()
+            .filter(|l| l.arm == arm && l.figure.ends_with("@c1"))
+            .collect();
+        let beyond: Vec<&&Line> = mine.iter().filter(|l| l.beyond).collect();
+        if beyond.is_empty() {
+            if let Some(l) = mine.first() {
+                out.push(format!(
+                    "History: {role} `{arm}`: its {} single-stream figures today lie within its last {} runs on this GPU and lane.",
+                    mine.len(),
+                    l.runs
+                ));
+            }
+        }
+        out.extend(beyond.iter().map(|l| format!("History: {}.", l.text())));
+    }
+    out.extend(drifting.iter().map(|d| {
+        format!("History: {d}; every arm measured there today shares the drift, so compare them with that in mind.")
+    }));
+    out
+}

@@ -54,3 +54,66 @@ pub fn run_context(store: &mut Store, s: &Summary) -> Result<RunContext> {
     let drifting = context::drifting_lanes(&mine, &lines);
     Ok(RunContext { lines, drifting })
 }
+
+/// The context of a run before its bundle is added (its verdict is not rendered yet, so its
+/// final root digest is not known): the store's series of its arms on its GPU and lane, each
+/// with today's point appended from `s`. Points of the same run already in the store (an
+/// earlier bundle of it, added by hand) are left out: a run is not its own history. Also
+/// returns those series, for the run's trend page.
+pub fn context_before_add(
+    store: &mut Store,
+    s: &Summary,
+) -> Result<(RunContext, Vec<series::Series>)> {
+    let f = series::Filter {
+        lane: Some(s.lane.clone()),
+        ..Default::default()
+    };
+    let mut all: Vec<series::Series> = series::read(store, &f)?
+        .into_iter()
+        .filter(|x| x.key.gpu_model == s.gpu_model)
+        .collect();
+    for x in all.iter_mut() {
+        x.points
+            .retain(|p| !(p.campaign_id == s.campaign_id && p.started_at == s.started_at));
+    }
+    let mut mine = Vec::new();
+    for a in &s.arms {
+        for fig in &a.figures {
+            let key = series::Key {
+                figure: fig.name.clone(),
+                recipe: a.recipe(),
+                gpu_model: s.gpu_model.clone(),
+                lane: s.lane.clone(),
+            };
+            let mut x = match all.iter().position(|x| x.key == key) {
+                Some(i) => all.swap_remove(i),
+                None => series::Series {
+                    key,
+                    points: Vec::new(),
+                },
+            };
+            x.points.push(series::Point {
+                digest: s.digest.clone(),
+                campaign_id: s.campaign_id.clone(),
+                started_at: s.started_at.clone(),
+                path: s.path.clone(),
+                role: a.role.clone(),
+                value: fig.value,
+                lo: fig.lo,
+                hi: fig.hi,
+                n: fig.n,
+                facts: series::Facts {
+                    engine_version: a.engine_version.clone(),
+                    driver: s.driver.clone(),
+                    image: a.image.clone(),
+                    program: a.program.clone(),
+                },
+            });
+            mine.push(x);
+        }
+    }
+    mine.sort_by(|a, b| a.key.cmp(&b.key));
+    let lines = context::lines(&mine, &s.digest);
+    let drifting = context::drifting_lanes(&mine, &lines);
+    Ok((RunContext { lines, drifting }, mine))
+}

@@ -38,7 +38,19 @@ pub fn write<T>(c: &mut Client, f: impl FnOnce(&mut dyn Sql) -> Result<T>) -> Re
     // before the first migration created the table.
     tx.execute("SELECT pg_advisory_xact_lock(7420250001)", &[])
         .context("PostgreSQL: cannot take the history's write lock")?;
-    let out = f(&mut Tx(&mut tx))?;
+    let out = match f(&mut Tx(&mut tx)) {
+        Ok(o) => o,
+        Err(e) => {
+            drop(tx);
+            if c.is_closed() {
+                // The server rolls back a transaction whose connection ended.
+                return Err(e.context(
+                    "the connection to the PostgreSQL server was lost during the write; the server rolled the transaction back, so nothing of it was kept: run the same command again once the server is reachable",
+                ));
+            }
+            return Err(e);
+        }
+    };
     tx.commit()
         .context("PostgreSQL: the commit failed (connection lost?); nothing of it was kept")?;
     Ok(out)

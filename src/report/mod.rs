@@ -44,6 +44,9 @@ pub struct Bundle {
     pub series: series::Series,
     /// Problems met while loading (policy fallback), shown as limitations.
     pub notes: Vec<String>,
+    /// What the history store said about the run (`history-context.json`, written by `bakeoff
+    /// run --history`): its lines are limitations, its trend page is linked.
+    pub history: Option<crate::evidence::history::HistoryContext>,
 }
 
 /// Reads `campaign-result.json` from a bundle.
@@ -196,12 +199,21 @@ pub fn load_checked(dir: &Path, force: bool) -> anyhow::Result<Bundle> {
         },
     };
     let series = series::read(dir, &result);
+    let history = match crate::evidence::history::read(dir) {
+        Ok(h) => h,
+        Err(e) if force => {
+            notes.push(format!("Rendered with --force: {e:#}."));
+            None
+        }
+        Err(e) => return Err(e),
+    };
     Ok(Bundle {
         result,
         policy,
         manifest,
         series,
         notes,
+        history,
     })
 }
 
@@ -209,6 +221,10 @@ pub fn load_checked(dir: &Path, force: bool) -> anyhow::Result<Bundle> {
 pub fn verdict(b: &Bundle) -> Verdict {
     let mut v = decide::decide(&b.result, &b.policy);
     v.limitations.extend(b.notes.iter().cloned());
+    // The history informs the limitations only: the ranking above was decided without it.
+    if let Some(h) = &b.history {
+        v.limitations.extend(h.lines.iter().cloned());
+    }
     v
 }
 
@@ -230,7 +246,10 @@ fn render(bundle: &Path, force: bool) -> anyhow::Result<Verdict> {
     let v = verdict(&b);
     let doc = summary::build(&v, &b.result, &b.manifest);
     let md = markdown::render(&v, &b.result, &doc);
-    let page = html::render(&v, &b.result, &b.series, &doc);
+    let mut page = html::render(&v, &b.result, &b.series, &doc);
+    if let Some(t) = b.history.as_ref().and_then(|h| h.trend.as_deref()) {
+        page = with_trend_link(page, bundle, t);
+    }
     let table = csv::campaign(bundle, &b.result);
     crate::evidence::write_atomic(
         &bundle.join(SUMMARY_FILE),
@@ -241,4 +260,31 @@ fn render(bundle: &Path, force: bool) -> anyhow::Result<Verdict> {
     crate::evidence::write_atomic(&bundle.join(CSV_FILE), table.as_bytes())?;
     manifest::write(bundle)?;
     Ok(v)
+}
+
+/// `report.html` with a link to the run's trend page in the bundle (relative: it works wherever
+/// the bundle folder is opened), placed before the limitations the history added.
+fn with_trend_link(page: String, bundle: &Path, trend: &str) -> String {
+    // A plain file name in the bundle only: the file is evidence, not a pointer elsewhere.
+    let plain = !trend.contains('/') && trend != "." && trend != "..";
+    let there = plain && bundle.join(trend).is_file();
+    let p = if there {
+        format!(
+            "<p id=\"history-trend\">History: this run beside its earlier runs on this GPU and lane: <a href=\"{0}\">{0}</a>.</p>",
+            chartkit::esc(trend)
+        )
+    } else {
+        format!(
+            "<p id=\"history-trend\">History: the trend page {} is missing from this bundle.</p>",
+            chartkit::esc(trend)
+        )
+    };
+    for at in ["<h2>Limitations</h2>", "</body>"] {
+        if let Some(i) = page.find(at) {
+            let mut out = page;
+            out.insert_str(i, &p);
+            return out;
+        }
+    }
+    page + &p
 }

@@ -90,7 +90,11 @@ fn a_connection_dropped_mid_ingest_keeps_nothing_of_that_bundle() {
         })
         .unwrap_err();
     let e = format!("{e:#}");
-    assert!(e.contains("PostgreSQL"), "{e}");
+    assert!(
+        e.contains("connection to the PostgreSQL server was lost")
+            && e.contains("nothing of it was kept"),
+        "{e}"
+    );
     drop(s);
     let mut s = Store::open(&db).unwrap();
     assert_eq!(count(&mut s), 0, "a half-written bundle is in the history");

@@ -45,37 +45,6 @@ fn a_corrupt_file_is_named_and_left_alone() {
 }
 
 #[test]
-fn concurrent_writers_neither_corrupt_nor_duplicate() {
-    let t = tempfile::tempdir().unwrap();
-    let db = t.path().join("h.sqlite");
-    let dirs: Vec<String> = (0..12)
-        .map(|n| {
-            bundle(t.path(), &Run::new(n, 50.0, 40.0))
-                .display()
-                .to_string()
-        })
-        .collect();
-    // Four processes add overlapping sets at once: each bundle once, every process succeeds.
-    let kids: Vec<_> = (0..4)
-        .map(|k| {
-            Command::new(BIN)
-                .args(["history", "add", "--db"])
-                .arg(&db)
-                .args(&dirs[k * 2..k * 2 + 6])
-                .output()
-        })
-        .collect();
-    for k in kids {
-        let o = k.unwrap();
-        assert!(o.status.success(), "{}", text(&o));
-    }
-    let o = history(&db, &["list"]);
-    assert!(o.status.success(), "{}", text(&o));
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(out.contains("12 bundle(s)"), "{out}");
-}
-
-#[test]
 fn the_cli_adds_lists_shows_gates_and_reports() {
     let t = tempfile::tempdir().unwrap();
     let db = t.path().join("h.sqlite");

@@ -9,6 +9,7 @@ use bakeoff::history::changepoint::Params;
 use bakeoff::history::series::{self, Filter};
 use bakeoff::history::{self, Added, DbSpec, Store};
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 /// One made-up run: the incumbent's and the candidate's warm TTFT medians, the incumbent's
 /// profile digest, and the run's start (its identity with the campaign id).
@@ -109,8 +110,10 @@ type Case = fn(&DbSpec, &Path);
 /// The store cases: each gets a fresh, empty database from `fresh` (a SQLite file or a
 /// PostgreSQL database) and a scratch folder.
 pub fn all_cases(fresh: &dyn Fn(&str) -> DbSpec, scratch: &Path) {
-    let cases: [(&str, Case); 7] = [
+    let cases: [(&str, Case); 9] = [
         ("verified_once", verified_once),
+        ("concurrent_writers", concurrent_writers),
+        ("context_of_a_new_run", context_of_a_new_run),
         ("refused_unverified", refused_unverified),
         ("moved_bundle", moved_bundle),
         ("same_run_other_digest", same_run_other_digest),
@@ -267,4 +270,98 @@ pub fn step_at_20(db: &DbSpec, dir: &Path) {
         "{f:?}"
     );
     assert!(f.path.ends_with("run-020"), "{f:?}");
+}
+
+/// `--db` as the CLI takes it (a PostgreSQL password stays in the environment).
+pub fn db_arg(db: &DbSpec) -> String {
+    match db {
+        DbSpec::Sqlite(p) => p.display().to_string(),
+        DbSpec::Postgres(url) => url.clone(),
+    }
+}
+
+/// Four processes add overlapping sets of 12 bundles at once (each bundle by two of them):
+/// every process succeeds, each bundle is there once with each of its arms and figures once.
+pub fn concurrent_writers(db: &DbSpec, dir: &Path) {
+    let dirs: Vec<String> = (0..12)
+        .map(|n| bundle(dir, &Run::new(n, 50.0, 40.0)).display().to_string())
+        .collect();
+    // The schema is created by the first open; the writers then race on the bundles only.
+    drop(Store::open(db).unwrap());
+    let kids: Vec<_> = (0..4)
+        .map(|k| {
+            Command::new(super::BIN)
+                .args(["history", "add", "--db", &db_arg(db)])
+                .args(&dirs[k * 2..k * 2 + 6])
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut k in kids {
+        assert!(k.wait().unwrap().success(), "a concurrent writer failed");
+    }
+    let mut s = Store::open(db).unwrap();
+    assert_eq!(count(&mut s), 12);
+    for (table, want) in [("bundles", 12), ("arms", 24)] {
+        let n = s
+            .query(&format!("SELECT COUNT(*) FROM {table}"), &[])
+            .unwrap()[0][0]
+            .int();
+        assert_eq!(n, Some(want), "{table}");
+    }
+    let figs = s
+        .query(
+            "SELECT COUNT(*), COUNT(DISTINCT digest || arm || figure) FROM figures",
+            &[],
+        )
+        .unwrap();
+    assert_eq!(figs[0][0].int(), figs[0][1].int(), "a figure twice");
+}
+
+/// A run not yet added, against its own history: the incumbent 20 % slower than its last four
+/// runs is beyond its spread (worse) and drifts its lane; the unchanged candidate lies within.
+/// A store that already holds the run (added by hand) does not count it as its own history.
+pub fn context_of_a_new_run(db: &DbSpec, dir: &Path) {
+    let mut s = Store::open(db).unwrap();
+    for (n, t) in [50.0, 50.4, 49.8, 50.2].into_iter().enumerate() {
+        history::add_bundle(&mut s, &bundle(dir, &Run::new(n, t, 40.0 + n as f64 * 0.1))).unwrap();
+    }
+    let today = history::summarize(&bundle(dir, &Run::new(4, 60.0, 40.1))).unwrap();
+    let check = |s: &mut Store| {
+        let (cx, mine) = history::context_before_add(s, &today).unwrap();
+        let inc = cx
+            .lines
+            .iter()
+            .find(|l| l.arm == "inc" && l.figure == "ttft_p50@c1")
+            .unwrap_or_else(|| panic!("{:?}", cx.lines));
+        assert!(inc.beyond && inc.worse && inc.runs == 4, "{inc:?}");
+        assert!((inc.pct - 19.5).abs() < 1.0, "{inc:?}");
+        let cand = cx
+            .lines
+            .iter()
+            .find(|l| l.arm == "cand" && l.figure == "ttft_p50@c1")
+            .unwrap();
+        assert!(!cand.beyond, "{cand:?}");
+        assert_eq!(cx.drifting.len(), 1, "{:?}", cx.drifting);
+        assert!(cx.drifting[0].starts_with("lane 127.0.0.1:8000: its incumbent `inc`"));
+        // Each series of the run ends with today's point.
+        assert!(mine
+            .iter()
+            .all(|x| x.points.last().unwrap().digest == today.digest));
+        let v = history::context::verdict_lines(&cx.lines, &cx.drifting);
+        assert!(
+            v.iter().any(|l| l.starts_with(
+                "History: incumbent `inc` ttft_p50@c1 today 60.0 ms; its last 4 runs"
+            )),
+            "{v:?}"
+        );
+        assert!(
+            v.iter()
+                .any(|l| l.starts_with("History: candidate `cand`: its")),
+            "{v:?}"
+        );
+    };
+    check(&mut s);
+    history::add(&mut s, &today).unwrap();
+    check(&mut s);
 }
