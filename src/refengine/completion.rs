@@ -184,7 +184,11 @@ async fn run(
     } else {
         0.0
     };
-    let t1 = adm + (p.ttft_ms * 1e6 + prefill_ns).round() as u64;
+    let slow_ms = match p.slow_after_requests {
+        Some(n) if seq > n => p.slow_ttft_ms,
+        _ => 0.0,
+    };
+    let t1 = adm + ((p.ttft_ms + slow_ms) * 1e6 + prefill_ns).round() as u64;
     let lc = 1.0 + p.long_context_decode_slowdown * prompt_tokens as f64 / 1000.0;
     let timing = Timing {
         base_iv: 1e9 / p.decode_tok_s * lc,

@@ -15,16 +15,17 @@
 
 mod arm;
 mod cx;
-mod journal;
+pub mod journal;
+pub mod lanerecord;
 mod progress;
 mod recorder;
 pub mod recover;
 mod reserve;
 pub mod session;
-mod setup;
+pub mod setup;
 mod step;
-mod steps;
-mod testhook;
+pub mod steps;
+pub mod testhook;
 pub mod timed;
 
 pub use cx::Cancel;
