@@ -85,24 +85,43 @@ fn print(r: &LaneRecord) {
         "  state: {}",
         match r.state {
             LaneState::Serving => "serving",
-            LaneState::RollbackFailed => "ROLLBACK FAILED (unresolved: runs and promotions on this lane are refused)",
+            LaneState::RollbackFailed =>
+                "ROLLBACK FAILED (unresolved: runs and promotions on this lane are refused)",
         }
     );
     let x = &r.resident;
-    println!("  resident: `{}` (model {}, {} recipe)", x.arm, x.served_model, x.kind);
-    println!("  recipe hash: {}; argv/env hash: {}", x.recipe_hash, x.argv_env_hash);
-    let files = x.fingerprint["files"].as_array().map(|f| f.len()).unwrap_or(0);
+    println!(
+        "  resident: `{}` (model {}, {} recipe)",
+        x.arm, x.served_model, x.kind
+    );
+    println!(
+        "  recipe hash: {}; argv/env hash: {}",
+        x.recipe_hash, x.argv_env_hash
+    );
+    let files = x.fingerprint["files"]
+        .as_array()
+        .map(|f| f.len())
+        .unwrap_or(0);
     println!("  fingerprint: {files} file(s) digested");
     match &x.process {
         Some(p) => println!(
             "  process: pid {} ({})",
             p.pid,
-            if r.process_alive() { "running" } else { "no longer running: this record says what served then" }
+            if r.process_alive() {
+                "running"
+            } else {
+                "no longer running: this record says what served then"
+            }
         ),
         None => println!("  process: none recorded"),
     }
     println!("  since: {}", r.since);
-    println!("  set by: {} `{}` ({})", r.set_by.kind, r.set_by.id, r.set_by.dir.display());
+    println!(
+        "  set by: {} `{}` ({})",
+        r.set_by.kind,
+        r.set_by.id,
+        r.set_by.dir.display()
+    );
     if r.state == LaneState::RollbackFailed {
         println!("  why: {}", r.detail);
         for c in &r.restart {

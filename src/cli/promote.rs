@@ -111,10 +111,17 @@ pub fn run(a: PromoteArgs) -> Result<()> {
             table.interval_s
         )));
     }
-    let out = a.output.clone().map(|o| super::absolute(&o)).unwrap_or_else(|| {
-        let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        dir.with_file_name(format!("{name}.promote-{}", source.arm.id))
-    });
+    let out = a
+        .output
+        .clone()
+        .map(|o| super::absolute(&o))
+        .unwrap_or_else(|| {
+            let name = dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            dir.with_file_name(format!("{name}.promote-{}", source.arm.id))
+        });
     let pid = check::lane_serves_incumbent(c).map_err(refuse)?;
     let (checked, before) =
         check::rollback(c, &dir, pid, &bundle::incumbent_log(&out)).map_err(refuse)?;
@@ -132,13 +139,20 @@ pub fn run(a: PromoteArgs) -> Result<()> {
             println!("{l}");
         }
         if needs_confirm {
-            println!("(a real promotion needs --confirm: {})", source.authorization);
+            println!(
+                "(a real promotion needs --confirm: {})",
+                source.authorization
+            );
         }
         println!("dry run: nothing was touched");
         return Ok(());
     }
-    let lock = promote::txn::lock(c, &format!("promote {} ({})", source.arm.id, c.campaign.id), &out)
-        .map_err(refuse)?;
+    let lock = promote::txn::lock(
+        c,
+        &format!("promote {} ({})", source.arm.id, c.campaign.id),
+        &out,
+    )
+    .map_err(refuse)?;
     // Checked again under the lock: a run may have changed the lane in between.
     check::lane_serves_incumbent(c).map_err(refuse)?;
     let rt = crate::load::pace::client_runtime().context("cannot start the async runtime")?;
@@ -153,8 +167,8 @@ pub fn run(a: PromoteArgs) -> Result<()> {
 
 /// Verifies the bundle (and the digest), decides its verdict, and picks the arm.
 fn load(dir: &Path, a: &PromoteArgs) -> Result<(Source, bool)> {
-    let (m, problems) = manifest::verify(dir, a.digest.as_deref())
-        .map_err(|e| refuse(format!("{e:#}")))?;
+    let (m, problems) =
+        manifest::verify(dir, a.digest.as_deref()).map_err(|e| refuse(format!("{e:#}")))?;
     if !problems.is_empty() {
         let list: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
         return Err(refuse(format!(
@@ -173,8 +187,8 @@ fn load(dir: &Path, a: &PromoteArgs) -> Result<(Source, bool)> {
         say!("bakeoff promote: warning: {l}");
     }
     let c = bc.campaign;
-    let chosen = check::choose(&c, &v, &b.result, a.arm.as_deref(), authorized_if_auto)
-        .map_err(refuse)?;
+    let chosen =
+        check::choose(&c, &v, &b.result, a.arm.as_deref(), authorized_if_auto).map_err(refuse)?;
     Ok((
         Source {
             dir: dir.to_path_buf(),
@@ -245,7 +259,11 @@ fn control(dir: &Path, what: &str) -> Result<()> {
             "the promotion in {} is not baking (it is {}); nothing to {what}{}",
             dir.display(),
             f.rec.phase.as_str(),
-            if f.rec.phase.done() { "" } else { " (if bakeoff died, `bakeoff recover DIR` puts the lane back)" }
+            if f.rec.phase.done() {
+                ""
+            } else {
+                " (if bakeoff died, `bakeoff recover DIR` puts the lane back)"
+            }
         )));
     }
     let p = bundle::promotion_control(&dir);
@@ -269,7 +287,10 @@ fn control(dir: &Path, what: &str) -> Result<()> {
         )
         .into());
     }
-    say!("bakeoff promote: the promotion in {} took the {what}; it ends its bake now", dir.display());
+    say!(
+        "bakeoff promote: the promotion in {} took the {what}; it ends its bake now",
+        dir.display()
+    );
     Ok(())
 }
 
@@ -288,7 +309,46 @@ pub fn recover(dir: &Path) -> Result<()> {
     }
     say!("bakeoff recover: {}: {}", o.phase.as_str(), o.why);
     if !o.root_digest.is_empty() {
-        say!("bakeoff recover: folder {} resealed (root digest {})", dir.display(), o.root_digest);
+        say!(
+            "bakeoff recover: folder {} resealed (root digest {})",
+            dir.display(),
+            o.root_digest
+        );
     }
     Ok(())
+}
+
+/// `bakeoff report DIR` on a promotion folder: verified (unless `force`), its summary printed
+/// from `promotion.json` (the folder is not rewritten: its manifest stays the one sealed).
+pub fn report(dir: &Path, force: bool) -> Result<()> {
+    let (_, problems) = manifest::verify(dir, None)?;
+    if !problems.is_empty() && !force {
+        let list: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
+        return Err(refuse(format!(
+            "{} does not verify ({}); pass --force to print its summary anyway",
+            dir.display(),
+            list.join("; ")
+        )));
+    }
+    let f = promote::record::Folder::open(dir)?;
+    if !problems.is_empty() {
+        println!("limitation: printed with --force from a folder that does not verify\n");
+    }
+    print!("{}", promote::summary::markdown(&f.rec));
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn bake_durations_parse_with_their_units_and_bad_ones_say_the_form() {
+        let d = |s: &str| super::parse_duration(s).map(|d| d.as_secs_f64());
+        assert_eq!(d("90s"), Ok(90.0));
+        assert_eq!(d("10m"), Ok(600.0));
+        assert_eq!(d("1h"), Ok(3600.0));
+        assert_eq!(d("250ms"), Ok(0.25));
+        assert_eq!(d("2.5"), Ok(2.5));
+        assert!(d("0s").unwrap_err().contains("90s, 10m"));
+        assert!(d("soon").is_err());
+    }
 }

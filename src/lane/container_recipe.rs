@@ -185,10 +185,16 @@ impl Recipe for ContainerRecipe {
                 .is_ok_and(|s| s.success())
         };
         if ok(&["image", "inspect", &self.image]) {
-            return Ok(format!("its image {} is present on the Docker daemon", self.image));
+            return Ok(format!(
+                "its image {} is present on the Docker daemon",
+                self.image
+            ));
         }
         if ok(&["manifest", "inspect", &self.image]) {
-            return Ok(format!("its image {} is not present but its registry lists it (it can be pulled)", self.image));
+            return Ok(format!(
+                "its image {} is not present but its registry lists it (it can be pulled)",
+                self.image
+            ));
         }
         Err(format!(
             "its image {} is neither present on the Docker daemon nor listed by its registry; pull or push it first",

@@ -425,16 +425,25 @@ pub fn program_check(lc: Option<&LaunchCommand>) -> Result<String, String> {
                         .map(|d| d.join(&p))
                         .find(|c| c.is_file())
                 })
-                .ok_or_else(|| format!("its program `{a}` is not on PATH; install it or name it by path"))?
+                .ok_or_else(|| {
+                    format!("its program `{a}` is not on PATH; install it or name it by path")
+                })?
         }
     };
     use std::os::unix::fs::PermissionsExt;
     match std::fs::metadata(&prog) {
-        Ok(m) if m.is_file() && m.permissions().mode() & 0o111 != 0 => {
-            Ok(format!("its program {} exists and is executable", prog.display()))
-        }
-        Ok(_) => Err(format!("its program {} is not an executable file", prog.display())),
-        Err(e) => Err(format!("its program {} cannot be found ({e})", prog.display())),
+        Ok(m) if m.is_file() && m.permissions().mode() & 0o111 != 0 => Ok(format!(
+            "its program {} exists and is executable",
+            prog.display()
+        )),
+        Ok(_) => Err(format!(
+            "its program {} is not an executable file",
+            prog.display()
+        )),
+        Err(e) => Err(format!(
+            "its program {} cannot be found ({e})",
+            prog.display()
+        )),
     }
 }
 

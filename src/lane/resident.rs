@@ -211,7 +211,10 @@ mod tests {
         let mut dead = rec(pid);
         child.wait().unwrap();
         dead.resident.arm = "other".into();
-        assert!(!dead.current(), "a record of a process that ended refuses nothing");
+        assert!(
+            !dead.current(),
+            "a record of a process that ended refuses nothing"
+        );
         write_in(d.path(), &mut dead).unwrap();
         let back = read_in(d.path(), "localhost", 9).unwrap().unwrap();
         assert!(back.previous.unwrap().contains("`inc`"));

@@ -156,7 +156,12 @@ impl Recipe for SlurmRecipe {
         argv.insert(1, "--test-only".into());
         let o = std::process::Command::new(&argv[0])
             .args(&argv[1..])
-            .current_dir(lc.start.cwd.clone().unwrap_or_else(|| std::path::PathBuf::from("/")))
+            .current_dir(
+                lc.start
+                    .cwd
+                    .clone()
+                    .unwrap_or_else(|| std::path::PathBuf::from("/")),
+            )
             .output()
             .map_err(|e| format!("cannot run {}: {e}", argv[0]))?;
         let said = String::from_utf8_lossy(&o.stderr).trim().to_string();

@@ -52,7 +52,11 @@ pub async fn run(s: &Source, o: &Options, f: &mut Folder, running: &mut Running)
     let slo = s.campaign.workload.slo_at(1);
     let (mut failed, mut passed, mut inconclusive) = (0u32, 0u32, 0u32);
     let mut index = 0;
-    (o.say)(&format!("baking `{}` for {:.0} s", s.arm.id, o.bake.as_secs_f64()));
+    (o.say)(&format!(
+        "baking `{}` for {:.0} s",
+        s.arm.id,
+        o.bake.as_secs_f64()
+    ));
     while started.elapsed() + length <= o.bake + Duration::from_millis(50) {
         index += 1;
         let at = crate::clock::wall_rfc3339();
@@ -76,7 +80,10 @@ pub async fn run(s: &Source, o: &Options, f: &mut Folder, running: &mut Running)
             crate::run::testhook::pause("promote-baking").await;
         }
         if running.crashed() {
-            return BakeEnd::Failed(format!("`{}` exited during the bake (interval {index})", s.arm.id));
+            return BakeEnd::Failed(format!(
+                "`{}` exited during the bake (interval {index})",
+                s.arm.id
+            ));
         }
         if failed >= t.failure_limit {
             return BakeEnd::Failed(format!(
@@ -116,25 +123,60 @@ pub fn judge(
     let total = m.ok + m.failed;
     let mut checks: Vec<Value> = Vec::new();
     let mut bad: Vec<String> = Vec::new();
-    let fail_pct = if total > 0 { m.failed as f64 * 100.0 / total as f64 } else { 0.0 };
+    let fail_pct = if total > 0 {
+        m.failed as f64 * 100.0 / total as f64
+    } else {
+        0.0
+    };
     let budget_ok = fail_pct <= t.error_budget_pct;
     checks.push(json!({"check": "error_budget", "failed_pct": fail_pct, "limit_pct": t.error_budget_pct, "met": budget_ok}));
     if !budget_ok {
-        bad.push(format!("{} of {total} requests failed ({fail_pct:.1} % > {} %){}", m.failed, t.error_budget_pct,
-            m.errors.first().map(|e| format!(": {e}")).unwrap_or_default()));
+        bad.push(format!(
+            "{} of {total} requests failed ({fail_pct:.1} % > {} %){}",
+            m.failed,
+            t.error_budget_pct,
+            m.errors
+                .first()
+                .map(|e| format!(": {e}"))
+                .unwrap_or_default()
+        ));
     }
     if (m.ok as f64) < t.min_requests as f64 {
-        let detail = format!("{} successful request(s), fewer than min_requests {}", m.ok, t.min_requests);
+        let detail = format!(
+            "{} successful request(s), fewer than min_requests {}",
+            m.ok, t.min_requests
+        );
         // Too few samples to judge latency; failed requests still fail the interval.
-        let outcome = if budget_ok || total == 0 { "inconclusive" } else { "fail" };
-        return interval(index, started_at, length, m, ttft, decode, outcome, checks, if bad.is_empty() { detail } else { format!("{}; {detail}", bad.join("; ")) });
+        let outcome = if budget_ok || total == 0 {
+            "inconclusive"
+        } else {
+            "fail"
+        };
+        return interval(
+            index,
+            started_at,
+            length,
+            m,
+            ttft,
+            decode,
+            outcome,
+            checks,
+            if bad.is_empty() {
+                detail
+            } else {
+                format!("{}; {detail}", bad.join("; "))
+            },
+        );
     }
     if let (Some(b), Some(x)) = (base.ttft_p95_ms, ttft) {
         let limit = b * (1.0 + t.ttft_p95_within_pct / 100.0);
         let met = x <= limit;
         checks.push(json!({"check": "ttft_p95_ms", "observed": x, "bake_off": b, "limit": limit, "met": met}));
         if !met {
-            bad.push(format!("TTFT p95 {x:.1} ms > {limit:.1} ms (bake-off {b:.1} ms +{} %)", t.ttft_p95_within_pct));
+            bad.push(format!(
+                "TTFT p95 {x:.1} ms > {limit:.1} ms (bake-off {b:.1} ms +{} %)",
+                t.ttft_p95_within_pct
+            ));
         }
     }
     if let (Some(b), Some(x)) = (base.decode_tok_s_p50, decode) {
@@ -142,7 +184,10 @@ pub fn judge(
         let met = x >= limit;
         checks.push(json!({"check": "decode_tok_s_p50", "observed": x, "bake_off": b, "limit": limit, "met": met}));
         if !met {
-            bad.push(format!("decode {x:.1} tok/s < {limit:.1} (bake-off {b:.1} −{} %)", t.decode_tok_s_within_pct));
+            bad.push(format!(
+                "decode {x:.1} tok/s < {limit:.1} (bake-off {b:.1} −{} %)",
+                t.decode_tok_s_within_pct
+            ));
         }
     }
     for ck in crate::metrics::slo::check(slo, &m.metrics) {
@@ -156,7 +201,9 @@ pub fn judge(
     } else {
         ("fail", bad.join("; "))
     };
-    interval(index, started_at, length, m, ttft, decode, outcome, checks, detail)
+    interval(
+        index, started_at, length, m, ttft, decode, outcome, checks, detail,
+    )
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -191,7 +238,11 @@ mod tests {
     use crate::metrics::stats::Distribution;
 
     fn measured(ok: u64, failed: u64, ttft: f64) -> Measured {
-        let mut m = Measured { ok, failed, ..Default::default() };
+        let mut m = Measured {
+            ok,
+            failed,
+            ..Default::default()
+        };
         let v: Vec<f64> = (0..ok).map(|_| ttft).collect();
         if let Some(d) = Distribution::from_samples(&v, 0) {
             m.metrics.insert("ttft_ms".into(), d);
@@ -201,17 +252,35 @@ mod tests {
 
     #[test]
     fn an_interval_is_judged_against_the_bake_off_and_says_inconclusive() {
-        let t = PromotionTable { min_requests: 5, ttft_p95_within_pct: 20.0, ..Default::default() };
-        let base = Baseline { ttft_p95_ms: Some(100.0), decode_tok_s_p50: None };
+        let t = PromotionTable {
+            min_requests: 5,
+            ttft_p95_within_pct: 20.0,
+            ..Default::default()
+        };
+        let base = Baseline {
+            ttft_p95_ms: Some(100.0),
+            decode_tok_s_p50: None,
+        };
         let l = Duration::from_secs(1);
         let j = |m: &Measured| judge(1, String::new(), l, m, &base, &t, &[]);
         assert_eq!(j(&measured(10, 0, 110.0)).outcome, "pass");
         let slow = j(&measured(10, 0, 121.0));
         assert_eq!(slow.outcome, "fail");
-        assert!(slow.detail.contains("TTFT p95 121.0 ms > 120.0 ms"), "{}", slow.detail);
+        assert!(
+            slow.detail.contains("TTFT p95 121.0 ms > 120.0 ms"),
+            "{}",
+            slow.detail
+        );
         let few = j(&measured(3, 0, 500.0));
-        assert_eq!(few.outcome, "inconclusive", "too few requests never pass nor fail on latency");
-        assert_eq!(j(&measured(3, 2, 100.0)).outcome, "fail", "failed requests still count");
+        assert_eq!(
+            few.outcome, "inconclusive",
+            "too few requests never pass nor fail on latency"
+        );
+        assert_eq!(
+            j(&measured(3, 2, 100.0)).outcome,
+            "fail",
+            "failed requests still count"
+        );
         assert_eq!(j(&measured(0, 0, 0.0)).outcome, "inconclusive");
     }
 }

@@ -39,7 +39,11 @@ pub struct Baseline {
 
 impl Baseline {
     pub fn of(r: &CampaignResult, arm: &str) -> Baseline {
-        let w = r.arms.iter().find(|a| a.id == arm).and_then(|a| a.warm.as_ref());
+        let w = r
+            .arms
+            .iter()
+            .find(|a| a.id == arm)
+            .and_then(|a| a.warm.as_ref());
         Baseline {
             ttft_p95_ms: w.and_then(|w| w.ttft_ms.map(|s| s.p95)),
             decode_tok_s_p50: w.and_then(|w| w.decode_tok_s.map(|s| s.p50)),
@@ -89,11 +93,7 @@ pub fn table(c: &Campaign) -> Result<PromotionTable, String> {
     if p.is_empty() {
         Ok(t)
     } else {
-        Err(format!(
-            "{}: {}",
-            c.source.path.display(),
-            p.join("; ")
-        ))
+        Err(format!("{}: {}", c.source.path.display(), p.join("; ")))
     }
 }
 
@@ -161,6 +161,10 @@ pub fn preflight_names(c: &Campaign) -> Vec<String> {
     if c.gates.preflight.is_empty() {
         vec!["smoke".into(), "streaming".into()]
     } else {
-        c.gates.preflight.iter().map(|g| g.as_str().to_string()).collect()
+        c.gates
+            .preflight
+            .iter()
+            .map(|g| g.as_str().to_string())
+            .collect()
     }
 }

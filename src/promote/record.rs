@@ -143,7 +143,10 @@ impl Folder {
     pub fn open(dir: &Path) -> Result<Folder> {
         let p = dir.join(bundle::PROMOTION);
         let b = std::fs::read(&p).map_err(|e| {
-            anyhow::anyhow!("cannot read {}: {e}; give a folder `bakeoff promote` wrote", p.display())
+            anyhow::anyhow!(
+                "cannot read {}: {e}; give a folder `bakeoff promote` wrote",
+                p.display()
+            )
         })?;
         let rec: Record = serde_json::from_slice(&b)
             .map_err(|e| anyhow::anyhow!("{} is not a promotion record: {e}", p.display()))?;
@@ -176,7 +179,9 @@ impl Folder {
         // The transaction goes on (a rollback most of all) even when the folder cannot be
         // written: the error is kept in memory and said at the end.
         if let Err(e) = self.push(name, status, detail.into(), facts) {
-            self.rec.notes.push(format!("could not record step {name}: {e:#}"));
+            self.rec
+                .notes
+                .push(format!("could not record step {name}: {e:#}"));
         }
     }
 
@@ -236,7 +241,10 @@ impl Folder {
     /// digest returned).
     pub fn seal(&mut self, summary: &str) -> Result<String> {
         self.save()?;
-        crate::evidence::write_atomic(&self.dir.join(bundle::PROMOTION_SUMMARY), summary.as_bytes())?;
+        crate::evidence::write_atomic(
+            &self.dir.join(bundle::PROMOTION_SUMMARY),
+            summary.as_bytes(),
+        )?;
         let m = crate::evidence::manifest::write(&self.dir)?;
         Ok(m.root_sha256.unwrap_or_default())
     }
@@ -251,8 +259,12 @@ pub fn is_promotion(dir: &Path) -> bool {
 fn read_journal(dir: &Path) -> Result<Journal> {
     match std::fs::read(dir.join(bundle::LAUNCH_JOURNAL)) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Journal::default()),
-        Err(e) => Err(anyhow::anyhow!("cannot read the launch journal in {}: {e}", dir.display())),
-        Ok(b) => serde_json::from_slice(&b)
-            .map_err(|e| anyhow::anyhow!("the launch journal in {} is not valid: {e}", dir.display())),
+        Err(e) => Err(anyhow::anyhow!(
+            "cannot read the launch journal in {}: {e}",
+            dir.display()
+        )),
+        Ok(b) => serde_json::from_slice(&b).map_err(|e| {
+            anyhow::anyhow!("the launch journal in {} is not valid: {e}", dir.display())
+        }),
     }
 }

@@ -11,8 +11,8 @@ use super::{Outcome, Say};
 use crate::campaign::fingerprint::Fingerprint;
 use crate::campaign::Campaign;
 use crate::evidence::bundle;
-use crate::lane::resident::{self, SetBy};
 use crate::lane::procnet;
+use crate::lane::resident::{self, SetBy};
 use serde_json::json;
 use std::path::Path;
 
@@ -36,8 +36,11 @@ pub async fn recover(dir: &Path, c: &Campaign, say: Say) -> anyhow::Result<Outco
     for l in &found.lines {
         say(l);
     }
-    let n = (1..).find(|n| !dir.join(bundle::promotion_recovery(*n)).exists()).unwrap_or(1);
-    let ev = json!({"phase_found": was, "found": found.evidence, "at": crate::clock::wall_rfc3339()});
+    let n = (1..)
+        .find(|n| !dir.join(bundle::promotion_recovery(*n)).exists())
+        .unwrap_or(1);
+    let ev =
+        json!({"phase_found": was, "found": found.evidence, "at": crate::clock::wall_rfc3339()});
     crate::evidence::write_atomic(
         &dir.join(bundle::promotion_recovery(n)),
         &serde_json::to_vec_pretty(&ev)?,
@@ -49,7 +52,9 @@ pub async fn recover(dir: &Path, c: &Campaign, say: Say) -> anyhow::Result<Outco
         found.lines.join("; ")
     ));
     for u in &found.unproven {
-        f.rec.notes.push(format!("left alone (not proven the promotion's own): {u}"));
+        f.rec
+            .notes
+            .push(format!("left alone (not proven the promotion's own): {u}"));
     }
     let _ = f.set_phase(Phase::RollingBack);
     let before: Option<Fingerprint> =
@@ -60,28 +65,27 @@ pub async fn recover(dir: &Path, c: &Campaign, say: Say) -> anyhow::Result<Outco
         id: c.campaign.id.clone(),
         dir: dir.to_path_buf(),
     };
-    Ok(match txn::restore(c, &mut f, &lane, before.as_ref()).await {
-        Ok(words) => {
-            let pid = procnet::find_listeners(c.lane.port).first().map(|l| l.pid);
-            let rec = crate::run::lanerecord::record_for(c, c.incumbent(), pid, by);
-            if let Err(e) = resident::write(rec) {
-                f.rec.notes.push(e);
-            }
-            let why = format!(
+    Ok(
+        match txn::restore(c, &mut f, &lane, before.as_ref()).await {
+            Ok(words) => {
+                let pid = procnet::find_listeners(c.lane.port).first().map(|l| l.pid);
+                let rec = crate::run::lanerecord::record_for(c, c.incumbent(), pid, by);
+                if let Err(e) = resident::write(rec) {
+                    f.rec.notes.push(e);
+                }
+                let why = format!(
                 "recovered after the promotion stopped in phase {}: the incumbent is back; {words}",
                 was.as_str()
             );
-            txn::finish(&mut f, Phase::RolledBack, why, Vec::new())
-        }
-        Err(e) => {
-            let mut why = format!("recovery after phase {}: {e}", was.as_str());
-            if !found.unproven.is_empty() {
-                why.push_str(&format!(
-                    "; left alone: {}",
-                    found.unproven.join("; ")
-                ));
+                txn::finish(&mut f, Phase::RolledBack, why, Vec::new())
             }
-            txn::failed(c, &mut f, by, why)
-        }
-    })
+            Err(e) => {
+                let mut why = format!("recovery after phase {}: {e}", was.as_str());
+                if !found.unproven.is_empty() {
+                    why.push_str(&format!("; left alone: {}", found.unproven.join("; ")));
+                }
+                txn::failed(c, &mut f, by, why)
+            }
+        },
+    )
 }

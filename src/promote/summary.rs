@@ -29,12 +29,18 @@ pub fn markdown(r: &Record) -> String {
         r.ended_at.as_deref().unwrap_or("(not ended)")
     );
     if !r.restart.is_empty() {
-        let _ = writeln!(o, "\n**CRITICAL: the rollback failed.** Start the incumbent by hand:\n");
+        let _ = writeln!(
+            o,
+            "\n**CRITICAL: the rollback failed.** Start the incumbent by hand:\n"
+        );
         for c in &r.restart {
             let _ = writeln!(o, "    {c}");
         }
     }
-    let _ = writeln!(o, "\n## Transaction\n\n| step | status | at | detail |\n|---|---|---|---|");
+    let _ = writeln!(
+        o,
+        "\n## Transaction\n\n| step | status | at | detail |\n|---|---|---|---|"
+    );
     for s in &r.steps {
         let _ = writeln!(
             o,

@@ -80,7 +80,10 @@ pub async fn run(
         Ok(r) => r,
         Err((why, r)) => return Ok(rollback(s, o, &mut f, &lane, r, &before, why).await),
     };
-    (o.say)(&format!("`{}` serves the lane; identity and preflight proven", s.arm.id));
+    (o.say)(&format!(
+        "`{}` serves the lane; identity and preflight proven",
+        s.arm.id
+    ));
     if let Some(sig) = *o.cancel.borrow() {
         let why = format!("{sig} arrived before the bake");
         return Ok(rollback(s, o, &mut f, &lane, Some((running, i)), &before, why).await);
@@ -88,17 +91,28 @@ pub async fn run(
     f.set_phase(Phase::Baking)?;
     let mut running = running;
     match bake::run(s, o, &mut f, &mut running).await {
-        BakeEnd::Passed(why) | BakeEnd::Finished(why) => {
-            Ok(keep(s, o, &mut f, running, i, why))
+        BakeEnd::Passed(why) | BakeEnd::Finished(why) => Ok(keep(s, o, &mut f, running, i, why)),
+        BakeEnd::Failed(why) => {
+            Ok(rollback(s, o, &mut f, &lane, Some((running, i)), &before, why).await)
         }
-        BakeEnd::Failed(why) => Ok(rollback(s, o, &mut f, &lane, Some((running, i)), &before, why).await),
     }
 }
 
 /// The winner stays: the record says promoted, the lane record names it.
-fn keep(s: &Source, o: &Options, f: &mut Folder, running: Running, i: usize, why: String) -> Outcome {
+fn keep(
+    s: &Source,
+    o: &Options,
+    f: &mut Folder,
+    running: Running,
+    i: usize,
+    why: String,
+) -> Outcome {
     let c = &s.campaign;
-    f.journal_close(&[(i, State::Started, "kept: promoted, it serves the lane".into())]);
+    f.journal_close(&[(
+        i,
+        State::Started,
+        "kept: promoted, it serves the lane".into(),
+    )]);
     let pid = running.pid();
     // Dropping `Running` leaves the winner serving (its own process group, or container, or job).
     drop(running);
@@ -128,7 +142,9 @@ pub fn finish(f: &mut Folder, phase: Phase, why: String, restart: Vec<String>) -
     let root_digest = match f.seal(&text) {
         Ok(d) => d,
         Err(e) => {
-            f.rec.notes.push(format!("the folder could not be sealed: {e:#}"));
+            f.rec
+                .notes
+                .push(format!("the folder could not be sealed: {e:#}"));
             String::new()
         }
     };
@@ -160,7 +176,12 @@ async fn stop_incumbent(c: &Campaign, f: &mut Folder, lane: &LaneSpec) -> Result
             lane::slurm::stop_job(&sbatch, id, lane.stop_grace).await;
         }
         let free = lane::wait_port_free(&host, port, Duration::from_secs(10)).await;
-        f.ended("stop-incumbent", true, format!("cancelled {} job(s); port free: {free}", jobs.len()), json!({"jobs": jobs.len()}));
+        f.ended(
+            "stop-incumbent",
+            true,
+            format!("cancelled {} job(s); port free: {free}", jobs.len()),
+            json!({"jobs": jobs.len()}),
+        );
         return Ok(());
     }
     let Some(l) = procnet::find_listeners(port).first().cloned() else {
@@ -169,15 +190,28 @@ async fn stop_incumbent(c: &Campaign, f: &mut Folder, lane: &LaneSpec) -> Result
         return Err(w);
     };
     if !runs_recipe(c, inc, &l) {
-        let w = format!("pid {} on the lane port is not the incumbent any more; it was left alone", l.pid);
+        let w = format!(
+            "pid {} on the lane port is not the incumbent any more; it was left alone",
+            l.pid
+        );
         f.ended("stop-incumbent", false, w.clone(), json!(null));
         return Err(w);
     }
     let st = procnet::stop_foreign(&l, lane.stop_grace).await;
     let free = lane::wait_port_free(&host, port, Duration::from_secs(10)).await;
     let ok = free && st.gone;
-    let w = format!("stopped pid {} ({}): port {}", l.pid, st.target, if free { "free" } else { "still taken" });
-    f.ended("stop-incumbent", ok, w.clone(), json!({"stop": st, "pid": l.pid}));
+    let w = format!(
+        "stopped pid {} ({}): port {}",
+        l.pid,
+        st.target,
+        if free { "free" } else { "still taken" }
+    );
+    f.ended(
+        "stop-incumbent",
+        ok,
+        w.clone(),
+        json!({"stop": st, "pid": l.pid}),
+    );
     if ok {
         Ok(())
     } else {
@@ -200,7 +234,12 @@ async fn launch_winner(
     let _ = f.intent("launch-winner", format!("launch `{}`", arm.id));
     let i = f
         .journal_intent(&arm.id, Purpose::Arm, &spec, lane)
-        .map_err(|e| (format!("the launch journal cannot be written ({e:#}); nothing was launched"), None))?;
+        .map_err(|e| {
+            (
+                format!("the launch journal cannot be written ({e:#}); nothing was launched"),
+                None,
+            )
+        })?;
     let mut r = match lane::launch(lane, &spec).await {
         Ok(r) => r,
         Err(e) => {
@@ -221,7 +260,12 @@ async fn launch_winner(
             return Err((w, Some((r, i))));
         }
     };
-    f.ended("launch-winner", true, format!("ready in {:.0} ms", ready.ready_ms), json!({"ready": ready, "pid": r.pid()}));
+    f.ended(
+        "launch-winner",
+        true,
+        format!("ready in {:.0} ms", ready.ready_ms),
+        json!({"ready": ready, "pid": r.pid()}),
+    );
     let (models, ctx) = (ready.model_ids.clone(), ready.context_tokens);
     if let Err(w) = identity(c, arm, r.pid(), &models, ctx, None, f, "winner-identity") {
         return Err((w, Some((r, i))));
@@ -254,13 +298,23 @@ fn identity(
     let file_changes = before.map(|b| changes(b, &now)).unwrap_or_default();
     let mut bad = Vec::new();
     if hash != expected {
-        bad.push(format!("argv/env hash expected {expected}, got {}", if hash.is_empty() { "nothing" } else { &hash }));
+        bad.push(format!(
+            "argv/env hash expected {expected}, got {}",
+            if hash.is_empty() { "nothing" } else { &hash }
+        ));
     }
-    if !models.iter().any(|m| *m == arm.served_model) {
-        bad.push(format!("served model expected `{}`, listed {:?}", arm.served_model, models));
+    if !models.contains(&arm.served_model) {
+        bad.push(format!(
+            "served model expected `{}`, listed {:?}",
+            arm.served_model, models
+        ));
     }
     if ctx.is_some_and(|x| x != arm.served_context) {
-        bad.push(format!("context expected {}, got {}", arm.served_context, ctx.unwrap_or(0)));
+        bad.push(format!(
+            "context expected {}, got {}",
+            arm.served_context,
+            ctx.unwrap_or(0)
+        ));
     }
     if !file_changes.is_empty() {
         bad.push(format!("files changed: {}", file_changes.join("; ")));
@@ -269,7 +323,12 @@ fn identity(
         "served_model": {"expected": arm.served_model, "listed": models}, "context": {"expected": arm.served_context, "actual": ctx},
         "recipe_files": {"changes": file_changes}});
     if bad.is_empty() {
-        f.ended(step, true, "same recipe (argv/env), served model and context", facts);
+        f.ended(
+            step,
+            true,
+            "same recipe (argv/env), served model and context",
+            facts,
+        );
         Ok(())
     } else {
         let w = format!("{step}: {}", bad.join("; "));
@@ -279,7 +338,13 @@ fn identity(
 }
 
 /// The campaign's preflight gates on `arm` at `target`.
-async fn preflight(c: &Campaign, arm: &Arm, target: &Target, f: &mut Folder, step: &str) -> Result<(), String> {
+async fn preflight(
+    c: &Campaign,
+    arm: &Arm,
+    target: &Target,
+    f: &mut Folder,
+    step: &str,
+) -> Result<(), String> {
     let _ = f.intent(step, format!("preflight of `{}`", arm.id));
     let s = &c.workload.sampling;
     let mut g = GateContext::new(target.clone(), arm.served_model.clone());
@@ -299,7 +364,12 @@ async fn preflight(c: &Campaign, arm: &Arm, target: &Target, f: &mut Folder, ste
         .collect();
     let facts = json!({"gates": results});
     if bad.is_empty() && !results.is_empty() {
-        f.ended(step, true, format!("{} gate(s) passed", results.len()), facts);
+        f.ended(
+            step,
+            true,
+            format!("{} gate(s) passed", results.len()),
+            facts,
+        );
         Ok(())
     } else {
         let w = format!("{step}: {}", bad.join("; "));
@@ -326,7 +396,16 @@ pub async fn rollback(
         let st = lane::stop(r, lane.stop_grace).await;
         f.journal_set(i, State::Stopped);
         let ok = st.group_gone;
-        f.ended("stop-winner", ok, if ok { "stopped" } else { "its process group is still alive" }, json!({"stop": st}));
+        f.ended(
+            "stop-winner",
+            ok,
+            if ok {
+                "stopped"
+            } else {
+                "its process group is still alive"
+            },
+            json!({"stop": st}),
+        );
     }
     pause("promote-rollback").await;
     let c = &s.campaign;
@@ -337,9 +416,19 @@ pub async fn rollback(
             if let Err(e) = resident::write(rec) {
                 f.rec.notes.push(e);
             }
-            finish(f, Phase::RolledBack, format!("rolled back ({why}); {words}"), Vec::new())
+            finish(
+                f,
+                Phase::RolledBack,
+                format!("rolled back ({why}); {words}"),
+                Vec::new(),
+            )
         }
-        Err(e) => failed(c, f, set_by(s, o), format!("{why}; then the rollback failed: {e}")),
+        Err(e) => failed(
+            c,
+            f,
+            set_by(s, o),
+            format!("{why}; then the rollback failed: {e}"),
+        ),
     }
 }
 
@@ -366,12 +455,19 @@ pub async fn restore(
     before: Option<&Fingerprint>,
 ) -> Result<String, String> {
     let inc = c.incumbent();
-    let target = inc.recipe().serving_target().unwrap_or_else(|| lane.target());
+    let target = inc
+        .recipe()
+        .serving_target()
+        .unwrap_or_else(|| lane.target());
     let (pid, ready, words) = match serving_incumbent(c)? {
         Some(pid) => (pid, None, "the incumbent was still serving".to_string()),
         None => {
             let (pid, ready) = relaunch(c, inc, f, lane).await?;
-            (pid, Some(ready), "the incumbent was started again".to_string())
+            (
+                pid,
+                Some(ready),
+                "the incumbent was started again".to_string(),
+            )
         }
     };
     let (models, ctx) = match ready {
@@ -380,7 +476,9 @@ pub async fn restore(
     };
     identity(c, inc, pid, &models, ctx, before, f, "restore-identity")?;
     preflight(c, inc, &target, f, "restore-preflight").await?;
-    Ok(format!("{words}; proven: same recipe, model and context, unchanged files, fresh preflight passed"))
+    Ok(format!(
+        "{words}; proven: same recipe, model and context, unchanged files, fresh preflight passed"
+    ))
 }
 
 /// Does the incumbent serve now? Ok(Some(pid)) (pid None: a job-run one), Ok(None): nothing
@@ -415,7 +513,9 @@ async fn relaunch(
     lane.ready_timeout = lane.ready_timeout.max(Duration::from_secs(5));
     // Recorded before it starts, but restored regardless: an unwritable journal must not leave
     // the lane empty.
-    let i = f.journal_intent(&inc.id, Purpose::RestoreIncumbent, &spec, &lane).ok();
+    let i = f
+        .journal_intent(&inc.id, Purpose::RestoreIncumbent, &spec, &lane)
+        .ok();
     let mut r = match lane::launch(&lane, &spec).await {
         Ok(r) => r,
         Err(e) => {
@@ -437,7 +537,12 @@ async fn relaunch(
     drop(r);
     match ready {
         Ok(x) => {
-            f.ended("restore-incumbent", true, format!("ready in {:.0} ms", x.ready_ms), json!({"pid": pid, "ready": x}));
+            f.ended(
+                "restore-incumbent",
+                true,
+                format!("ready in {:.0} ms", x.ready_ms),
+                json!({"pid": pid, "ready": x}),
+            );
             Ok((pid, x))
         }
         Err(e) => {

@@ -23,7 +23,8 @@ const WIN: &str = "ttft_ms = 5\ndecode_tok_s = 400\ncontext_tokens = 4096";
 /// Fast in the bake-off (it serves fewer than 25 requests there), 300 ms slower from request 25 on.
 const SLOWWIN: &str =
     "ttft_ms = 12\ndecode_tok_s = 400\ncontext_tokens = 4096\nslow_after_requests = 25\nslow_ttft_ms = 300";
-const BAD: &str = "ttft_ms = 5\ndecode_tok_s = 400\ncontext_tokens = 4096\nfail_at_startup = \"no GPU\"";
+const BAD: &str =
+    "ttft_ms = 5\ndecode_tok_s = 400\ncontext_tokens = 4096\nfail_at_startup = \"no GPU\"";
 
 struct Lane {
     t: Camp,
@@ -91,7 +92,14 @@ profile = "inc.toml"
         std::fs::write(t.path("campaign.toml"), s).unwrap();
         let locks = t.path("locks");
         let inc = Some(t.start_incumbent("inc"));
-        let o = bakeoff(&locks, &["run", t.path("campaign.toml").to_str().unwrap(), "--no-progress"]);
+        let o = bakeoff(
+            &locks,
+            &[
+                "run",
+                t.path("campaign.toml").to_str().unwrap(),
+                "--no-progress",
+            ],
+        );
         assert!(o.status.success(), "the campaign failed: {}", text(&o));
         let bundle = t.bundle();
         Lane {
@@ -186,7 +194,11 @@ fn promotion_refusals_dry_run_rollback_and_keep() {
     assert!(text(&o).contains("is the incumbent"), "{}", text(&o));
     let o = l.promote(&[]);
     assert_eq!(code(&o), 2, "{}", text(&o));
-    assert!(text(&o).contains("policy manual") && text(&o).contains("--confirm"), "{}", text(&o));
+    assert!(
+        text(&o).contains("policy manual") && text(&o).contains("--confirm"),
+        "{}",
+        text(&o)
+    );
     // A locked lane.
     {
         let h = bakeoff::lane::lock::Holder {
@@ -194,7 +206,8 @@ fn promotion_refusals_dry_run_rollback_and_keep() {
             campaign_id: "someone-else".into(),
             ..Default::default()
         };
-        let _lock = bakeoff::lane::lock::LaneLock::acquire_in(&l.locks, "127.0.0.1", l.t.port, &h).unwrap();
+        let _lock =
+            bakeoff::lane::lock::LaneLock::acquire_in(&l.locks, "127.0.0.1", l.t.port, &h).unwrap();
         let o = l.promote(&["--confirm"]);
         assert_eq!(code(&o), 2, "{}", text(&o));
         assert!(text(&o).contains("someone-else"), "{}", text(&o));
@@ -203,25 +216,55 @@ fn promotion_refusals_dry_run_rollback_and_keep() {
     let o = l.promote(&["--dry-run"]);
     assert!(o.status.success(), "{}", text(&o));
     let out = String::from_utf8_lossy(&o.stdout);
-    for w in ["rollback check (passed)", "stop the incumbent `inc`", "launch `win`", "rollback plan", "nothing was touched"] {
+    for w in [
+        "rollback check (passed)",
+        "stop the incumbent `inc`",
+        "launch `win`",
+        "rollback plan",
+        "nothing was touched",
+    ] {
         assert!(out.contains(w), "{w}: {out}");
     }
-    assert_eq!(bakeoff::lane::procnet::find_listeners(l.t.port)[0].pid, inc_pid);
+    assert_eq!(
+        bakeoff::lane::procnet::find_listeners(l.t.port)[0].pid,
+        inc_pid
+    );
     assert!(!l.folder("out.promote-win").exists());
 
     // A winner that degrades mid-bake: rolled back within the one-interval budget.
     let t1 = Instant::now();
     let deg = l.folder("deg");
-    let o = l.promote(&["--arm", "slowwin", "--confirm", "--output", deg.to_str().unwrap(), "--bake", "3s"]);
+    let o = l.promote(&[
+        "--arm",
+        "slowwin",
+        "--confirm",
+        "--output",
+        deg.to_str().unwrap(),
+        "--bake",
+        "3s",
+    ]);
     let degrade_s = t1.elapsed().as_secs_f64();
     assert_eq!(code(&o), 1, "{}", text(&o));
     assert_eq!(phase(&deg), "rolled-back");
     let r = json(&deg.join("promotion.json"));
     let iv = r["intervals"].as_array().unwrap();
-    let failed = iv.iter().position(|i| i["outcome"] == "fail").expect("a failed interval");
-    assert_eq!(failed + 1, iv.len(), "the bake ends at the first failed interval: {iv:#?}");
-    assert!(iv.len() <= 4, "caught within two intervals of the slowdown: {iv:#?}");
-    assert!(r["why"].as_str().unwrap().contains("failure limit"), "{r:#}");
+    let failed = iv
+        .iter()
+        .position(|i| i["outcome"] == "fail")
+        .expect("a failed interval");
+    assert_eq!(
+        failed + 1,
+        iv.len(),
+        "the bake ends at the first failed interval: {iv:#?}"
+    );
+    assert!(
+        iv.len() <= 4,
+        "caught within two intervals of the slowdown: {iv:#?}"
+    );
+    assert!(
+        r["why"].as_str().unwrap().contains("failure limit"),
+        "{r:#}"
+    );
     assert_eq!(l.serves().as_deref(), Some("inc"));
     verify(&deg);
 
@@ -236,20 +279,43 @@ fn promotion_refusals_dry_run_rollback_and_keep() {
     verify(&keep);
     let md = std::fs::read_to_string(keep.join("promotion-summary.md")).unwrap();
     assert!(md.contains("decision: **promoted**"), "{md}");
+    let o = bakeoff(&l.locks, &["report", keep.to_str().unwrap()]);
+    assert!(
+        o.status.success() && text(&o).contains("## Bake intervals"),
+        "{}",
+        text(&o)
+    );
     let rec = l.record();
     assert_eq!(rec["resident"]["arm"], "win");
     assert_eq!(rec["set_by"]["kind"], "promotion");
     let o = bakeoff(&l.locks, &["lane", "status", &l.t.port.to_string()]);
-    assert!(o.status.success() && text(&o).contains("resident: `win`"), "{}", text(&o));
+    assert!(
+        o.status.success() && text(&o).contains("resident: `win`"),
+        "{}",
+        text(&o)
+    );
 
     // Drift: the bundle's incumbent no longer serves the lane.
     let o = l.promote(&["--arm", "slowwin", "--confirm"]);
     assert_eq!(code(&o), 2, "{}", text(&o));
     assert!(text(&o).contains("drift"), "{}", text(&o));
     // A campaign declaring the old incumbent is refused by the lane record.
-    let o = bakeoff(&l.locks, &["run", l.t.path("campaign.toml").to_str().unwrap(), "--output", l.folder("again").to_str().unwrap(), "--no-progress"]);
+    let o = bakeoff(
+        &l.locks,
+        &[
+            "run",
+            l.t.path("campaign.toml").to_str().unwrap(),
+            "--output",
+            l.folder("again").to_str().unwrap(),
+            "--no-progress",
+        ],
+    );
     assert_eq!(code(&o), 2, "{}", text(&o));
-    assert!(text(&o).contains("lane record says") && text(&o).contains("--accept-lane-drift"), "{}", text(&o));
+    assert!(
+        text(&o).contains("lane record says") && text(&o).contains("--accept-lane-drift"),
+        "{}",
+        text(&o)
+    );
     eprintln!(
         "timings: campaign {campaign_s:.1} s, degrading promotion {degrade_s:.1} s, clean promotion {keep_s:.1} s, whole test {:.1} s",
         t0.elapsed().as_secs_f64()
@@ -260,8 +326,20 @@ fn promotion_refusals_dry_run_rollback_and_keep() {
 fn kill_at(l: &Lane, point: &str, name: &str) -> PathBuf {
     let dir = l.folder(name);
     let marker = l.folder(&format!("{name}.paused"));
-    let mut c = command(&l.locks, &["promote", l.bundle.to_str().unwrap(), "--confirm", "--output", dir.to_str().unwrap()]);
-    c.env("BAKEOFF_TEST_PAUSE_AT", format!("{point}:{}", marker.display()));
+    let mut c = command(
+        &l.locks,
+        &[
+            "promote",
+            l.bundle.to_str().unwrap(),
+            "--confirm",
+            "--output",
+            dir.to_str().unwrap(),
+        ],
+    );
+    c.env(
+        "BAKEOFF_TEST_PAUSE_AT",
+        format!("{point}:{}", marker.display()),
+    );
     let mut child: Child = c.spawn().unwrap();
     wait_for_file(&marker, Duration::from_secs(30));
     child.kill().unwrap();
@@ -285,36 +363,75 @@ fn promotion_killed_at_each_point_is_recovered() {
     let k3 = kill_at(&l, "promote-baking", "k3");
     let j = json(&k3.join("launch-journal.json"));
     assert!(
-        j["entries"].as_array().unwrap().iter().any(|e| e["arm"] == "win"),
+        j["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["arm"] == "win"),
         "the winner was journaled before it started: {j:#}"
     );
-    assert!(json(&k3.join("promotion.json"))["notes"].to_string().contains("recovered from phase baking"));
+    assert!(json(&k3.join("promotion.json"))["notes"]
+        .to_string()
+        .contains("recovered from phase baking"));
     // A winner that cannot start any more: rolled back (and killed mid-rollback, recovered).
     std::fs::write(l.t.path("win.toml"), format!("model = \"win\"\n{BAD}\n")).unwrap();
     kill_at(&l, "promote-rollback", "k4");
-    let o = l.promote(&["--confirm", "--output", l.folder("nostart").to_str().unwrap()]);
+    let o = l.promote(&[
+        "--confirm",
+        "--output",
+        l.folder("nostart").to_str().unwrap(),
+    ]);
     assert_eq!(code(&o), 1, "{}", text(&o));
-    assert!(text(&o).contains("no GPU") || text(&o).contains("launch-winner"), "{}", text(&o));
+    assert!(
+        text(&o).contains("no GPU") || text(&o).contains("launch-winner"),
+        "{}",
+        text(&o)
+    );
     assert_eq!(l.serves().as_deref(), Some("inc"));
 
     // A rollback that fails: something else takes the lane port while the incumbent is stopped.
     let dir = l.folder("rbfail");
     let marker = l.folder("rbfail.paused");
-    let mut c = command(&l.locks, &["promote", l.bundle.to_str().unwrap(), "--confirm", "--output", dir.to_str().unwrap()]);
-    c.env("BAKEOFF_TEST_PAUSE_AT", format!("promote-incumbent-stopped:{}", marker.display()));
+    let mut c = command(
+        &l.locks,
+        &[
+            "promote",
+            l.bundle.to_str().unwrap(),
+            "--confirm",
+            "--output",
+            dir.to_str().unwrap(),
+        ],
+    );
+    c.env(
+        "BAKEOFF_TEST_PAUSE_AT",
+        format!("promote-incumbent-stopped:{}", marker.display()),
+    );
     let child = c.spawn().unwrap();
     wait_for_file(&marker, Duration::from_secs(30));
     let squatter = std::net::TcpListener::bind(("127.0.0.1", l.t.port)).unwrap();
     std::fs::remove_file(&marker).unwrap();
     let o = child.wait_with_output().unwrap();
     assert_eq!(code(&o), 4, "{}", text(&o));
-    assert!(text(&o).contains("CRITICAL") && text(&o).contains("start the incumbent by hand"), "{}", text(&o));
+    assert!(
+        text(&o).contains("CRITICAL") && text(&o).contains("start the incumbent by hand"),
+        "{}",
+        text(&o)
+    );
     assert_eq!(phase(&dir), "rollback-failed");
     verify(&dir);
     let o = bakeoff(&l.locks, &["lane", "status", &l.t.port.to_string()]);
     assert_eq!(code(&o), 4, "{}", text(&o));
     assert!(text(&o).contains("ROLLBACK FAILED"), "{}", text(&o));
-    let o = bakeoff(&l.locks, &["run", l.t.path("campaign.toml").to_str().unwrap(), "--output", l.folder("again").to_str().unwrap(), "--no-progress"]);
+    let o = bakeoff(
+        &l.locks,
+        &[
+            "run",
+            l.t.path("campaign.toml").to_str().unwrap(),
+            "--output",
+            l.folder("again").to_str().unwrap(),
+            "--no-progress",
+        ],
+    );
     assert_eq!(code(&o), 2, "{}", text(&o));
     assert!(text(&o).contains("ROLLBACK FAILED"), "{}", text(&o));
     let o = l.promote(&["--confirm"]);
@@ -325,7 +442,11 @@ fn promotion_killed_at_each_point_is_recovered() {
     assert!(o.status.success(), "{}", text(&o));
     assert_eq!(l.serves().as_deref(), Some("inc"));
     let o = bakeoff(&l.locks, &["lane", "status", &l.t.port.to_string()]);
-    assert!(o.status.success() && text(&o).contains("state: serving"), "{}", text(&o));
+    assert!(
+        o.status.success() && text(&o).contains("state: serving"),
+        "{}",
+        text(&o)
+    );
     verify(&dir);
     eprintln!("timings: whole test {:.1} s", t0.elapsed().as_secs_f64());
 }

@@ -64,7 +64,10 @@ impl PromotionTable {
             ));
         }
         if self.failure_limit == 0 {
-            out.push("[promotion] failure_limit: must be >= 1; give how many failed intervals roll back".into());
+            out.push(
+                "[promotion] failure_limit: must be >= 1; give how many failed intervals roll back"
+                    .into(),
+            );
         }
         if self.interval_s > self.bake_s {
             out.push(format!(
