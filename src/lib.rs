@@ -14,6 +14,7 @@ pub mod lane;
 pub mod load;
 pub mod metrics;
 pub mod netstamp;
+pub mod promote;
 pub mod refengine;
 pub mod report;
 pub mod run;

@@ -32,6 +32,10 @@ enum Command {
     Compare(bakeoff::cli::compare::CompareArgs),
     /// Keep verified bundles in a database: trends per recipe, GPU and lane, change points, a CI gate.
     History(bakeoff::cli::history::HistoryArgs),
+    /// Put a verified verdict's winner in service, bake it under analysis, roll back by itself.
+    Promote(bakeoff::cli::promote::PromoteArgs),
+    /// What serves each lane, as bakeoff last proved it (`bakeoff lane status [PORT]`).
+    Lane(bakeoff::cli::lane::LaneArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -48,6 +52,8 @@ fn main() -> std::process::ExitCode {
         Command::Compare(a) => bakeoff::cli::compare::run(a),
         Command::Gpu(a) => bakeoff::cli::gpu::run(a),
         Command::History(a) => bakeoff::cli::history::run(a),
+        Command::Promote(a) => bakeoff::cli::promote::run(a),
+        Command::Lane(a) => bakeoff::cli::lane::run(a),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

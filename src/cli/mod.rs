@@ -12,6 +12,8 @@ pub mod engine;
 pub mod gate;
 pub mod gpu;
 pub mod history;
+pub mod lane;
+pub mod promote;
 pub mod recover;
 pub mod report;
 pub mod run;

@@ -44,6 +44,9 @@ fn load(dir: &Path) -> Result<Campaign> {
 
 pub fn run(args: RecoverArgs) -> Result<()> {
     let dir = super::absolute(&args.dir);
+    if crate::promote::is_promotion(&dir) {
+        return super::promote::recover(&dir);
+    }
     let c = load(&dir)?;
     // The lane must be nobody's: a live run restores its incumbent itself.
     let session =

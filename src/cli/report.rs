@@ -16,6 +16,9 @@ pub struct ReportArgs {
 }
 
 pub fn run(a: ReportArgs) -> anyhow::Result<()> {
+    if crate::promote::is_promotion(&a.dir) {
+        return super::promote::report(&a.dir, a.force);
+    }
     let v = if a.force {
         crate::report::render_all_forced(&a.dir)?
     } else {

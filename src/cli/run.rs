@@ -44,6 +44,10 @@ pub struct RunArgs {
     /// URL, as `bakeoff history --db`) and print each arm's figures against its own history.
     #[arg(long, value_name = "PATH|URL")]
     pub history: Option<String>,
+    /// Run although the lane record names another resident than the declared incumbent
+    /// (`bakeoff lane status`); recorded as a limitation.
+    #[arg(long)]
+    pub accept_lane_drift: bool,
 }
 
 /// Refused before anything started: exit 2 with `msg`.
@@ -104,7 +108,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     } else {
         Purpose::Run
     };
-    let session = match runner::session::begin(c, bundle, purpose) {
+    let session = match runner::session::begin_with(c, bundle, purpose, args.accept_lane_drift) {
         Ok(s) => s,
         Err(r) => {
             if let Some(rec) = &r.recovery {

@@ -107,6 +107,25 @@ pub fn space_reserve(bundle: &Path) -> PathBuf {
     logs_dir(bundle).join(".space-reserve")
 }
 
+/// A promotion folder (`bakeoff promote`): its record (transaction steps, bake intervals,
+/// decision), its summary, and each later recovery of it.
+pub const PROMOTION: &str = "promotion.json";
+pub const PROMOTION_SUMMARY: &str = "promotion-summary.md";
+pub fn promotion_recovery(n: u32) -> String {
+    format!("promotion-recovery-{n}.json")
+}
+
+/// How `bakeoff promote --abort|--finish DIR` asks the running promotion to end its bake: a file
+/// beside the folder (never in it, so the manifest never meets it).
+pub fn promotion_control(dir: &Path) -> PathBuf {
+    sibling(dir, "control")
+}
+
+/// The promoted winner's raw log (it outlives bakeoff: beside the folder, never in it).
+pub fn promoted_log(dir: &Path) -> PathBuf {
+    sibling(dir, "promoted.log")
+}
+
 fn sibling(bundle: &Path, suffix: &str) -> PathBuf {
     let name = bundle
         .file_name()

@@ -172,6 +172,35 @@ impl Recipe for ContainerRecipe {
     fn proof(&self) -> Proof {
         Proof::Process { planned_hash: true }
     }
+
+    /// The image is present on the daemon (`docker image inspect`), else its registry lists it
+    /// (`docker manifest inspect`: a digest-pinned image can be pulled again).
+    fn restart_check(&self, _lc: Option<&LaunchCommand>) -> Result<String, String> {
+        let ok = |args: &[&str]| {
+            std::process::Command::new(&self.docker)
+                .args(args)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        if ok(&["image", "inspect", &self.image]) {
+            return Ok(format!(
+                "its image {} is present on the Docker daemon",
+                self.image
+            ));
+        }
+        if ok(&["manifest", "inspect", &self.image]) {
+            return Ok(format!(
+                "its image {} is not present but its registry lists it (it can be pulled)",
+                self.image
+            ));
+        }
+        Err(format!(
+            "its image {} is neither present on the Docker daemon nor listed by its registry; pull or push it first",
+            self.image
+        ))
+    }
 }
 
 /// The ownership labels bakeoff adds (`bakeoff.campaign`, `bakeoff.arm`), then the recipe's.

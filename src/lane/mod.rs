@@ -32,6 +32,7 @@ pub mod procnet;
 mod ready;
 pub mod recipe;
 pub mod reference;
+pub mod resident;
 pub mod slurm;
 pub mod slurm_recipe;
 

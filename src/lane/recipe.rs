@@ -396,6 +396,55 @@ pub trait Recipe: fmt::Debug + Sync {
     fn limitation(&self, _arm_id: &str) -> Option<String> {
         None
     }
+
+    /// Before a promotion stops what serves as this recipe: could it be started again? (its
+    /// program exists; a container's image is present; a Slurm partition accepts the job.) Ok:
+    /// what was checked, in words; Err: why not, with the fix.
+    fn restart_check(&self, lc: Option<&LaunchCommand>) -> Result<String, String> {
+        program_check(lc)
+    }
+}
+
+/// The start command's program exists and is executable (a bare name: found on `PATH`).
+pub fn program_check(lc: Option<&LaunchCommand>) -> Result<String, String> {
+    let lc = lc.ok_or("it has no start command bakeoff could run")?;
+    let prog = if lc.start.self_exe {
+        self_exe()?
+    } else {
+        let a = lc.start.argv.first().ok_or("its start command is empty")?;
+        let p = PathBuf::from(a);
+        if p.components().count() > 1 {
+            match (&lc.start.cwd, p.is_relative()) {
+                (Some(d), true) => d.join(p),
+                _ => p,
+            }
+        } else {
+            std::env::var_os("PATH")
+                .and_then(|path| {
+                    std::env::split_paths(&path)
+                        .map(|d| d.join(&p))
+                        .find(|c| c.is_file())
+                })
+                .ok_or_else(|| {
+                    format!("its program `{a}` is not on PATH; install it or name it by path")
+                })?
+        }
+    };
+    use std::os::unix::fs::PermissionsExt;
+    match std::fs::metadata(&prog) {
+        Ok(m) if m.is_file() && m.permissions().mode() & 0o111 != 0 => Ok(format!(
+            "its program {} exists and is executable",
+            prog.display()
+        )),
+        Ok(_) => Err(format!(
+            "its program {} is not an executable file",
+            prog.display()
+        )),
+        Err(e) => Err(format!(
+            "its program {} cannot be found ({e})",
+            prog.display()
+        )),
+    }
 }
 
 impl StopMethod {

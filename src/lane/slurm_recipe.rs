@@ -144,6 +144,33 @@ impl Recipe for SlurmRecipe {
     fn proof(&self) -> Proof {
         Proof::Jobs
     }
+
+    /// `sbatch --test-only` of its own submission: the partition accepts the job (nothing is
+    /// submitted).
+    fn restart_check(&self, lc: Option<&LaunchCommand>) -> Result<String, String> {
+        let lc = lc.ok_or("it has no sbatch command")?;
+        let mut argv = lc.start.argv.clone();
+        if argv.is_empty() {
+            return Err("its sbatch command is empty".into());
+        }
+        argv.insert(1, "--test-only".into());
+        let o = std::process::Command::new(&argv[0])
+            .args(&argv[1..])
+            .current_dir(
+                lc.start
+                    .cwd
+                    .clone()
+                    .unwrap_or_else(|| std::path::PathBuf::from("/")),
+            )
+            .output()
+            .map_err(|e| format!("cannot run {}: {e}", argv[0]))?;
+        let said = String::from_utf8_lossy(&o.stderr).trim().to_string();
+        if o.status.success() {
+            Ok(format!("sbatch --test-only accepts its job ({said})"))
+        } else {
+            Err(format!("sbatch --test-only refuses its job: {said}"))
+        }
+    }
 }
 
 /// The `sbatch` command line of a Slurm recipe: `sbatch --parsable --job-name=N --chdir=CWD

@@ -333,7 +333,12 @@ async fn run(
     } else {
         0.0
     };
-    let t1 = adm + (p.ttft_ms * 1e6 + prefill_ns).round() as u64;
+    // A declared slowdown after N requests (a winner that degrades during a promotion's bake).
+    let slow_ms = match p.slow_after_requests {
+        Some(n) if seq > n => p.slow_ttft_ms,
+        _ => 0.0,
+    };
+    let t1 = adm + ((p.ttft_ms + slow_ms) * 1e6 + prefill_ns).round() as u64;
     let spec_rng = ChaCha8Rng::seed_from_u64(mix64(app.seed ^ 0x5bec) ^ mix64(seq));
     let head = object_head(&rec.id, p, &c);
 

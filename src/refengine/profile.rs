@@ -75,6 +75,10 @@ pub struct Profile {
     pub stall_after_chunks: Option<u64>,
     /// Fault: fraction of requests answered HTTP 500.
     pub error_rate: f64,
+    /// Fault: requests numbered above N wait `slow_ttft_ms` longer for their first token (an
+    /// engine that degrades under sustained traffic; a promotion's bake must catch it).
+    pub slow_after_requests: Option<u64>,
+    pub slow_ttft_ms: f64,
 }
 
 impl Profile {
@@ -103,6 +107,8 @@ impl Profile {
             crash_after_requests: None,
             stall_after_chunks: None,
             error_rate: 0.0,
+            slow_after_requests: None,
+            slow_ttft_ms: 0.0,
         }
     }
 
@@ -198,6 +204,10 @@ impl Profile {
                 "crash_after_requests" => p.crash_after_requests = Some(f.integer(1, u64::MAX >> 8)?),
                 "stall_after_chunks" => p.stall_after_chunks = Some(f.integer(0, u64::MAX >> 8)?),
                 "error_rate" => p.error_rate = f.number(0.0, 1.0)?,
+                "slow_after_requests" => {
+                    p.slow_after_requests = Some(f.integer(0, u64::MAX >> 8)?)
+                }
+                "slow_ttft_ms" => p.slow_ttft_ms = f.number(0.0, 3_600_000.0)?,
                 _ => {
                     anyhow::bail!(
                         "{file}:{}: {key}: unknown key; remove it or use one of the known keys: {}",
@@ -250,6 +260,8 @@ pub const KNOWN_KEYS: &[&str] = &[
     "crash_after_requests",
     "stall_after_chunks",
     "error_rate",
+    "slow_after_requests",
+    "slow_ttft_ms",
 ];
 
 /// The 1-based line where `key` is set in a flat TOML file (1 when it cannot be found).

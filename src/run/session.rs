@@ -35,12 +35,18 @@ pub struct Session {
     pub recovery: Option<Recovery>,
     /// A run or a resume: what serves the lane now (none for a recovery).
     pub port: Option<PortState>,
+    /// What the lane record said (an out-of-date record, or drift accepted as a limitation).
+    pub lane_note: Option<String>,
 }
 
 impl Session {
     /// Lines for the result's notes (a stale lock taken over).
     pub fn notes(&self) -> Vec<String> {
-        self.lock.note().into_iter().collect()
+        self.lock
+            .note()
+            .into_iter()
+            .chain(self.lane_note.clone())
+            .collect()
     }
 }
 
@@ -64,6 +70,19 @@ impl From<String> for Refused {
 /// is touched. Err: refused before the campaign touched the lane (only a resume's recovery may
 /// have stopped a dead run's proven leftovers: [`Refused::recovery`] says so).
 pub fn begin(c: Campaign, bundle: PathBuf, purpose: Purpose) -> Result<Session, Refused> {
+    begin_with(c, bundle, purpose, false)
+}
+
+/// [`begin`], with `accept_drift` (`bakeoff run --accept-lane-drift`): a lane record naming
+/// another resident than the declared incumbent is a limitation instead of a refusal. A lane whose
+/// promotion's rollback failed is refused all the same (a recovery too: it would restore an
+/// incumbent over an unresolved lane).
+pub fn begin_with(
+    c: Campaign,
+    bundle: PathBuf,
+    purpose: Purpose,
+    accept_drift: bool,
+) -> Result<Session, Refused> {
     let lock = LaneLock::acquire(
         &c.lane.host,
         c.lane.port,
@@ -74,6 +93,7 @@ pub fn begin(c: Campaign, bundle: PathBuf, purpose: Purpose) -> Result<Session, 
             started_at: crate::clock::wall_rfc3339(),
         },
     )?;
+    let lane_note = super::lanerecord::check(&c, accept_drift || purpose != Purpose::Run)?;
     let recovery = match purpose {
         Purpose::Resume => Some(recover::leftovers(&bundle, &c).map_err(|e| format!("{e:#}"))?),
         Purpose::Run | Purpose::Recover => None,
@@ -107,5 +127,6 @@ pub fn begin(c: Campaign, bundle: PathBuf, purpose: Purpose) -> Result<Session, 
         lock,
         recovery,
         port,
+        lane_note,
     })
 }

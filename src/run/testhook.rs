@@ -7,7 +7,10 @@
 //! journal; `launch-unrecorded@ARM`: only arm ARM's launch),
 //! `incumbent-stopped` (the incumbent was stopped, the step not yet recorded),
 //! `restoration-launched` (the restored incumbent was started, not yet ready),
-//! `restoration-preflight` (the restoration's last step began: its preflight requests not sent).
+//! `restoration-preflight` (the restoration's last step began: its preflight requests not sent);
+//! a promotion's: `promote-before-stop`, `promote-incumbent-stopped`, `promote-winner-launched`,
+//! `promote-baking` (after the first interval), `promote-rollback` (the winner stopped, the
+//! incumbent not yet restored), `promote-restore-launched`.
 
 use std::time::Duration;
 

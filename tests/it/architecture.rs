@@ -365,6 +365,17 @@ fn violations(files: &[File]) -> Vec<String> {
                 ][..],
             ),
         ),
+        // Beside run, below cli: a promotion reuses the run's launch journal, launch specs,
+        // identity and recovery; the verdict it acts on comes from cli (report decides it).
+        (
+            "promote",
+            Some(
+                &[
+                    "campaign", "client", "clock", "decide", "evidence", "gates", "lane", "load",
+                    "metrics", "run", "workload",
+                ][..],
+            ),
+        ),
         ("decide", Some(&["evidence", "metrics"][..])),
         ("report", Some(&["decide", "evidence", "metrics"][..])),
         // Beside report, below cli: reads verified bundles (evidence), statistics (metrics),

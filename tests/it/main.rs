@@ -54,6 +54,7 @@ mod report {
     mod history_html;
     mod summary;
 }
+mod promote;
 mod selftest;
 mod selftest_dataset;
 mod tls;

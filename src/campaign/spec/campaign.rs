@@ -32,6 +32,9 @@ pub struct Campaign {
     /// `[history]`: the history database `bakeoff run` adds its bundle to (`--history` wins).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub history: Option<HistoryTable>,
+    /// `[promotion]`: how `bakeoff promote` bakes this campaign's winner (defaults when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub promotion: Option<super::promotion::PromotionTable>,
     /// Where the file came from (set by [`load`](crate::campaign::load), never read from the file).
     #[serde(skip_deserializing, default)]
     pub source: Source,

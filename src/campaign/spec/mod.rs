@@ -10,6 +10,7 @@ mod campaign;
 mod gates;
 mod hashing;
 mod identity;
+mod promotion;
 mod recipes;
 mod workload;
 
@@ -19,6 +20,7 @@ pub use campaign::{Campaign, HistoryTable, Source};
 pub use gates::{Gates, PreflightGate, QualityGate, RetrievalGate, ToolsGate};
 pub use hashing::{canonical_json, hex_sha256};
 pub use identity::{Identity, Lane};
+pub use promotion::PromotionTable;
 pub use recipes::{
     ContainerRecipe, EndpointRecipe, EnvValue, ProcessRecipe, ReferenceRecipe, SlurmRecipe, Volume,
 };

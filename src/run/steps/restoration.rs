@@ -241,7 +241,7 @@ pub async fn launch(cx: &mut Cx) -> Done {
 
 /// The argv/env identity of what serves the lane as the incumbent, proven the way its recipe
 /// kind says ([`Proof`]), and what was looked at.
-fn serving_identity(
+pub fn serving_identity(
     c: &Campaign,
     inc: &Arm,
     pid: Option<u32>,
@@ -462,6 +462,9 @@ pub fn settle(cx: &mut Cx) {
     let failed = std::mem::take(&mut cx.restore.failed_steps);
     let mut rest = std::mem::take(&mut cx.restore.record);
     let ok = failed.is_empty();
+    if ok {
+        crate::run::lanerecord::restored(cx);
+    }
     rest.status = RestorationStatus::from_passed(ok);
     // No pid here: it goes stale when the process stops; `bakeoff run` prints it instead.
     rest.detail = if ok {
@@ -488,7 +491,7 @@ pub fn settle(cx: &mut Cx) {
 }
 
 /// Served model ids and context from `/v1/models` (max_model_len or meta.n_ctx), else `/props`.
-async fn served_identity(t: &Target) -> (Vec<String>, Option<u64>) {
+pub async fn served_identity(t: &Target) -> (Vec<String>, Option<u64>) {
     let to = Duration::from_secs(10);
     let Ok((200, v)) = crate::client::control::get_json(t, "/v1/models", None, to).await else {
         return (Vec::new(), None);

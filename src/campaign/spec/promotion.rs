@@ -1,0 +1,80 @@
+//! `[promotion]`: how `bakeoff promote` bakes the winner it puts in service (docs/promotion.md).
+//! Every key has a default, so a campaign without the table can still be promoted.
+
+use serde::{Deserialize, Serialize};
+
+/// `[promotion]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PromotionTable {
+    /// The bake window, seconds (`bakeoff promote --bake` wins).
+    pub bake_s: f64,
+    /// One analysis interval, seconds.
+    pub interval_s: f64,
+    /// Failed intervals that end the bake with a rollback.
+    pub failure_limit: u32,
+    /// The bake's traffic: the campaign's workload replayed at this many requests per second.
+    pub rate: f64,
+    /// Fewer successful requests than this in an interval: inconclusive (not a pass).
+    pub min_requests: u64,
+    /// An interval's TTFT p95 may exceed the arm's bake-off TTFT p95 by at most this many percent.
+    pub ttft_p95_within_pct: f64,
+    /// An interval's median decode tok/s may fall below the arm's bake-off median by at most this
+    /// many percent.
+    pub decode_tok_s_within_pct: f64,
+    /// Failed requests an interval may have, percent of its requests.
+    pub error_budget_pct: f64,
+}
+
+impl Default for PromotionTable {
+    fn default() -> Self {
+        PromotionTable {
+            bake_s: 300.0,
+            interval_s: 30.0,
+            failure_limit: 2,
+            rate: 1.0,
+            min_requests: 5,
+            ttft_p95_within_pct: 20.0,
+            decode_tok_s_within_pct: 20.0,
+            error_budget_pct: 1.0,
+        }
+    }
+}
+
+impl PromotionTable {
+    /// Each value out of range, as `[promotion] KEY: problem; fix`.
+    pub fn problems(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut pos = |k: &str, v: f64| {
+            if !(v.is_finite() && v > 0.0) {
+                out.push(format!(
+                    "[promotion] {k}: must be a number > 0 (got {v}); give a positive number"
+                ));
+            }
+        };
+        pos("bake_s", self.bake_s);
+        pos("interval_s", self.interval_s);
+        pos("rate", self.rate);
+        pos("ttft_p95_within_pct", self.ttft_p95_within_pct);
+        pos("decode_tok_s_within_pct", self.decode_tok_s_within_pct);
+        if !(self.error_budget_pct.is_finite() && (0.0..=100.0).contains(&self.error_budget_pct)) {
+            out.push(format!(
+                "[promotion] error_budget_pct: must be in [0, 100] (got {}); give a percentage",
+                self.error_budget_pct
+            ));
+        }
+        if self.failure_limit == 0 {
+            out.push(
+                "[promotion] failure_limit: must be >= 1; give how many failed intervals roll back"
+                    .into(),
+            );
+        }
+        if self.interval_s > self.bake_s {
+            out.push(format!(
+                "[promotion] interval_s: {} is longer than bake_s {}; make the interval shorter than the bake",
+                self.interval_s, self.bake_s
+            ));
+        }
+        out
+    }
+}

@@ -1,0 +1,452 @@
+//! `bakeoff promote` on reference engines (docs/promotion.md): one small campaign bundle per test,
+//! then promotions of its arms on the same lane. Bakes are short (1.5 s, intervals of 0.5 s) and
+//! thresholds loose (a CI machine's noise never fails a clean interval; the degrading winner's
+//! fault adds 300 ms to every TTFT, far beyond them).
+//!
+//! - `promotion_refusals_dry_run_rollback_and_keep`: refusals (tampered bundle, wrong digest,
+//!   ineligible arm, the incumbent, manual policy without --confirm, locked lane), the dry run
+//!   touches nothing, a winner that degrades mid-bake is rolled back, a clean winner is kept, then
+//!   the lane record refuses drift (promote) and a campaign declaring the old incumbent (run).
+//! - `promotion_killed_at_each_point_is_recovered`: SIGKILL before the stop, after the stop,
+//!   mid-bake and mid-rollback, each followed by `bakeoff recover DIR`; a winner that cannot start
+//!   is rolled back; a rollback that fails marks the lane (runs refused) until `recover` proves the
+//!   incumbent back.
+
+use crate::support::campaign::*;
+use crate::support::exclusive as serial;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const INC: &str = "ttft_ms = 30\ndecode_tok_s = 400\ncontext_tokens = 4096";
+const WIN: &str = "ttft_ms = 5\ndecode_tok_s = 400\ncontext_tokens = 4096";
+/// Fast in the bake-off (it serves fewer than 25 requests there), 300 ms slower from request 25 on.
+const SLOWWIN: &str =
+    "ttft_ms = 12\ndecode_tok_s = 400\ncontext_tokens = 4096\nslow_after_requests = 25\nslow_ttft_ms = 300";
+const BAD: &str =
+    "ttft_ms = 5\ndecode_tok_s = 400\ncontext_tokens = 4096\nfail_at_startup = \"no GPU\"";
+
+struct Lane {
+    t: Camp,
+    locks: PathBuf,
+    bundle: PathBuf,
+    /// The incumbent the test started (the campaign stops it; reaped at the end).
+    inc: Option<Child>,
+}
+
+impl Lane {
+    /// A campaign (`inc` the incumbent, serving) with `arms` (id, profile), run to its bundle.
+    fn new(arms: &[(&str, &str)]) -> Lane {
+        let t = Camp::new();
+        t.profile("inc", INC);
+        let mut s = format!(
+            r#"[campaign]
+id = "promo"
+output = "out"
+
+[lane]
+host = "127.0.0.1"
+port = {port}
+ready_timeout_s = 20
+stop_grace_s = 2
+
+[workload]
+ranking_priority = ["ttft", "decode_tokens_per_second"]
+matched_prompt_tokens = 32
+max_tokens = 8
+warm_repetitions = 3
+concurrency = [1]
+
+[gates]
+preflight = ["smoke"]
+
+[policy]
+required_gates = ["smoke", "restoration"]
+
+[promotion]
+bake_s = 1.5
+interval_s = 0.5
+rate = 30
+min_requests = 4
+failure_limit = 1
+ttft_p95_within_pct = 400
+decode_tok_s_within_pct = 90
+error_budget_pct = 0
+
+[[arms]]
+id = "inc"
+role = "incumbent"
+engine = "reference"
+model = "m"
+[arms.reference]
+profile = "inc.toml"
+"#,
+            port = t.port
+        );
+        for (id, body) in arms {
+            t.profile(id, body);
+            s.push_str(&format!(
+                "\n[[arms]]\nid = \"{id}\"\nrole = \"candidate\"\nengine = \"reference\"\nmodel = \"m\"\n[arms.reference]\nprofile = \"{id}.toml\"\n"
+            ));
+        }
+        std::fs::write(t.path("campaign.toml"), s).unwrap();
+        let locks = t.path("locks");
+        let inc = Some(t.start_incumbent("inc"));
+        let o = bakeoff(
+            &locks,
+            &[
+                "run",
+                t.path("campaign.toml").to_str().unwrap(),
+                "--no-progress",
+            ],
+        );
+        assert!(o.status.success(), "the campaign failed: {}", text(&o));
+        let bundle = t.bundle();
+        Lane {
+            t,
+            locks,
+            bundle,
+            inc,
+        }
+    }
+
+    fn promote(&self, args: &[&str]) -> Output {
+        let mut a = vec!["promote", self.bundle.to_str().unwrap()];
+        a.extend_from_slice(args);
+        bakeoff(&self.locks, &a)
+    }
+
+    fn folder(&self, name: &str) -> PathBuf {
+        self.t.path(name)
+    }
+
+    fn serves(&self) -> Option<String> {
+        listener_model(self.t.port)
+    }
+
+    fn record(&self) -> serde_json::Value {
+        let f = std::fs::read_dir(&self.locks)
+            .unwrap()
+            .flatten()
+            .find(|e| e.file_name().to_string_lossy().ends_with(".record.json"))
+            .expect("a lane record");
+        json(&f.path())
+    }
+}
+
+impl Drop for Lane {
+    fn drop(&mut self) {
+        cleanup(&self.bundle, self.inc.take(), self.t.port);
+    }
+}
+
+fn bakeoff(locks: &Path, args: &[&str]) -> Output {
+    command(locks, args).output().unwrap()
+}
+
+fn command(locks: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(BIN);
+    c.args(args)
+        .env("BAKEOFF_LOCK_DIR", locks)
+        .env_remove("BAKEOFF_TEST_PAUSE_AT")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
+}
+
+fn code(o: &Output) -> i32 {
+    o.status.code().unwrap_or(-1)
+}
+
+fn phase(dir: &Path) -> String {
+    json(&dir.join("promotion.json"))["phase"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn promotion_refusals_dry_run_rollback_and_keep() {
+    let _g = serial();
+    let t0 = Instant::now();
+    let l = Lane::new(&[("win", WIN), ("slowwin", SLOWWIN), ("bad", BAD)]);
+    let campaign_s = t0.elapsed().as_secs_f64();
+    let inc_pid = bakeoff::lane::procnet::find_listeners(l.t.port)[0].pid;
+
+    // A tampered bundle, a digest that is not the bundle's.
+    let copy = l.folder("tampered");
+    std::fs::create_dir_all(&copy).unwrap();
+    for e in std::fs::read_dir(&l.bundle).unwrap().flatten() {
+        std::fs::copy(e.path(), copy.join(e.file_name())).unwrap();
+    }
+    std::fs::write(copy.join("campaign-result.json"), b"{}").unwrap();
+    let o = bakeoff(&l.locks, &["promote", copy.to_str().unwrap(), "--confirm"]);
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(text(&o).contains("does not verify"), "{}", text(&o));
+    let o = l.promote(&["--confirm", "--digest", &"0".repeat(64)]);
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(text(&o).contains("does not verify"), "{}", text(&o));
+    // An arm the verdict found ineligible, the incumbent, no --confirm under a manual policy.
+    let o = l.promote(&["--arm", "bad", "--confirm"]);
+    assert!(text(&o).contains("`bad` is not eligible"), "{}", text(&o));
+    let o = l.promote(&["--arm", "inc", "--confirm"]);
+    assert!(text(&o).contains("is the incumbent"), "{}", text(&o));
+    let o = l.promote(&[]);
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(
+        text(&o).contains("policy manual") && text(&o).contains("--confirm"),
+        "{}",
+        text(&o)
+    );
+    // A locked lane.
+    {
+        let h = bakeoff::lane::lock::Holder {
+            pid: std::process::id(),
+            campaign_id: "someone-else".into(),
+            ..Default::default()
+        };
+        let _lock =
+            bakeoff::lane::lock::LaneLock::acquire_in(&l.locks, "127.0.0.1", l.t.port, &h).unwrap();
+        let o = l.promote(&["--confirm"]);
+        assert_eq!(code(&o), 2, "{}", text(&o));
+        assert!(text(&o).contains("someone-else"), "{}", text(&o));
+    }
+    // The dry run: the transaction and the rollback plan, nothing touched.
+    let o = l.promote(&["--dry-run"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    for w in [
+        "rollback check (passed)",
+        "stop the incumbent `inc`",
+        "launch `win`",
+        "rollback plan",
+        "nothing was touched",
+    ] {
+        assert!(out.contains(w), "{w}: {out}");
+    }
+    assert_eq!(
+        bakeoff::lane::procnet::find_listeners(l.t.port)[0].pid,
+        inc_pid
+    );
+    assert!(!l.folder("out.promote-win").exists());
+
+    // A winner that degrades mid-bake: rolled back within the one-interval budget.
+    let t1 = Instant::now();
+    let deg = l.folder("deg");
+    let o = l.promote(&[
+        "--arm",
+        "slowwin",
+        "--confirm",
+        "--output",
+        deg.to_str().unwrap(),
+        "--bake",
+        "3s",
+    ]);
+    let degrade_s = t1.elapsed().as_secs_f64();
+    assert_eq!(code(&o), 1, "{}", text(&o));
+    assert_eq!(phase(&deg), "rolled-back");
+    let r = json(&deg.join("promotion.json"));
+    let iv = r["intervals"].as_array().unwrap();
+    let failed = iv
+        .iter()
+        .position(|i| i["outcome"] == "fail")
+        .expect("a failed interval");
+    assert_eq!(
+        failed + 1,
+        iv.len(),
+        "the bake ends at the first failed interval: {iv:#?}"
+    );
+    assert!(
+        iv.len() <= 4,
+        "caught within two intervals of the slowdown: {iv:#?}"
+    );
+    assert!(
+        r["why"].as_str().unwrap().contains("failure limit"),
+        "{r:#}"
+    );
+    assert_eq!(l.serves().as_deref(), Some("inc"));
+    verify(&deg);
+
+    // A clean winner: kept; the lane record names it.
+    let t2 = Instant::now();
+    let keep = l.folder("keep");
+    let o = l.promote(&["--confirm", "--output", keep.to_str().unwrap()]);
+    let keep_s = t2.elapsed().as_secs_f64();
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    assert_eq!(phase(&keep), "promoted");
+    assert_eq!(l.serves().as_deref(), Some("win"));
+    verify(&keep);
+    let md = std::fs::read_to_string(keep.join("promotion-summary.md")).unwrap();
+    assert!(md.contains("decision: **promoted**"), "{md}");
+    let o = bakeoff(&l.locks, &["report", keep.to_str().unwrap()]);
+    assert!(
+        o.status.success() && text(&o).contains("## Bake intervals"),
+        "{}",
+        text(&o)
+    );
+    let rec = l.record();
+    assert_eq!(rec["resident"]["arm"], "win");
+    assert_eq!(rec["set_by"]["kind"], "promotion");
+    let o = bakeoff(&l.locks, &["lane", "status", &l.t.port.to_string()]);
+    assert!(
+        o.status.success() && text(&o).contains("resident: `win`"),
+        "{}",
+        text(&o)
+    );
+
+    // Drift: the bundle's incumbent no longer serves the lane.
+    let o = l.promote(&["--arm", "slowwin", "--confirm"]);
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(text(&o).contains("drift"), "{}", text(&o));
+    // A campaign declaring the old incumbent is refused by the lane record.
+    let o = bakeoff(
+        &l.locks,
+        &[
+            "run",
+            l.t.path("campaign.toml").to_str().unwrap(),
+            "--output",
+            l.folder("again").to_str().unwrap(),
+            "--no-progress",
+        ],
+    );
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(
+        text(&o).contains("lane record says") && text(&o).contains("--accept-lane-drift"),
+        "{}",
+        text(&o)
+    );
+    eprintln!(
+        "timings: campaign {campaign_s:.1} s, degrading promotion {degrade_s:.1} s, clean promotion {keep_s:.1} s, whole test {:.1} s",
+        t0.elapsed().as_secs_f64()
+    );
+}
+
+/// `bakeoff promote` started with a pause at `point`, SIGKILLed there, then `bakeoff recover`.
+fn kill_at(l: &Lane, point: &str, name: &str) -> PathBuf {
+    let dir = l.folder(name);
+    let marker = l.folder(&format!("{name}.paused"));
+    let mut c = command(
+        &l.locks,
+        &[
+            "promote",
+            l.bundle.to_str().unwrap(),
+            "--confirm",
+            "--output",
+            dir.to_str().unwrap(),
+        ],
+    );
+    c.env(
+        "BAKEOFF_TEST_PAUSE_AT",
+        format!("{point}:{}", marker.display()),
+    );
+    let mut child: Child = c.spawn().unwrap();
+    wait_for_file(&marker, Duration::from_secs(30));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let o = bakeoff(&l.locks, &["recover", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "recover after {point}: {}", text(&o));
+    assert_eq!(phase(&dir), "rolled-back", "after {point}");
+    wait_serving(l.t.port, Duration::from_secs(20));
+    assert_eq!(l.serves().as_deref(), Some("inc"), "after {point}");
+    verify(&dir);
+    dir
+}
+
+#[test]
+fn promotion_killed_at_each_point_is_recovered() {
+    let _g = serial();
+    let t0 = Instant::now();
+    let l = Lane::new(&[("win", WIN)]);
+    kill_at(&l, "promote-before-stop", "k1");
+    kill_at(&l, "promote-incumbent-stopped", "k2");
+    let k3 = kill_at(&l, "promote-baking", "k3");
+    let j = json(&k3.join("launch-journal.json"));
+    assert!(
+        j["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["arm"] == "win"),
+        "the winner was journaled before it started: {j:#}"
+    );
+    assert!(json(&k3.join("promotion.json"))["notes"]
+        .to_string()
+        .contains("recovered from phase baking"));
+    // A winner that cannot start any more: rolled back (and killed mid-rollback, recovered).
+    std::fs::write(l.t.path("win.toml"), format!("model = \"win\"\n{BAD}\n")).unwrap();
+    kill_at(&l, "promote-rollback", "k4");
+    let o = l.promote(&[
+        "--confirm",
+        "--output",
+        l.folder("nostart").to_str().unwrap(),
+    ]);
+    assert_eq!(code(&o), 1, "{}", text(&o));
+    assert!(
+        text(&o).contains("no GPU") || text(&o).contains("launch-winner"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(l.serves().as_deref(), Some("inc"));
+
+    // A rollback that fails: something else takes the lane port while the incumbent is stopped.
+    let dir = l.folder("rbfail");
+    let marker = l.folder("rbfail.paused");
+    let mut c = command(
+        &l.locks,
+        &[
+            "promote",
+            l.bundle.to_str().unwrap(),
+            "--confirm",
+            "--output",
+            dir.to_str().unwrap(),
+        ],
+    );
+    c.env(
+        "BAKEOFF_TEST_PAUSE_AT",
+        format!("promote-incumbent-stopped:{}", marker.display()),
+    );
+    let child = c.spawn().unwrap();
+    wait_for_file(&marker, Duration::from_secs(30));
+    let squatter = std::net::TcpListener::bind(("127.0.0.1", l.t.port)).unwrap();
+    std::fs::remove_file(&marker).unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(code(&o), 4, "{}", text(&o));
+    assert!(
+        text(&o).contains("CRITICAL") && text(&o).contains("start the incumbent by hand"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(phase(&dir), "rollback-failed");
+    verify(&dir);
+    let o = bakeoff(&l.locks, &["lane", "status", &l.t.port.to_string()]);
+    assert_eq!(code(&o), 4, "{}", text(&o));
+    assert!(text(&o).contains("ROLLBACK FAILED"), "{}", text(&o));
+    let o = bakeoff(
+        &l.locks,
+        &[
+            "run",
+            l.t.path("campaign.toml").to_str().unwrap(),
+            "--output",
+            l.folder("again").to_str().unwrap(),
+            "--no-progress",
+        ],
+    );
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(text(&o).contains("ROLLBACK FAILED"), "{}", text(&o));
+    let o = l.promote(&["--confirm"]);
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    // Resolved: the port given back, `recover` restores and proves the incumbent.
+    drop(squatter);
+    let o = bakeoff(&l.locks, &["recover", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(l.serves().as_deref(), Some("inc"));
+    let o = bakeoff(&l.locks, &["lane", "status", &l.t.port.to_string()]);
+    assert!(
+        o.status.success() && text(&o).contains("state: serving"),
+        "{}",
+        text(&o)
+    );
+    verify(&dir);
+    eprintln!("timings: whole test {:.1} s", t0.elapsed().as_secs_f64());
+}
