@@ -12,7 +12,6 @@ pub const DEFAULT_MAX_STEPS: usize = 10;
 /// Share of failed requests above which the saturation walk counts a level as broken.
 pub const DEFAULT_MAX_FAILURE_SHARE: f64 = 0.05;
 
-
 /// The load axis: concurrency levels or rate levels.
 pub fn axis(s: &LoadShape) -> &'static str {
     if s.rate.is_empty() {

@@ -6,6 +6,7 @@ use super::bench_sweep;
 use crate::bench::{sweep, ArrivalKind, BenchReport, BenchSpec, LoadShape, Observer, Progress};
 use crate::client::Target;
 use crate::metrics::summary::Collector;
+use crate::report::bench::{export, html};
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use serde_json::{json, Value};
@@ -190,8 +191,8 @@ impl Progress for Bar {
 }
 
 pub fn run(args: BenchArgs) -> Result<()> {
-    super::bench_export::check_paths(args.csv.as_deref(), args.export_vllm.as_deref())?;
-    super::bench_html::check_path(args.html.as_deref())?;
+    export::check_paths(args.csv.as_deref(), args.export_vllm.as_deref())?;
+    html::check_path(args.html.as_deref())?;
     let spec = spec(&args)?;
     crate::clock::raise_nofile_limit();
     // One thread: chunk wakeups never cross threads and the client leaves the other cores to
@@ -272,9 +273,12 @@ fn write_outputs(args: &BenchArgs, spec: &BenchSpec, reports: &[BenchReport]) ->
         crate::evidence::write_atomic(p, &bytes)?;
         eprintln!("summary written to {}", p.display());
     }
-    super::bench_export::write(reports, args.csv.as_deref(), args.export_vllm.as_deref())?;
+    for said in export::write(reports, args.csv.as_deref(), args.export_vllm.as_deref())? {
+        eprintln!("{said}");
+    }
     if let Some(p) = &args.html {
-        super::bench_html::write(p, reports, &spec.shape, &spec.slo)?;
+        html::write(p, reports, &spec.shape, &spec.slo)?;
+        eprintln!("HTML report written to {}", p.display());
     }
     Ok(())
 }

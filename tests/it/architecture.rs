@@ -373,7 +373,11 @@ fn violations(files: &[File]) -> Vec<String> {
             ),
         ),
         ("decide", Some(&["evidence", "metrics"][..])),
-        ("report", Some(&["decide", "evidence", "metrics"][..])),
+        // bench: its documents (`report/bench/`) read the typed `bench::BenchReport`.
+        (
+            "report",
+            Some(&["bench", "decide", "evidence", "metrics", "workload"][..]),
+        ),
         // Beside report, below cli: reads verified bundles (evidence), statistics (metrics),
         // draws with report::chartkit; nothing but cli calls it, so no verdict depends on it.
         (

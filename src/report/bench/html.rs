@@ -6,8 +6,8 @@
 //! per level), throughput against the load (with the offered rate on a rate sweep), the
 //! throughput-latency frontier, per-level TTFT and ITL CDFs, and the per-request TTFT timeline.
 //! `--slo` limits are drawn as lines on the latency plots; `--find-saturation` marks the last
-//! level that held. The per-request values come from [`HtmlSink`], which keeps each successful
-//! measured request's send time and latencies only when `--html` is given.
+//! level that held. The per-request values are the report's `points` (`bench::BenchSpec::keep_points`:
+//! each successful measured request's send time and latencies, kept only when `--html` is given).
 
 use crate::bench::{sweep, BenchReport, LoadShape};
 use crate::metrics::slo::{SloLimit, SloMetric};
@@ -45,7 +45,7 @@ pub fn check_path(p: Option<&Path>) -> Result<()> {
     Ok(())
 }
 
-/// Writes the page (atomically).
+/// Writes the page (atomically); the caller says where.
 pub fn write(
     p: &Path,
     reports: &[BenchReport],
@@ -54,7 +54,6 @@ pub fn write(
 ) -> Result<()> {
     let page = render(reports, shape, limits)?;
     crate::evidence::write_atomic(p, page.as_bytes())?;
-    eprintln!("HTML report written to {}", p.display());
     Ok(())
 }
 

@@ -210,12 +210,18 @@ pub fn vllm_paths(path: &Path, reports: &[BenchReport]) -> Vec<PathBuf> {
         .collect()
 }
 
-/// Writes `--csv` and `--export-vllm` (each atomically), saying where.
-pub fn write(reports: &[BenchReport], csv_path: Option<&Path>, vllm: Option<&Path>) -> Result<()> {
+/// Writes `--csv` and `--export-vllm` (each atomically); returns what it wrote, in words, for
+/// the caller to say.
+pub fn write(
+    reports: &[BenchReport],
+    csv_path: Option<&Path>,
+    vllm: Option<&Path>,
+) -> Result<Vec<String>> {
+    let mut said = Vec::new();
     if let Some(p) = csv_path {
         crate::evidence::write_atomic(p, csv_document(reports)?.as_bytes())
             .with_context(|| format!("cannot write --csv {}", p.display()))?;
-        eprintln!("CSV written to {}", p.display());
+        said.push(format!("CSV written to {}", p.display()));
     }
     if let Some(p) = vllm {
         for (r, path) in reports.iter().zip(vllm_paths(p, reports)) {
@@ -224,10 +230,10 @@ pub fn write(reports: &[BenchReport], csv_path: Option<&Path>, vllm: Option<&Pat
             let bytes = serde_json::to_vec_pretty(&vllm_result(r, goodput))?;
             crate::evidence::write_atomic(&path, &bytes)
                 .with_context(|| format!("cannot write --export-vllm {}", path.display()))?;
-            eprintln!("vLLM-format result written to {}", path.display());
+            said.push(format!("vLLM-format result written to {}", path.display()));
         }
     }
-    Ok(())
+    Ok(said)
 }
 
 #[cfg(test)]
