@@ -3,7 +3,7 @@
 //! structured sources of `load::conversation`).
 
 use super::observe::Observer;
-use super::spec::{ConvSpec, Labels, SourceSpec};
+use super::spec::{BenchSpec, ConvSpec, Labels, SourceSpec};
 use crate::client::Target;
 use crate::load::conversation::{ConversationSource, PrefixSource};
 use crate::load::source::PromptText;
@@ -69,18 +69,16 @@ pub struct PrefixPlan {
 }
 
 /// Sizes the shared prefix when one is asked for (`workload::prefix`). `rest` is the request's
-/// own part, sized first. Also fills the prompt record. `seed`: the random group order's.
+/// own part, sized first. Also fills the prompt record.
 pub async fn size_prefix(
-    c: &ConvSpec,
-    labels: &Labels,
-    prompt_tokens: u64,
-    seed: Option<u64>,
+    bench: &BenchSpec,
     spec: &PromptSpec<'_>,
     rest: &MatchedPrompt,
     nonce_base: u64,
     record: &mut Value,
     obs: &dyn Observer,
 ) -> Result<Option<PrefixPlan>> {
+    let (c, labels, prompt_tokens) = (&bench.conv, &bench.labels, bench.prompt_tokens);
     let Some(p) = c.shared_prefix_tokens else {
         return Ok(None);
     };
@@ -93,7 +91,7 @@ pub async fn size_prefix(
         .map_err(|e| anyhow::anyhow!("{} {p}: {e}", labels.shared_prefix))?;
     let order = if c.prefix_random {
         GroupOrder::Random {
-            seed: seed.unwrap_or(0),
+            seed: bench.seed.unwrap_or(0),
         }
     } else {
         GroupOrder::RoundRobin

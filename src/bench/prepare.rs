@@ -142,18 +142,7 @@ pub async fn prepare(spec: &BenchSpec, obs: &dyn Observer) -> Result<Prepared> {
             .await
             .map_err(|e| anyhow::anyhow!("matched prompt: {e}"))?;
         let mut rec = serde_json::to_value(&m)?;
-        prefix = conv::size_prefix(
-            &spec.conv,
-            labels,
-            spec.prompt_tokens,
-            spec.seed,
-            &pspec,
-            &m,
-            nonce_base,
-            &mut rec,
-            obs,
-        )
-        .await?;
+        prefix = conv::size_prefix(spec, &pspec, &m, nonce_base, &mut rec, obs).await?;
         matched = Some(Arc::new(m));
         rec
     };

@@ -211,3 +211,95 @@ pub fn slo_broken_levels(s: &LoadShape, done: &[BenchReport]) -> Vec<String> {
         false => done.iter().filter(broke).map(level_name).collect(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::report::{LoadMode, LoadRecord};
+    use crate::bench::slo::{CheckLine, SloVerdict};
+    use crate::metrics::slo::{SloCheck, SloLimit};
+    use crate::metrics::summary::Collector;
+
+    /// A finished level at `rate` (open loop) whose SLO held or broke.
+    fn level(rate: f64, met: bool) -> BenchReport {
+        let mut stats = Collector::default().summarize(1);
+        stats.ok = 10;
+        let limit = SloLimit::parse("ttft_p95=100ms").unwrap();
+        let check = SloCheck {
+            limit,
+            observed_ms: Some(if met { 50.0 } else { 150.0 }),
+            met,
+        };
+        BenchReport {
+            bakeoff_version: crate::VERSION,
+            tool: "bakeoff bench",
+            started_at: String::new(),
+            url: String::new(),
+            model: String::new(),
+            endpoint: crate::workload::Endpoint::Chat,
+            sampling: Default::default(),
+            load: LoadRecord {
+                mode: LoadMode::OpenLoop,
+                rate_per_s: Some(rate),
+                max_concurrency: Some(4),
+                ..Default::default()
+            },
+            prompt: serde_json::Value::Null,
+            interrupted: false,
+            arrival_clock: serde_json::Value::Null,
+            warnings: vec![],
+            tls: None,
+            workload: None,
+            stats,
+            slo: Some(SloVerdict {
+                met,
+                checks: vec![CheckLine {
+                    text: check.to_string(),
+                    check,
+                }],
+            }),
+            goodput: None,
+            points: vec![],
+        }
+    }
+
+    #[test]
+    fn the_saturation_walk_doubles_the_rate_with_its_cap_until_an_slo_breaks() {
+        let shape = LoadShape {
+            rate: vec![1.0],
+            max_concurrency: Some(4),
+            find_saturation: true,
+            ..Default::default()
+        };
+        assert!(is_sweep(&shape));
+        let first = next_level(&shape, &[]).unwrap();
+        assert_eq!(
+            (first.rate, first.max_in_flight, first.concurrency),
+            (Some(1.0), Some(4), 1)
+        );
+        let done = vec![level(1.0, true), level(2.0, true)];
+        assert_eq!(next_level(&shape, &done).unwrap().rate, Some(4.0));
+        let done = vec![level(1.0, true), level(2.0, true), level(4.0, false)];
+        assert_eq!(next_level(&shape, &done), None);
+        assert_eq!(held_and_broken(&shape, &done), (Some(1), Some(2)));
+        let why = stop_reason(&shape, &done).unwrap();
+        assert!(why.starts_with("broke: ttft p95 <= 100 ms"), "{why}");
+        let s = saturation(&shape, &done).unwrap();
+        assert_eq!(s["last_held"]["level"], 2.0);
+        assert_eq!(s["first_broken"]["level"], 4.0);
+        assert_eq!(slo_broken_levels(&shape, &done), Vec::<String>::new());
+        // Without the walk, the list given is the plan, and every broken level counts.
+        let list = LoadShape {
+            rate: vec![1.0, 4.0],
+            ..Default::default()
+        };
+        assert_eq!(next_level(&list, &done[..2]), None);
+        assert_eq!(slo_broken_levels(&list, &done), vec!["rate 4/s"]);
+        // A max_steps bound stops the walk before it breaks.
+        let bounded = LoadShape {
+            max_steps: Some(2),
+            ..shape
+        };
+        assert_eq!(next_level(&bounded, &done[..2]), None);
+    }
+}
