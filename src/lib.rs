@@ -2,6 +2,7 @@
 //!
 //! The binary is a thin CLI over these modules; integration tests use them directly.
 
+pub mod bench;
 pub mod campaign;
 pub mod cli;
 pub mod client;

@@ -1,28 +1,19 @@
 //! `bakeoff bench`'s workload sources beside the matched prompt: a dataset file (`--dataset`)
-//! and synthetic lengths (`--input-tokens-dist`, `--output-tokens-dist`). The flags, their
-//! checks, the sizing call and what each `--requests-jsonl` line adds (the source item, the
-//! expected and the reported prompt tokens).
+//! and synthetic lengths (`--input-tokens-dist`, `--output-tokens-dist`): the flags, their
+//! checks and the typed source they make (`bench::SourceSpec`, sized by `bench::source`).
 
-use crate::workload::dataset::{self, Format};
-use crate::workload::items::{self, DatasetOpts, SizeCtx, WorkSet};
+use crate::bench::{DatasetSpec, SourceSpec};
+use crate::workload::dataset::Format;
 use crate::workload::synthetic::Dist;
 use anyhow::{bail, Result};
 use clap::{Args, ValueEnum};
-
 use std::path::PathBuf;
-use std::sync::Arc;
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq)]
 pub enum DatasetFormatArg {
     Jsonl,
     Sharegpt,
 }
-
-/// Draws of `--input-tokens-dist` / `--output-tokens-dist` when the run has no request count
-/// (`--duration` only): requests cycle through this many.
-pub const DURATION_POOL: usize = 256;
-/// Most synthetic draws sized for one run.
-pub const MAX_POOL: usize = 4096;
 
 #[derive(Args, Debug, Clone, Default)]
 #[command(next_help_heading = "Workload")]
@@ -67,23 +58,18 @@ impl SourceArgs {
     }
 }
 
-/// What the bench loop needs to know about the run to size a source.
-pub struct RunShape {
-    pub prompt_tokens: u64,
-    pub max_tokens: u64,
-    pub requests: Option<u64>,
-    pub warmup: u64,
-    pub seed: u64,
+impl DatasetFormatArg {
+    pub fn format(self) -> Format {
+        match self {
+            DatasetFormatArg::Jsonl => Format::Jsonl,
+            DatasetFormatArg::Sharegpt => Format::Sharegpt,
+        }
+    }
 }
 
-/// Sizes the dataset or synthetic source, when one is given (None: the matched or literal
-/// prompt, as before). Prints what it does to stderr.
-pub async fn prepare(
-    a: &SourceArgs,
-    run: &RunShape,
-    ctx: &SizeCtx<'_>,
-) -> Result<Option<Arc<WorkSet>>> {
-    if let Some(path) = &a.dataset {
+/// Checks the source flags together and makes the typed source.
+pub fn spec(a: &SourceArgs) -> Result<SourceSpec> {
+    if a.dataset.is_some() {
         for (flag, v) in [
             ("--dataset-sample", a.dataset_sample.map(|x| x as u64)),
             ("--dataset-min-prompt-tokens", a.dataset_min_prompt_tokens),
@@ -102,33 +88,6 @@ pub async fn prepare(
         if a.output_tokens_dist.is_some() {
             bail!("--output-tokens-dist cannot be combined with --dataset (the dataset gives each item's output length; items without one use --max-tokens)");
         }
-        let format = a.dataset_format.map(|f| match f {
-            DatasetFormatArg::Jsonl => Format::Jsonl,
-            DatasetFormatArg::Sharegpt => Format::Sharegpt,
-        });
-        let ds = dataset::load(path, format).map_err(|e| anyhow::anyhow!("--dataset {e}"))?;
-        eprintln!(
-            "counting the prompt tokens of {} ({} {} items) against {} ...",
-            path.display(),
-            ds.items.len(),
-            ds.format.as_str(),
-            ctx.target
-        );
-        let opts = DatasetOpts {
-            sample: a.dataset_sample,
-            seed: run.seed,
-            min_prompt_tokens: a.dataset_min_prompt_tokens,
-            max_prompt_tokens: a.dataset_max_prompt_tokens,
-            max_output_tokens: a.dataset_max_output_tokens,
-            default_max_tokens: run.max_tokens,
-        };
-        let w = items::size_dataset(&ds, &opts, ctx)
-            .await
-            .map_err(|e| anyhow::anyhow!("--dataset {e}"))?;
-        for n in w.record["notes"].as_array().into_iter().flatten() {
-            eprintln!("note: {}", n.as_str().unwrap_or_default());
-        }
-        return Ok(Some(Arc::new(w)));
     }
     let parse = |flag: &str, s: &Option<String>| {
         s.as_deref()
@@ -136,42 +95,16 @@ pub async fn prepare(
             .transpose()
             .map_err(|e| anyhow::anyhow!(e))
     };
-    let input = parse("--input-tokens-dist", &a.input_tokens_dist)?;
-    let output = parse("--output-tokens-dist", &a.output_tokens_dist)?;
-    if input.is_none() && output.is_none() {
-        return Ok(None);
-    }
-    let pool = match run.requests {
-        Some(r) => ((r + run.warmup) as usize).min(MAX_POOL),
-        None => DURATION_POOL,
-    };
-    let w = items::size_synthetic(
-        input,
-        output,
-        run.prompt_tokens,
-        pool,
-        run.seed,
-        ctx,
-        |i, n, len| {
-            eprintln!(
-                "sizing synthetic prompt {}/{n} ({len} tokens) against {} ...",
-                i + 1,
-                ctx.target
-            );
-        },
-    )
-    .await
-    .map_err(|e| anyhow::anyhow!("synthetic lengths: {e}"))?;
-    Ok(Some(Arc::new(w)))
-}
-
-/// What a `--requests-jsonl` line adds (`workload::items::annotate`, shared with campaigns).
-pub use crate::workload::items::annotate;
-
-/// A warning when output lengths come from the source but the engine may stop early.
-pub fn eos_note(work: &WorkSet, ignore_eos: bool) -> Option<String> {
-    let per_item = work.items.iter().any(|i| i.max_tokens.is_some());
-    (per_item && !ignore_eos).then(|| {
-        "each request's max_tokens is its item's output length, but without --ignore-eos the engine may stop earlier; add --ignore-eos for exact output lengths".to_string()
+    Ok(SourceSpec {
+        dataset: a.dataset.as_ref().map(|path| DatasetSpec {
+            path: path.clone(),
+            format: a.dataset_format.map(DatasetFormatArg::format),
+            sample: a.dataset_sample,
+            min_prompt_tokens: a.dataset_min_prompt_tokens,
+            max_prompt_tokens: a.dataset_max_prompt_tokens,
+            max_output_tokens: a.dataset_max_output_tokens,
+        }),
+        input_tokens: parse("--input-tokens-dist", &a.input_tokens_dist)?,
+        output_tokens: parse("--output-tokens-dist", &a.output_tokens_dist)?,
     })
 }

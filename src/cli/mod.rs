@@ -2,8 +2,6 @@
 
 pub mod bench;
 pub mod bench_conv;
-pub mod bench_export;
-pub mod bench_html;
 pub mod bench_output;
 pub mod bench_source;
 pub mod bench_sweep;

@@ -2,14 +2,17 @@
 //! selftest's client driven with a dataset or synthetic-length workload instead of its one short
 //! literal prompt, so the client's added delay and CPU per chunk can be compared between the two
 //! (docs/benchmarks.md). The work set is bench's (`workload::items`, sized by
-//! `cli::bench_source::prepare` against the selftest's own reference engine, whose `/tokenize`
+//! `bench::source::prepare` against the selftest's own reference engine, whose `/tokenize`
 //! counts exactly), and each level reports which item every request sent and what the engine
 //! reported for it.
 
-use super::bench_source::{self, DatasetFormatArg, RunShape, SourceArgs};
+use super::bench_source::DatasetFormatArg;
+use crate::bench::source::RunShape;
+use crate::bench::{DatasetSpec, Labels, SourceSpec};
 use crate::client::{Target, Trace};
 use crate::metrics::stats::Distribution;
 use crate::workload::items::{SizeCtx, WorkSet};
+use crate::workload::synthetic::Dist;
 use crate::workload::Endpoint;
 use anyhow::Result;
 use clap::Args;
@@ -56,15 +59,29 @@ impl SelftestSourceArgs {
             || self.output_tokens_dist.is_some()
     }
 
-    fn as_bench(&self) -> SourceArgs {
-        SourceArgs {
-            dataset: self.dataset.clone(),
-            dataset_format: self.dataset_format,
-            dataset_sample: self.dataset_sample,
-            input_tokens_dist: self.input_tokens_dist.clone(),
-            output_tokens_dist: self.output_tokens_dist.clone(),
-            ..Default::default()
+    /// The typed source (`bench::SourceSpec`); errors name the flag.
+    fn spec(&self) -> Result<SourceSpec> {
+        if self.dataset_sample == Some(0) {
+            anyhow::bail!("--dataset-sample must be at least 1");
         }
+        let parse = |flag: &str, s: &Option<String>| {
+            s.as_deref()
+                .map(|s| Dist::parse(flag, s))
+                .transpose()
+                .map_err(|e| anyhow::anyhow!(e))
+        };
+        Ok(SourceSpec {
+            dataset: self.dataset.as_ref().map(|path| DatasetSpec {
+                path: path.clone(),
+                format: self.dataset_format.map(DatasetFormatArg::format),
+                sample: self.dataset_sample,
+                min_prompt_tokens: None,
+                max_prompt_tokens: None,
+                max_output_tokens: None,
+            }),
+            input_tokens: parse("--input-tokens-dist", &self.input_tokens_dist)?,
+            output_tokens: parse("--output-tokens-dist", &self.output_tokens_dist)?,
+        })
     }
 }
 
@@ -97,7 +114,8 @@ pub async fn prepare(
         timeout: Duration::from_secs(60),
         extra_body: None,
     };
-    bench_source::prepare(&a.as_bench(), &run, &ctx).await
+    let console = super::bench::Console { progress: false };
+    crate::bench::source::prepare(&a.spec()?, &Labels::FLAGS, &run, &ctx, &console).await
 }
 
 /// What a level records of its workload: per request, the item it sent (its source), the prompt

@@ -1,6 +1,6 @@
 //! The per-turn and per-group rows of a multi-turn or shared-prefix load (its cache effect):
 //! requests, prompt and cached tokens, TTFT per turn or group. `bakeoff bench` folds them as
-//! traces arrive (`cli/bench_conv.rs`), a campaign's timing step over the step's traces.
+//! traces arrive (`bench/session.rs`), a campaign's timing step over the step's traces.
 
 use crate::client::Trace;
 use crate::metrics::stats::nearest_rank;

@@ -1,5 +1,5 @@
 //! The pieces every Chart.js page of bakeoff is built from: the campaign's `report.html`
-//! (`charts.rs`, `timeline.rs`, `html.rs`) and `bakeoff bench --html` (`cli/bench_html.rs`).
+//! (`charts.rs`, `timeline.rs`, `html.rs`) and `bakeoff bench --html` (`report/bench/html.rs`).
 //!
 //! Chart.js 4 (MIT) is vendored, pinned and embedded: `vendor/chart.js/` (version, licence and
 //! SHA-256 in `vendor/README.md`), so a page stays one self-contained file that loads nothing.

@@ -10,6 +10,7 @@
 //! reads the policy (older bundles: the bundle's `campaign.toml` copy), decides, writes the three
 //! files atomically and rewrites the manifest so `bakeoff verify` still passes.
 
+pub mod bench;
 pub mod chartkit;
 pub mod charts;
 pub mod compare;

@@ -3,16 +3,17 @@
 //! loop, with an engine `/metrics` snapshot before and after and GPU samples where the lane has
 //! GPUs.
 
+use crate::bench::conv::{self, PrefixPlan, SourceParts};
+use crate::bench::line::LineWriter;
 use crate::client::{StreamOpts, Target, Trace};
 use crate::evidence::result::{CiMethod, Stat, TimingRecord};
-use crate::load::conversation::{ConversationSource, PrefixSource};
-use crate::load::places::{place_fields, PlaceSummary, Shape};
+use crate::load::places::{PlaceSummary, Shape};
 use crate::load::session::{self, Session, Telemetry};
-use crate::load::source::{PromptText, RequestSource};
+use crate::load::source::PromptText;
 use crate::load::{Mode, Plan, Source};
 use crate::metrics::summary::RunStats;
-use crate::workload::conversation::{GroupOrder, SharedPrefix};
-use crate::workload::items::{annotate, WorkSet};
+use crate::workload::conversation::GroupOrder;
+use crate::workload::items::WorkSet;
 use crate::workload::prefix::PrefixPrompt;
 use crate::workload::prompt::MatchedPrompt;
 use serde_json::{json, Map, Value};
@@ -125,18 +126,13 @@ pub async fn run_work(inp: TimingInput, work: StepWork) -> Result<TimingOutput, 
         .await
         .map_err(|e| format!("{e:#}"))?;
     let stats = out.stats();
-    let lines: Vec<Value> = out
-        .sink
-        .iter()
-        .map(|t| {
-            let mut line = request_line(t, out.started_ns);
-            if let Some(w) = &items {
-                annotate(w, inp.first_index, t, &mut line);
-            }
-            place_fields(&mut line, t);
-            line
-        })
-        .collect();
+    // The one per-request line `bench --requests-jsonl` writes too.
+    let mut writer = LineWriter {
+        start: Some(out.started_ns),
+        items: items.clone().map(|w| (w, inp.first_index)),
+        ..Default::default()
+    };
+    let lines: Vec<Value> = out.sink.iter().map(|t| writer.line(t)).collect();
     let workload = work.shape().map(|shape| {
         let mut p = PlaceSummary::default();
         out.sink.iter().for_each(|t| p.fold(t));
@@ -185,66 +181,49 @@ pub async fn run_work(inp: TimingInput, work: StepWork) -> Result<TimingOutput, 
     })
 }
 
-/// The step's request source, and its work items renumbered to the step's server indices
-/// (request i of the step sends item `first_item + i` on every arm).
+/// The step's request source (`bench::conv::source`, as `bakeoff bench` builds its levels'),
+/// and its work items renumbered to the step's server indices (request i of the step sends item
+/// `first_item + i` on every arm).
 fn source(inp: &TimingInput, work: &StepWork) -> (Arc<dyn Source>, Option<Arc<WorkSet>>) {
-    let matched = || PromptText::Matched(inp.prompt.clone());
-    let endpoint = inp.prompt.endpoint;
-    let request = |prompt: PromptText| RequestSource {
-        target: inp.target.clone(),
-        endpoint,
-        base: inp.base.clone(),
-        prompt,
-        api_key: inp.api_key.clone(),
-        offset: inp.first_index,
-        nonce_base: inp.nonce_base,
-    };
+    let (mut prompt, mut items) = (PromptText::Matched(inp.prompt.clone()), None);
+    let (mut multi_turn, mut prefix) = (None, None);
     match work {
-        StepWork::Matched => (Arc::new(request(matched())), None),
+        StepWork::Matched => {}
         StepWork::Items { set, first_item } => {
             let set = Arc::new(set.rotated(inp.first_index, *first_item));
-            (Arc::new(request(PromptText::Work(set.clone()))), Some(set))
+            prompt = PromptText::Work(set.clone());
+            items = Some(set);
         }
         StepWork::Conversation {
             turns,
             think_time_ms,
-        } => (
-            Arc::new(ConversationSource::new(
-                inp.target.clone(),
-                endpoint,
-                inp.base.clone(),
-                Arc::new(matched()),
-                inp.api_key.clone(),
-                inp.first_index,
-                inp.nonce_base,
-                *turns,
-                Duration::from_secs_f64(think_time_ms / 1e3),
-            )),
-            None,
-        ),
+        } => multi_turn = Some((*turns, *think_time_ms)),
         StepWork::Prefix {
-            prefix,
+            prefix: p,
             groups,
             order,
-        } => (
-            Arc::new(PrefixSource {
-                target: inp.target.clone(),
-                endpoint,
-                base: inp.base.clone(),
-                // Fresh prefixes per step: a step never meets an earlier step's in the cache.
-                prefix: SharedPrefix {
-                    prefixes: prefix.texts(*groups, inp.first_index),
-                    order: *order,
-                },
-                rest: Arc::new(matched()),
-                prompt_tokens: Some(inp.prompt.target_tokens + prefix.tokens),
-                api_key: inp.api_key.clone(),
-                offset: inp.first_index,
-                nonce_base: inp.nonce_base,
-            }),
-            None,
-        ),
+        } => {
+            prefix = Some(PrefixPlan {
+                prefix: p.clone(),
+                groups: *groups,
+                order: *order,
+                total_tokens: inp.prompt.target_tokens + p.tokens,
+            })
+        }
     }
+    let parts = SourceParts {
+        target: &inp.target,
+        endpoint: inp.prompt.endpoint,
+        base: &inp.base,
+        prompt,
+        api_key: inp.api_key.clone(),
+        offset: inp.first_index,
+        nonce_base: inp.nonce_base,
+        // Fresh prefixes per step: a step never meets an earlier step's in the cache.
+        prefix_number: inp.first_index,
+        script: None,
+    };
+    (conv::source(multi_turn, prefix.as_ref(), parts), items)
 }
 
 /// The step's `prompt` record: the matched prompt, the work set's record (dataset: file, digest,
@@ -284,22 +263,6 @@ fn prompt_record(inp: &TimingInput, work: &StepWork, items: Option<&WorkSet>) ->
         _ => {}
     }
     v
-}
-
-fn request_line(t: &Trace, start: u64) -> Value {
-    let m = crate::metrics::RequestMetrics::from_trace(t);
-    json!({
-        "index": t.index,
-        "ok": t.ok(),
-        "error": t.error,
-        "status": t.status,
-        "send_offset_ms": (t.send_ns as i64 - start as i64) as f64 / 1e6,
-        "metrics": m,
-        "usage": t.usage,
-        "finish_reason": t.finish_reason,
-        "chunk_offsets_ns": t.events.iter().map(|e| e.t_ns).collect::<Vec<_>>(),
-        "chunk_kinds": t.events.iter().map(|e| e.kind).collect::<Vec<_>>(),
-    })
 }
 
 fn stat(s: &RunStats, name: &str) -> Option<Stat> {

@@ -322,6 +322,22 @@ fn violations(files: &[File]) -> Vec<String> {
             "gates",
             Some(&["client", "clock", "evidence", "load", "metrics", "workload"][..]),
         ),
+        // The measurement session of bench and campaign timing steps: the measurement floor,
+        // nothing above `load` (no campaign, run, decide, report or cli).
+        (
+            "bench",
+            Some(
+                &[
+                    "client",
+                    "clock",
+                    "load",
+                    "metrics",
+                    "netstamp",
+                    "telemetry",
+                    "workload",
+                ][..],
+            ),
+        ),
         (
             "lane",
             Some(&["client", "clock", "evidence", "refengine"][..]),
@@ -352,6 +368,7 @@ fn violations(files: &[File]) -> Vec<String> {
             "run",
             Some(
                 &[
+                    "bench",
                     "campaign",
                     "client",
                     "clock",
@@ -377,7 +394,11 @@ fn violations(files: &[File]) -> Vec<String> {
             ),
         ),
         ("decide", Some(&["evidence", "metrics"][..])),
-        ("report", Some(&["decide", "evidence", "metrics"][..])),
+        // bench: its documents (`report/bench/`) read the typed `bench::BenchReport`.
+        (
+            "report",
+            Some(&["bench", "decide", "evidence", "metrics", "workload"][..]),
+        ),
         // Beside report, below cli: reads verified bundles (evidence), statistics (metrics),
         // draws with report::chartkit; nothing but cli calls it, so no verdict depends on it.
         (
@@ -688,6 +709,13 @@ fn checker_catches_forbidden_edges() {
     assert!(has(&v, "`gates` may not import `run`"), "{v:?}");
     let v = with("refengine/server.rs", "use crate::client::Target;");
     assert!(has(&v, "`refengine` may not import `client`"), "{v:?}");
+    // The measurement session stays at the measurement floor.
+    let v = with("bench/session.rs", "use crate::campaign::Plan;");
+    assert!(has(&v, "`bench` may not import `campaign`"), "{v:?}");
+    let v = with("bench/sweep.rs", "use crate::cli::bench::BenchArgs;");
+    assert!(has(&v, "`bench` may not import `cli`"), "{v:?}");
+    let v = with("bench/spec.rs", "use clap::Args;");
+    assert!(has(&v, "bench/spec.rs: uses clap"), "{v:?}");
     let v = with("load/mod.rs", "use clap::Args;");
     assert!(has(&v, "load/mod.rs: uses clap"), "{v:?}");
     let v = with("run/mod.rs", "fn f() { std::process::exit(3) }");

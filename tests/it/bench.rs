@@ -135,7 +135,7 @@ fn warmup_is_excluded_and_jsonl_has_raw_offsets() {
 
 #[test]
 fn bench_and_campaign_timing_run_one_load_path_and_agree() {
-    use bakeoff::cli::bench::{bench, ArrivalArg, BenchArgs, EndpointArg};
+    use bakeoff::bench::{run_one, BenchSpec, LoadShape, Quiet};
     use bakeoff::client::Target;
     use bakeoff::load::session;
     use bakeoff::run::timed::{self as timing, TimingInput};
@@ -152,45 +152,24 @@ fn bench_and_campaign_timing_run_one_load_path_and_agree() {
     // The same load both ways: a 64-token matched chat prompt, 40 tokens with ignore_eos,
     // closed loop at concurrency 2, 8 measured requests, no warm-up, the same limits.
     let (concurrency, requests, max_tokens, prompt_tokens) = (2u32, 8u32, 40u64, 64u64);
-    let args = BenchArgs {
-        url: e.url.clone(),
-        ca_file: None,
-        insecure: false,
-        model: None,
-        endpoint: EndpointArg::Chat,
+    let spec = BenchSpec {
         prompt_tokens,
-        prompt: None,
-        tokenizer: None,
-        allow_prefix_cache: false,
         max_tokens,
-        temperature: 0.0,
         seed: Some(0),
         ignore_eos: true,
-        concurrency: vec![concurrency as usize],
-        rate: vec![],
-        arrival: ArrivalArg::Constant,
-        requests: Some(requests as u64),
-        duration: None,
-        warmup: 0,
-        api_key_env: None,
-        extra_body: None,
-        timeout: 600.0,
         stall_timeout: 120.0,
-        json: None,
-        requests_jsonl: None,
-        csv: None,
-        export_vllm: None,
-        html: None,
-        no_progress: true,
-        source: Default::default(),
-        shape: Default::default(),
-        conv: Default::default(),
+        shape: LoadShape {
+            concurrency: vec![concurrency as usize],
+            requests: Some(requests as u64),
+            ..Default::default()
+        },
+        ..BenchSpec::new(Target::parse(&e.url).unwrap())
     };
     let rt = bakeoff::load::pace::client_runtime().unwrap();
     let n0 = session::sessions();
     let (b, t, base) = rt.block_on(async {
         let (_keep, never) = tokio::sync::watch::channel(false);
-        let b = bench(args, never).await.unwrap();
+        let b = run_one(&spec, never, &Quiet).await.unwrap();
         assert_eq!(
             session::sessions(),
             n0 + 1,
@@ -243,8 +222,11 @@ fn bench_and_campaign_timing_run_one_load_path_and_agree() {
         (b, t, base)
     });
     // The same request body (minus the prompt) both ways.
-    assert_eq!(b.sampling, serde_json::Value::Object(base));
-    assert_eq!(t.evidence["sampling"], b.sampling);
+    assert_eq!(b.sampling, base);
+    assert_eq!(
+        t.evidence["sampling"],
+        serde_json::Value::Object(b.sampling.clone())
+    );
     let (bs, ts) = (&b.stats, &t.stats);
     // Counts are exact: the same requests, each generating exactly max_tokens on an exact prompt.
     for s in [bs, ts] {

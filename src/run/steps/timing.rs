@@ -271,22 +271,25 @@ fn same_items(cx: &mut Cx, arm: &Arm, list: Vec<serde_json::Value>) -> Option<St
     })
 }
 
-/// The level's SLO limits checked against its distributions, and its goodput: the successful
-/// requests whose own latencies met every limit, per second of the step's window.
+/// The level's SLO verdict and goodput (`bench::slo::judge`, the judge `bakeoff bench` uses),
+/// in the evidence's records.
 fn slo_records(
     limits: &[crate::metrics::slo::SloLimit],
     out: &timed::TimingOutput,
 ) -> (Vec<SloCheckRecord>, GoodputRecord) {
-    use crate::metrics::slo;
-    let checks = slo::check(limits, &out.stats.metrics)
+    let j = crate::bench::slo::judge(limits, &out.stats, out.ok_metrics.iter())
+        .expect("called with limits");
+    let checks = j
+        .slo
+        .checks
         .into_iter()
         .map(|c| SloCheckRecord {
-            limit: c.limit.to_string(),
-            observed_ms: c.observed_ms,
-            met: c.met,
+            limit: c.check.limit.to_string(),
+            observed_ms: c.check.observed_ms,
+            met: c.check.met,
         })
         .collect();
-    let g = slo::goodput(limits, out.ok_metrics.iter(), out.stats.window_s);
+    let g = j.goodput;
     (
         checks,
         GoodputRecord {

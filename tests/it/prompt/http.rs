@@ -538,49 +538,27 @@ async fn a_stream_only_endpoint_without_usage_is_named() {
 
 #[tokio::test]
 async fn bench_against_a_stream_only_endpoint_sends_exactly_sized_prompts() {
-    use bakeoff::cli::bench::{bench, ArrivalArg, BenchArgs, EndpointArg};
+    use bakeoff::bench::{run_one, BenchSpec, LoadShape, Quiet};
     let fake = serve(Behaviour {
         tokenize: Tokenize::Missing,
         stream_only: true,
         ..DEFAULT
     })
     .await;
-    let args = BenchArgs {
-        url: fake.url.clone(),
-        ca_file: None,
-        insecure: false,
-        model: None,
-        endpoint: EndpointArg::Chat,
+    let spec = BenchSpec {
         prompt_tokens: 256,
-        prompt: None,
-        tokenizer: None,
-        allow_prefix_cache: false,
         max_tokens: 1,
-        temperature: 0.0,
-        seed: None,
-        ignore_eos: false,
-        concurrency: vec![2],
-        rate: vec![],
-        arrival: ArrivalArg::Constant,
-        requests: Some(6),
-        duration: None,
-        warmup: 0,
-        api_key_env: None,
-        extra_body: None,
         timeout: 30.0,
         stall_timeout: 30.0,
-        json: None,
-        requests_jsonl: None,
-        csv: None,
-        export_vllm: None,
-        html: None,
-        no_progress: true,
-        source: Default::default(),
-        shape: Default::default(),
-        conv: Default::default(),
+        shape: LoadShape {
+            concurrency: vec![2],
+            requests: Some(6),
+            ..Default::default()
+        },
+        ..BenchSpec::new(bakeoff::client::Target::parse(&fake.url).unwrap())
     };
     let (_keep, never) = tokio::sync::watch::channel(false);
-    let r = bench(args, never).await.unwrap();
+    let r = run_one(&spec, never, &Quiet).await.unwrap();
     assert_eq!(r.stats.ok, 6, "{:?}", r.stats.failures_by_class);
     let p = &r.stats.metrics["prompt_tokens"];
     assert_eq!((p.min, p.max), (256.0, 256.0));

@@ -6,16 +6,12 @@
 //! per level), throughput against the load (with the offered rate on a rate sweep), the
 //! throughput-latency frontier, per-level TTFT and ITL CDFs, and the per-request TTFT timeline.
 //! `--slo` limits are drawn as lines on the latency plots; `--find-saturation` marks the last
-//! level that held. The per-request values come from [`HtmlSink`], which keeps each successful
-//! measured request's send time and latencies only when `--html` is given.
+//! level that held. The per-request values are the report's `points` (`bench::BenchSpec::keep_points`:
+//! each successful measured request's send time and latencies, kept only when `--html` is given).
 
-use super::bench_output::{BenchReport, SentRequest};
-use super::bench_sweep::{self, Sweep};
-use crate::client::Trace;
-use crate::load::session::Sink;
+use crate::bench::{sweep, BenchReport, LoadShape};
 use crate::metrics::slo::{SloLimit, SloMetric};
 use crate::metrics::stats::Distribution;
-use crate::metrics::summary::Collector;
 use crate::metrics::RequestMetrics;
 use crate::report::chartkit::{
     self, axis, cdf_config, cdf_points, color_at, config, esc, fmt, level_axis, line, plot, pt,
@@ -25,38 +21,6 @@ use anyhow::{bail, Result};
 use serde_json::{json, Value};
 use std::fmt::Write as _;
 use std::path::Path;
-
-/// Keeps the send time and metrics of every successful measured request (when `keep`), passing
-/// each trace on.
-pub struct HtmlSink<S> {
-    pub inner: S,
-    keep: bool,
-    pub points: Vec<SentRequest>,
-}
-
-impl<S: Sink> HtmlSink<S> {
-    pub fn new(inner: S, keep: bool) -> HtmlSink<S> {
-        HtmlSink {
-            inner,
-            keep,
-            points: Vec::new(),
-        }
-    }
-}
-
-impl<S: Sink> Sink for HtmlSink<S> {
-    fn trace(&mut self, t: Trace, c: &Collector) -> Result<()> {
-        if self.keep && !t.warmup && t.ok() {
-            self.points
-                .push((t.send_ns, RequestMetrics::from_trace(&t)));
-        }
-        self.inner.trace(t, c)
-    }
-
-    fn finish(&mut self) -> Result<()> {
-        self.inner.finish()
-    }
-}
 
 /// Refuses an `--html` path whose folder does not exist, before anything runs.
 pub fn check_path(p: Option<&Path>) -> Result<()> {
@@ -81,11 +45,15 @@ pub fn check_path(p: Option<&Path>) -> Result<()> {
     Ok(())
 }
 
-/// Writes the page (atomically).
-pub fn write(p: &Path, reports: &[BenchReport], sweep: &Sweep) -> Result<()> {
-    let page = render(reports, sweep)?;
+/// Writes the page (atomically); the caller says where.
+pub fn write(
+    p: &Path,
+    reports: &[BenchReport],
+    shape: &LoadShape,
+    limits: &[SloLimit],
+) -> Result<()> {
+    let page = render(reports, shape, limits)?;
     crate::evidence::write_atomic(p, page.as_bytes())?;
-    eprintln!("HTML report written to {}", p.display());
     Ok(())
 }
 
@@ -98,13 +66,11 @@ struct Load {
 
 impl Load {
     fn of(reports: &[BenchReport]) -> Load {
-        let by_rate = reports
-            .first()
-            .is_some_and(|r| r.load["rate_per_s"].is_number());
+        let by_rate = reports.first().is_some_and(|r| r.load.rate_per_s.is_some());
         let labels = reports
             .iter()
             .map(|r| {
-                let l = bench_sweep::report_level(r);
+                let l = r.level();
                 match l.rate {
                     Some(v) => level_text(v),
                     None => l.concurrency.to_string(),
@@ -294,7 +260,7 @@ fn throughput_vs_load(reports: &[BenchReport], load: &Load, held: Option<usize>)
         right(
             "offered requests/s (right)",
             "#7f7f7f",
-            at(&|r| r.load["rate_per_s"].as_f64(), "offered", "requests/s"),
+            at(&|r| r.load.rate_per_s, "offered", "requests/s"),
             true,
         );
     }
@@ -302,7 +268,7 @@ fn throughput_vs_load(reports: &[BenchReport], load: &Load, held: Option<usize>)
         "goodput requests/s (right)",
         "#9467bd",
         at(
-            &|r| r.goodput.as_ref()?["goodput_req_s"].as_f64(),
+            &|r| r.goodput.as_ref()?.goodput_req_s,
             "goodput",
             "requests/s",
         ),
@@ -428,11 +394,12 @@ fn timeline(reports: &[BenchReport], load: &Load) -> Option<Value> {
 }
 
 /// Every plot of the page, in order.
-fn plots(reports: &[BenchReport], sweep: &Sweep, limits: &[SloLimit]) -> Vec<Plot> {
+fn plots(reports: &[BenchReport], shape: &LoadShape, limits: &[SloLimit]) -> Vec<Plot> {
     let load = Load::of(reports);
-    let held = bench_sweep::saturation(sweep, reports)
-        .and_then(|s| s["last_held"]["index"].as_u64())
-        .map(|i| i as usize);
+    let held = shape
+        .find_saturation
+        .then(|| sweep::held_and_broken(shape, reports).0)
+        .flatten();
     let axis_name = load.short();
     let one = reports.len() < 2;
     let single = format!("One level was measured: a curve against {axis_name} needs a sweep (--rate 1,2,4 or --concurrency 1,2,4).");
@@ -523,19 +490,14 @@ fn cell(v: Option<f64>) -> String {
 }
 
 /// The page: what was measured, a table of the levels, the plots.
-pub fn render(reports: &[BenchReport], sweep: &Sweep) -> Result<String> {
+pub fn render(reports: &[BenchReport], shape: &LoadShape, limits: &[SloLimit]) -> Result<String> {
     let Some(first) = reports.first() else {
         bail!("--html: no level was measured, nothing to draw");
     };
-    let limits = bench_sweep::limits(sweep)?;
     let load = Load::of(reports);
     let mut o = chartkit::head();
     let kind = if reports.len() > 1 {
-        format!(
-            "{} sweep, {} levels",
-            bench_sweep::axis(sweep),
-            reports.len()
-        )
+        format!("{} sweep, {} levels", sweep::axis(shape), reports.len())
     } else {
         "one level".to_string()
     };
@@ -553,21 +515,16 @@ pub fn render(reports: &[BenchReport], sweep: &Sweep) -> Result<String> {
         let l: Vec<String> = limits.iter().map(|l| l.to_string()).collect();
         let _ = write!(o, "<p><b>SLO:</b> {}</p>", esc(&l.join(", ")));
     }
-    if let Some(s) = bench_sweep::saturation(sweep, reports) {
-        let name = |v: &Value| {
-            v["index"]
-                .as_u64()
-                .map(|i| load.name(i as usize))
-                .unwrap_or_else(|| "none".into())
-        };
+    if shape.find_saturation {
+        let (held, broke) = sweep::held_and_broken(shape, reports);
+        let name = |i: Option<usize>| i.map(|i| load.name(i)).unwrap_or_else(|| "none".into());
         let _ = write!(
             o,
             "<p><b>Saturation:</b> last level that held: {}; first that broke: {}{}</p>",
-            esc(&name(&s["last_held"])),
-            esc(&name(&s["first_broken"])),
-            s["stopped_because"]
-                .as_str()
-                .map(|w| format!(" (stopped: {})", esc(w)))
+            esc(&name(held)),
+            esc(&name(broke)),
+            sweep::stop_reason(shape, reports)
+                .map(|w| format!(" (stopped: {})", esc(&w)))
                 .unwrap_or_default()
         );
     }
@@ -603,11 +560,11 @@ pub fn render(reports: &[BenchReport], sweep: &Sweep) -> Result<String> {
             }
         }
         if !limits.is_empty() {
-            let met = r.slo.as_ref().map(|s| s["met"] == true);
+            let met = r.slo.as_ref().map(|s| s.met);
             let _ = write!(
                 o,
                 "<td class=n>{}</td><td class=\"{}\">{}</td>",
-                cell(r.goodput.as_ref().and_then(|g| g["goodput_req_s"].as_f64())),
+                cell(r.goodput.as_ref().and_then(|g| g.goodput_req_s)),
                 if met == Some(true) { "ok" } else { "bad" },
                 match met {
                     Some(true) => "met",
@@ -636,7 +593,7 @@ pub fn render(reports: &[BenchReport], sweep: &Sweep) -> Result<String> {
     }
     o.push_str(&chartkit::plots_section(
         "Plots",
-        &plots(reports, sweep, &limits),
+        &plots(reports, shape, limits),
     ));
     o.push_str("<p>Written by <code>bakeoff bench --html</code>; the numbers are those of <code>--json</code>.</p>");
     o.push_str(&chartkit::tail());

@@ -3,8 +3,9 @@
 //! built for vLLM's results read bakeoff's. docs/metrics.md maps every name and states where the
 //! definitions differ.
 
-use super::bench_output::{BenchReport, EndpointArg};
+use crate::bench::{ArrivalKind, BenchReport};
 use crate::report::csv;
+use crate::workload::Endpoint;
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Map, Value};
 use std::path::{Path, PathBuf};
@@ -81,9 +82,9 @@ pub fn csv_document(reports: &[BenchReport]) -> Result<String> {
     for (i, r) in reports.iter().enumerate() {
         let mut row = vec![
             i.to_string(),
-            csv::cell(&r.load["mode"]),
-            csv::cell(&r.load["concurrency"]),
-            csv::cell(&r.load["rate_per_s"]),
+            csv::cell(&json!(r.load.mode)),
+            csv::cell(&json!(r.load.concurrency)),
+            csv::cell(&json!(r.load.rate_per_s)),
             r.model.clone(),
             r.url.clone(),
             r.started_at.clone(),
@@ -107,18 +108,18 @@ pub fn vllm_result(r: &BenchReport, request_goodput: Option<f64>) -> Value {
     };
     put("date", json!(vllm_date(&r.started_at)));
     let backend = match r.endpoint {
-        EndpointArg::Chat => "openai-chat",
-        EndpointArg::Completions => "openai",
+        Endpoint::Chat => "openai-chat",
+        Endpoint::Completions => "openai",
     };
     put("endpoint_type", json!(backend));
     put("backend", json!(backend));
     put("label", json!("bakeoff"));
     put("model_id", json!(r.model));
     put("tokenizer_id", Value::Null);
-    put("num_prompts", r.load["requests"].clone());
+    put("num_prompts", json!(r.load.requests));
     put(
         "request_rate",
-        match r.load["rate_per_s"].as_f64() {
+        match r.load.rate_per_s {
             Some(rate) => json!(rate),
             None => json!("inf"),
         },
@@ -126,12 +127,12 @@ pub fn vllm_result(r: &BenchReport, request_goodput: Option<f64>) -> Value {
     // vLLM's burstiness 1 is Poisson arrivals; constant spacing has no finite burstiness.
     put(
         "burstiness",
-        match r.load["arrival"].as_str() {
-            Some("poisson") => json!(1.0),
+        match r.load.arrival {
+            Some(ArrivalKind::Poisson) => json!(1.0),
             _ => Value::Null,
         },
     );
-    put("max_concurrency", r.load["concurrency"].clone());
+    put("max_concurrency", json!(r.load.concurrency));
     put("duration", json!(s.window_s));
     put("completed", json!(s.ok));
     put("failed", json!(s.failed));
@@ -200,7 +201,7 @@ pub fn vllm_paths(path: &Path, reports: &[BenchReport]) -> Vec<PathBuf> {
         .iter()
         .enumerate()
         .map(|(i, r)| {
-            let level = match r.load["concurrency"].as_u64() {
+            let level = match r.load.concurrency {
                 Some(c) => format!("concurrency{c}"),
                 None => format!("level{i}"),
             };
@@ -209,24 +210,30 @@ pub fn vllm_paths(path: &Path, reports: &[BenchReport]) -> Vec<PathBuf> {
         .collect()
 }
 
-/// Writes `--csv` and `--export-vllm` (each atomically), saying where.
-pub fn write(reports: &[BenchReport], csv_path: Option<&Path>, vllm: Option<&Path>) -> Result<()> {
+/// Writes `--csv` and `--export-vllm` (each atomically); returns what it wrote, in words, for
+/// the caller to say.
+pub fn write(
+    reports: &[BenchReport],
+    csv_path: Option<&Path>,
+    vllm: Option<&Path>,
+) -> Result<Vec<String>> {
+    let mut said = Vec::new();
     if let Some(p) = csv_path {
         crate::evidence::write_atomic(p, csv_document(reports)?.as_bytes())
             .with_context(|| format!("cannot write --csv {}", p.display()))?;
-        eprintln!("CSV written to {}", p.display());
+        said.push(format!("CSV written to {}", p.display()));
     }
     if let Some(p) = vllm {
         for (r, path) in reports.iter().zip(vllm_paths(p, reports)) {
             // vLLM's request_goodput: the level's goodput under `--slo` (null without one).
-            let goodput = r.goodput.as_ref().and_then(|g| g["goodput_req_s"].as_f64());
+            let goodput = r.goodput.as_ref().and_then(|g| g.goodput_req_s);
             let bytes = serde_json::to_vec_pretty(&vllm_result(r, goodput))?;
             crate::evidence::write_atomic(&path, &bytes)
                 .with_context(|| format!("cannot write --export-vllm {}", path.display()))?;
-            eprintln!("vLLM-format result written to {}", path.display());
+            said.push(format!("vLLM-format result written to {}", path.display()));
         }
     }
-    Ok(())
+    Ok(said)
 }
 
 #[cfg(test)]
@@ -266,10 +273,13 @@ mod tests {
             started_at: "2026-12-01T00:17:08.123Z".into(),
             url: "http://127.0.0.1:8000".into(),
             model: "m".into(),
-            endpoint: EndpointArg::Chat,
-            sampling: json!({}),
-            load: json!({"mode": "closed-loop", "concurrency": concurrency, "rate_per_s": null,
-                         "requests": 1000}),
+            endpoint: Endpoint::Chat,
+            sampling: Map::new(),
+            load: crate::bench::LoadRecord {
+                concurrency,
+                requests: Some(1000),
+                ..Default::default()
+            },
             prompt: json!({}),
             interrupted: false,
             arrival_clock: json!({}),
