@@ -163,6 +163,7 @@ fn bench_and_campaign_timing_run_one_load_path_and_agree() {
             requests: Some(requests as u64),
             ..Default::default()
         },
+        requests_jsonl: Some(e.path("bench-requests.jsonl")),
         ..BenchSpec::new(Target::parse(&e.url).unwrap())
     };
     let rt = bakeoff::load::pace::client_runtime().unwrap();
@@ -227,6 +228,21 @@ fn bench_and_campaign_timing_run_one_load_path_and_agree() {
         t.evidence["sampling"],
         serde_json::Value::Object(b.sampling.clone())
     );
+    // One per-request line writer: bench's --requests-jsonl and the step's `requests` have the
+    // same keys.
+    let text = std::fs::read_to_string(e.path("bench-requests.jsonl")).unwrap();
+    let bench_lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let keys =
+        |v: &serde_json::Value| -> Vec<String> { v.as_object().unwrap().keys().cloned().collect() };
+    let step_lines = t.evidence["requests"].as_array().unwrap();
+    assert_eq!(bench_lines.len(), step_lines.len());
+    for (a, b) in bench_lines.iter().zip(step_lines) {
+        assert_eq!(keys(a), keys(b), "bench {a}\nstep {b}");
+    }
+    assert!(keys(&step_lines[0]).contains(&"schedule_lag_ms".to_string()));
     let (bs, ts) = (&b.stats, &t.stats);
     // Counts are exact: the same requests, each generating exactly max_tokens on an exact prompt.
     for s in [bs, ts] {
