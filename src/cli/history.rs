@@ -375,8 +375,11 @@ pub fn before_verdict(db: &str, bundle: &Path) -> Vec<String> {
     })
 }
 
-/// The files to write into the bundle (name, bytes) and the lines to print; touches nothing.
-fn context_files(db: &str, bundle: &Path) -> Result<(Vec<(&'static str, Vec<u8>)>, Vec<String>)> {
+/// Files for the bundle: name and bytes.
+type Files = Vec<(&'static str, Vec<u8>)>;
+
+/// The files to write into the bundle and the lines to print; touches nothing.
+fn context_files(db: &str, bundle: &Path) -> Result<(Files, Vec<String>)> {
     use crate::evidence::{bundle as names, history::HistoryContext};
     let mut store = Store::open(&DbSpec::parse(db)?)?;
     let s = history::summarize(bundle)?;
