@@ -361,46 +361,42 @@ fn report(store: &mut Store, a: &ReportArgs) -> Result<()> {
 /// against its own history. Writes `history-context.json` (the verdict's limitation lines) and
 /// `history-trend.html` (the run's series, this run last) into the sealed bundle and reseals
 /// it, so the verdict rendered next carries them. Returns the lines to print after the add; an
-/// error is a line too and leaves the bundle as it was (the verdict is then the same as
-/// without a history).
+/// error is a line too and leaves the bundle as it was (the verdict is then the one without
+/// this history: a resume keeps what an earlier invocation wrote).
 pub fn before_verdict(db: &str, bundle: &Path) -> Vec<String> {
-    match before_verdict_inner(db, bundle) {
-        Ok(l) => l,
-        Err(e) => {
-            for f in [
-                crate::evidence::bundle::HISTORY_CONTEXT,
-                crate::evidence::bundle::HISTORY_TREND,
-            ] {
-                let _ = std::fs::remove_file(bundle.join(f));
-            }
-            // Best effort: the runner's seal covered the bundle without them.
-            let _ = crate::evidence::manifest::write(bundle);
-            vec![format!(
-                "bakeoff run: history: {e:#}; the verdict has no history lines"
-            )]
-        }
-    }
+    let res = context_files(db, bundle).and_then(|(files, lines)| {
+        write_sealed(bundle, &files)?;
+        Ok(lines)
+    });
+    res.unwrap_or_else(|e| {
+        vec![format!(
+            "bakeoff run: history: {e:#}; the verdict has no history lines from it"
+        )]
+    })
 }
 
-fn before_verdict_inner(db: &str, bundle: &Path) -> Result<Vec<String>> {
+/// Files for the bundle: name and bytes.
+type Files = Vec<(&'static str, Vec<u8>)>;
+
+/// The files to write into the bundle and the lines to print; touches nothing.
+fn context_files(db: &str, bundle: &Path) -> Result<(Files, Vec<String>)> {
     use crate::evidence::{bundle as names, history::HistoryContext};
     let mut store = Store::open(&DbSpec::parse(db)?)?;
     let s = history::summarize(bundle)?;
     let (cx, mine) = history::context_before_add(&mut store, &s)?;
     let found = regressions::find(&mine, &Params::default(), None);
     let page = history::page::render(&mine, &found, &store.describe());
-    crate::evidence::write_atomic(&bundle.join(names::HISTORY_TREND), page.as_bytes())?;
-    crate::evidence::history::write(
-        bundle,
-        &HistoryContext {
-            schema: crate::evidence::history::SCHEMA.into(),
-            store: store.describe(),
-            written_at: crate::clock::wall_rfc3339(),
-            lines: history::context::verdict_lines(&cx.lines, &cx.drifting),
-            trend: Some(names::HISTORY_TREND.into()),
-        },
-    )?;
-    crate::evidence::manifest::write(bundle)?;
+    let context = HistoryContext {
+        schema: crate::evidence::history::SCHEMA.into(),
+        store: store.describe(),
+        written_at: crate::clock::wall_rfc3339(),
+        lines: history::context::verdict_lines(&cx.lines, &cx.drifting),
+        trend: Some(names::HISTORY_TREND.into()),
+    };
+    let files = vec![
+        (names::HISTORY_TREND, page.into_bytes()),
+        (names::HISTORY_CONTEXT, serde_json::to_vec_pretty(&context)?),
+    ];
     let mut out = Vec::new();
     if cx.lines.is_empty() {
         out.push(format!(
@@ -419,7 +415,32 @@ fn before_verdict_inner(db: &str, bundle: &Path) -> Result<Vec<String>> {
         "bakeoff run: history: trend of this run's series: {}",
         bundle.join(names::HISTORY_TREND).display()
     ));
-    Ok(out)
+    Ok((files, out))
+}
+
+/// Writes `files` into the bundle and reseals it; on any failure puts back what was there
+/// before (an earlier invocation's files, or none) and reseals again, so the bundle verifies
+/// as it did.
+fn write_sealed(bundle: &Path, files: &[(&'static str, Vec<u8>)]) -> Result<()> {
+    let before: Vec<Option<Vec<u8>>> = files
+        .iter()
+        .map(|(n, _)| std::fs::read(bundle.join(n)).ok())
+        .collect();
+    let res = files
+        .iter()
+        .try_for_each(|(n, b)| crate::evidence::write_atomic(&bundle.join(n), b))
+        .and_then(|_| crate::evidence::manifest::write(bundle).map(|_| ()));
+    if res.is_err() {
+        for ((n, _), old) in files.iter().zip(before) {
+            let p = bundle.join(n);
+            let _ = match old {
+                Some(b) => crate::evidence::write_atomic(&p, &b),
+                None => std::fs::remove_file(&p).map_err(Into::into),
+            };
+        }
+        let _ = crate::evidence::manifest::write(bundle);
+    }
+    res
 }
 
 /// `bakeoff run --history DB`, after the verdict: adds the run's final bundle (a complete one
