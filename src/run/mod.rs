@@ -37,15 +37,6 @@ pub use launch::{lane_spec, launch_spec};
 pub use preconditions::{preconditions, PortState};
 pub use progress::{quiet, Note, Notify};
 
-/// The step context's old path, kept only for `steps/timing.rs`, which the bench work is
-/// rewriting in parallel; remove once that is merged (import from `context`, `guard` and
-/// `step_outcome`).
-pub(crate) mod cx {
-    pub use super::context::Cx;
-    pub use super::guard::Guarded;
-    pub use super::step_outcome::{fail, Done, Outcome};
-}
-
 use crate::campaign::checkpoint::{InvocationTiming, StepStatus};
 use crate::campaign::{Phase, Plan, PlanStep, StepKind};
 use crate::evidence::bundle;
