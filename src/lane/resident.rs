@@ -117,12 +117,14 @@ impl LaneRecord {
         }
     }
 
-    /// Does the process the record names still run (same boot, pid and start time)?
+    /// Does the process the record names still run (same boot, pid and start time; a zombie
+    /// waiting to be reaped does not)?
     pub fn process_alive(&self) -> bool {
         let Some(m) = &self.resident.process else {
             return false;
         };
         m.boot_id == adopt::boot_id()
+            && !super::procnet::gone(m.pid)
             && adopt::start_ticks(m.pid).is_some_and(|t| t == m.start_ticks)
     }
 
