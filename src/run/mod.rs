@@ -40,9 +40,9 @@ pub use progress::{quiet, Note, Notify};
 /// rewriting in parallel; remove once that is merged (import from `context`, `guard` and
 /// `step_outcome`).
 pub(crate) mod cx {
-    pub use super::context::Cx;
-    pub use super::guard::Guarded;
-    pub use super::step_outcome::{fail, Done, Outcome};
+    pub use crate::run::context::Cx;
+    pub use crate::run::guard::Guarded;
+    pub use crate::run::step_outcome::{fail, Done, Outcome};
 }
 
 use crate::campaign::checkpoint::{InvocationTiming, StepStatus};
