@@ -379,7 +379,7 @@ async fn size_haystack(
     let mut fits = Vec::new();
     for n in needles.iter() {
         let q = question(n);
-        let (w, tail) = sizer.fit(&needles, &q, goal, est, rate).await?;
+        let (w, tail) = sizer.fit(needles, &q, goal, est, rate).await?;
         fits.push((w, tail, q));
     }
     Ok((overhead, goal, fits))
@@ -419,7 +419,7 @@ fn judge(
                 reply.finish_reason.as_deref().unwrap_or("none")
             ),
         ))
-    } else if matches(&answer, n) {
+    } else if matches(answer, n) {
         Ok(format!(
             "retrieved {} exactly at {t} actual prompt tokens",
             n.value
@@ -429,7 +429,7 @@ fn judge(
             "wrong-answer",
             format!(
                 "answered {:?}, expected {:?} at {t} actual prompt tokens",
-                excerpt(&answer, 80),
+                excerpt(answer, 80),
                 n.value
             ),
         ))

@@ -4,7 +4,7 @@
 //! has no change point. The smallest campaign that runs: two arms, one smoke gate, three warm
 //! requests (about 2 s a campaign on the 2-core VM).
 
-use crate::support::campaign::{cleanup, run, text, Camp};
+use crate::support::campaign::{cleanup, reference_arm, run, text, Camp};
 use std::process::Command;
 use std::time::Instant;
 
@@ -12,17 +12,9 @@ const RUNS: usize = 30;
 const STEP_AT: usize = 20;
 
 fn campaign(t: &Camp) -> std::path::PathBuf {
-    let mut s = format!(
-        r#"[campaign]
-id = "history-acceptance"
-output = "out"
-
-[lane]
-host = "127.0.0.1"
-port = {port}
-ready_timeout_s = 20
-stop_grace_s = 2
-
+    let mut s = t.head("history-acceptance", "");
+    s.push_str(
+        r#"
 [workload]
 ranking_priority = ["ttft"]
 matched_prompt_tokens = 64
@@ -39,12 +31,9 @@ required_gates = ["smoke", "restoration"]
 [history]
 db = "history.sqlite"
 "#,
-        port = t.port
     );
     for (id, role) in [("inc", "incumbent"), ("cand", "candidate")] {
-        s.push_str(&format!(
-            "\n[[arms]]\nid = \"{id}\"\nrole = \"{role}\"\nengine = \"reference\"\nmodel = \"m\"\n[arms.reference]\nprofile = \"{id}.toml\"\n"
-        ));
+        s.push_str(&reference_arm(id, role, id, ""));
     }
     let p = t.path("campaign.toml");
     std::fs::write(&p, s).unwrap();

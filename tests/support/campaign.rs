@@ -40,12 +40,12 @@ impl Camp {
         self.path("out")
     }
 
-    /// A campaign: `arms` are (id, profile name) with the first the incumbent; `extra` goes
-    /// after `[lane]`'s keys (e.g. `ready_timeout_s = 2`).
-    pub fn write(&self, arms: &[(&str, &str)], lane_extra: &str, tail: &str) -> PathBuf {
-        let mut s = format!(
+    /// The `[campaign]` (bundle at `out/`) and `[lane]` tables of a campaign on this lane;
+    /// `lane_extra` goes after `[lane]`'s keys (e.g. `ready_timeout_s = 2` overrides the 20).
+    pub fn head(&self, id: &str, lane_extra: &str) -> String {
+        format!(
             r#"[campaign]
-id = "test-campaign"
+id = "{id}"
 output = "out"
 
 [lane]
@@ -54,14 +54,24 @@ port = {port}
 ready_timeout_s = 20
 stop_grace_s = 2
 {lane_extra}
+"#,
+            port = self.port
+        )
+    }
 
+    /// A campaign: `arms` are (id, profile name) with the first the incumbent; `extra` goes
+    /// after `[lane]`'s keys (e.g. `ready_timeout_s = 2`).
+    pub fn write(&self, arms: &[(&str, &str)], lane_extra: &str, tail: &str) -> PathBuf {
+        let mut s = self.head("test-campaign", lane_extra);
+        s.push_str(
+            r#"
 [workload]
 ranking_priority = ["ttft", "decode_tokens_per_second"]
 matched_prompt_tokens = 64
 max_tokens = 8
 warm_repetitions = 2
 concurrency = [1, 2]
-long_context_targets = {{ full = 600 }}
+long_context_targets = { full = 600 }
 
 [gates]
 preflight = ["smoke", "json", "streaming"]
@@ -78,12 +88,14 @@ required_gates = ["smoke", "json", "streaming", "tools", "retrieval", "restorati
 pattern = "simulated crash"
 limitation = "crashed"
 "#,
-            port = self.port
         );
         for (i, (id, prof)) in arms.iter().enumerate() {
-            s.push_str(&format!(
-                "\n[[arms]]\nid = \"{id}\"\nrole = \"{}\"\nengine = \"reference\"\nmodel = \"m\"\nlong_context_profile = \"full\"\n[arms.reference]\nprofile = \"{prof}.toml\"\n",
-                if i == 0 { "incumbent" } else { "candidate" }
+            let role = if i == 0 { "incumbent" } else { "candidate" };
+            s.push_str(&reference_arm(
+                id,
+                role,
+                prof,
+                "long_context_profile = \"full\"\n",
             ));
         }
         s.push_str(tail);
@@ -118,6 +130,14 @@ limitation = "crashed"
         wait_serving(self.port, Duration::from_secs(20));
         child
     }
+}
+
+/// One `[[arms]]` table of a reference-engine arm (model `m`) running `<profile>.toml`; `extra`
+/// lines go before `[arms.reference]`.
+pub fn reference_arm(id: &str, role: &str, profile: &str, extra: &str) -> String {
+    format!(
+        "\n[[arms]]\nid = \"{id}\"\nrole = \"{role}\"\nengine = \"reference\"\nmodel = \"m\"\n{extra}[arms.reference]\nprofile = \"{profile}.toml\"\n"
+    )
 }
 
 /// Waits until `GET /health` on the port answers 200.

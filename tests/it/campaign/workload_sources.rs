@@ -25,17 +25,9 @@ fn sample() -> PathBuf {
 fn write(t: &Camp, workload: &str, tables: &str) -> PathBuf {
     t.profile("inc", PROFILE);
     t.profile("cand", PROFILE);
-    let s = format!(
-        r#"[campaign]
-id = "sources"
-output = "out"
-
-[lane]
-host = "127.0.0.1"
-port = {port}
-ready_timeout_s = 20
-stop_grace_s = 2
-
+    let mut s = t.head("sources", "");
+    s.push_str(&format!(
+        r#"
 [workload]
 ranking_priority = ["ttft", "decode_tokens_per_second"]
 matched_prompt_tokens = 64
@@ -51,25 +43,10 @@ preflight = ["smoke"]
 
 [policy]
 required_gates = ["smoke", "restoration"]
-
-[[arms]]
-id = "inc"
-role = "incumbent"
-engine = "reference"
-model = "m"
-[arms.reference]
-profile = "inc.toml"
-
-[[arms]]
-id = "cand"
-role = "candidate"
-engine = "reference"
-model = "m"
-[arms.reference]
-profile = "cand.toml"
-"#,
-        port = t.port
-    );
+"#
+    ));
+    s.push_str(&reference_arm("inc", "incumbent", "inc", ""));
+    s.push_str(&reference_arm("cand", "candidate", "cand", ""));
     let p = t.path("campaign.toml");
     std::fs::write(&p, s).unwrap();
     p
