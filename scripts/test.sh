@@ -30,4 +30,8 @@ scripts/infra/docker.sh install
 scripts/infra/postgres.sh install
 # --features full-suite: the real-engine, Docker/Slurm, browser and seed-replay tests too (plain
 # `cargo test` runs only what needs nothing installed).
-cargo test --all-targets --features full-suite "$@"
+# Two runs, one build: the timing-sensitive binaries first, while none of the daemons tests/infra
+# starts (dockerd, slurmctld/slurmd, PostgreSQL) is up beside them; then tests/infra, whose
+# daemons the trap above takes down. A new [[test]] target in Cargo.toml is added to one of them.
+cargo test --features full-suite --lib --bins --test it --test real --test seed_replay "$@"
+cargo test --features full-suite --test infra "$@"
