@@ -80,6 +80,46 @@ impl Campaign {
         arm.recipe().command(&self.at(arm))
     }
 
+    /// The shell line that starts `arm` again by hand in this lane, detached, its output appended
+    /// to `log`; secrets as the variables the campaign names (the caller scrubs what is left with
+    /// its [`Mask`]). `None` for an endpoint arm. Restoration and promotion print it when the
+    /// incumbent could not be put back, so the operator can.
+    pub fn restart_command(&self, arm: &Arm, log: &std::path::Path) -> Option<String> {
+        let lc = self.launch_command(arm)?;
+        let st = &lc.start;
+        let mut argv = st.argv.clone();
+        if st.self_exe {
+            if let Ok(e) = std::env::current_exe() {
+                argv[0] = e.display().to_string();
+            }
+        }
+        let mut parts: Vec<String> = st
+            .env
+            .iter()
+            .map(|(k, v)| match v {
+                crate::lane::recipe::EnvValue::Literal(s) => format!("{k}={}", shell_quote(s)),
+                crate::lane::recipe::EnvValue::FromEnv(name) => format!("{k}=\"${name}\""),
+            })
+            .collect();
+        let argv = argv.iter().map(|a| shell_quote(a));
+        if arm.recipe().detaches_itself() {
+            parts.extend(argv);
+            return Some(parts.join(" "));
+        }
+        parts.push("setsid".into());
+        parts.extend(argv);
+        let cd = st
+            .cwd
+            .as_ref()
+            .map(|d| format!("cd {} && ", shell_quote(&d.display().to_string())))
+            .unwrap_or_default();
+        Some(format!(
+            "({cd}{} >> {} 2>&1 < /dev/null &)",
+            parts.join(" "),
+            shell_quote(&log.display().to_string())
+        ))
+    }
+
     /// The argv/env identity of how `arm` is started ([`CommandLine::argv_env_hash`]); for an
     /// endpoint arm, the same hash over its URL alone. Never covers a secret value.
     pub fn argv_env_hash(&self, arm: &Arm) -> String {

@@ -89,6 +89,24 @@ pub fn spec(a: &SourceArgs) -> Result<SourceSpec> {
             bail!("--output-tokens-dist cannot be combined with --dataset (the dataset gives each item's output length; items without one use --max-tokens)");
         }
     }
+    let dataset = a.dataset.as_ref().map(|path| DatasetSpec {
+        path: path.clone(),
+        format: a.dataset_format.map(DatasetFormatArg::format),
+        sample: a.dataset_sample,
+        min_prompt_tokens: a.dataset_min_prompt_tokens,
+        max_prompt_tokens: a.dataset_max_prompt_tokens,
+        max_output_tokens: a.dataset_max_output_tokens,
+    });
+    source_spec(dataset, &a.input_tokens_dist, &a.output_tokens_dist)
+}
+
+/// The typed source from a dataset and the two length-distribution flags (`bench` and
+/// `selftest` name them alike); a distribution that does not parse is named by its flag.
+pub fn source_spec(
+    dataset: Option<DatasetSpec>,
+    input_tokens_dist: &Option<String>,
+    output_tokens_dist: &Option<String>,
+) -> Result<SourceSpec> {
     let parse = |flag: &str, s: &Option<String>| {
         s.as_deref()
             .map(|s| Dist::parse(flag, s))
@@ -96,15 +114,8 @@ pub fn spec(a: &SourceArgs) -> Result<SourceSpec> {
             .map_err(|e| anyhow::anyhow!(e))
     };
     Ok(SourceSpec {
-        dataset: a.dataset.as_ref().map(|path| DatasetSpec {
-            path: path.clone(),
-            format: a.dataset_format.map(DatasetFormatArg::format),
-            sample: a.dataset_sample,
-            min_prompt_tokens: a.dataset_min_prompt_tokens,
-            max_prompt_tokens: a.dataset_max_prompt_tokens,
-            max_output_tokens: a.dataset_max_output_tokens,
-        }),
-        input_tokens: parse("--input-tokens-dist", &a.input_tokens_dist)?,
-        output_tokens: parse("--output-tokens-dist", &a.output_tokens_dist)?,
+        dataset,
+        input_tokens: parse("--input-tokens-dist", input_tokens_dist)?,
+        output_tokens: parse("--output-tokens-dist", output_tokens_dist)?,
     })
 }

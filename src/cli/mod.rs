@@ -1,5 +1,15 @@
 //! One file per subcommand.
 
+/// Writes a line to stderr, ignoring errors: a closed stderr (the parent went away) must never
+/// stop a campaign or a promotion before the incumbent is restored. Defined before the modules
+/// so each of them can use it.
+macro_rules! say {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($t)*);
+    }};
+}
+
 pub mod bench;
 pub mod bench_conv;
 pub mod bench_output;
@@ -18,6 +28,7 @@ pub mod run;
 pub mod selftest;
 pub mod selftest_floor;
 pub mod selftest_source;
+mod signals;
 pub mod verify;
 
 /// Ends a command with an exit code other than the plain error's 1 (a refusal is 2, an

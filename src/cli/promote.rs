@@ -6,13 +6,6 @@
 //! proven); 2 refused before anything was touched; 4 the rollback failed (CRITICAL: the lane is
 //! marked, the restart command printed); 130 a signal ended it (after the rollback).
 
-macro_rules! say {
-    ($($t:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($t)*);
-    }};
-}
-
 use crate::evidence::bundle;
 use crate::evidence::manifest;
 use crate::promote::{self, check, Options, Phase, Source};
@@ -157,7 +150,7 @@ pub fn run(a: PromoteArgs) -> Result<()> {
     check::lane_serves_incumbent(c).map_err(refuse)?;
     let rt = crate::load::pace::client_runtime().context("cannot start the async runtime")?;
     let outcome = rt.block_on(async {
-        signals(tx)?;
+        super::signals::cancel_on_signals(tx, "promote", "ending the promotion")?;
         promote::txn::run(&source, &o, plan, before).await
     })?;
     drop(lock);
@@ -200,27 +193,6 @@ fn load(dir: &Path, a: &PromoteArgs) -> Result<(Source, bool)> {
         },
         chosen.needs_confirm,
     ))
-}
-
-fn signals(tx: tokio::sync::watch::Sender<Option<&'static str>>) -> Result<()> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut int = signal(SignalKind::interrupt()).context("cannot install a SIGINT handler")?;
-    let mut term = signal(SignalKind::terminate()).context("cannot install a SIGTERM handler")?;
-    tokio::spawn(async move {
-        loop {
-            let name = tokio::select! {
-                _ = int.recv() => "SIGINT",
-                _ = term.recv() => "SIGTERM",
-            };
-            if tx.borrow().is_none() {
-                say!("bakeoff promote: {name}: ending the promotion, then restoring the incumbent ...");
-                let _ = tx.send(Some(name));
-            } else {
-                say!("bakeoff promote: {name} again: still restoring the incumbent; please wait");
-            }
-        }
-    });
-    Ok(())
 }
 
 /// The last words and the exit code.

@@ -7,13 +7,6 @@
 //! Exit codes: 0 the incumbent serves; 1 it could not be restored (the lines say why and what
 //! serves); 2 refused before touching anything (no bundle, or a run still holds the lane).
 
-macro_rules! say {
-    ($($t:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($t)*);
-    }};
-}
-
 use crate::campaign::Campaign;
 use crate::run::{self as runner, session::Purpose, Note, Notify};
 use anyhow::{Context, Result};

@@ -5,15 +5,6 @@
 //! precondition was refused before anything started; 130 interrupted by SIGINT/SIGTERM (the
 //! incumbent was restored and the bundle written first).
 
-/// Writes a line to stderr, ignoring errors: a closed stderr (the parent went away) must never
-/// stop the campaign before the incumbent is restored.
-macro_rules! say {
-    ($($t:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($t)*);
-    }};
-}
-
 use crate::campaign::{self, Campaign, Mask};
 use crate::run::{self as runner, session::Purpose, Note, Notify, Options, PortState};
 use anyhow::{Context, Result};
@@ -214,23 +205,7 @@ async fn execute(
     progress_bar: bool,
 ) -> Result<runner::Outcome> {
     let (tx, rx) = tokio::sync::watch::channel::<Option<&'static str>>(None);
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut int = signal(SignalKind::interrupt()).context("cannot install a SIGINT handler")?;
-    let mut term = signal(SignalKind::terminate()).context("cannot install a SIGTERM handler")?;
-    tokio::spawn(async move {
-        loop {
-            let name = tokio::select! {
-                _ = int.recv() => "SIGINT",
-                _ = term.recv() => "SIGTERM",
-            };
-            if tx.borrow().is_none() {
-                say!("bakeoff run: {name}: stopping the current step, then restoring the incumbent ...");
-                let _ = tx.send(Some(name));
-            } else {
-                say!("bakeoff run: {name} again: still restoring the incumbent; please wait");
-            }
-        }
-    });
+    super::signals::cancel_on_signals(tx, "run", "stopping the current step")?;
     runner::run(
         session.plan.clone(),
         Options {

@@ -12,7 +12,6 @@ use crate::bench::{DatasetSpec, Labels, SourceSpec};
 use crate::client::{Target, Trace};
 use crate::metrics::stats::Distribution;
 use crate::workload::items::{SizeCtx, WorkSet};
-use crate::workload::synthetic::Dist;
 use crate::workload::Endpoint;
 use anyhow::Result;
 use clap::Args;
@@ -64,24 +63,15 @@ impl SelftestSourceArgs {
         if self.dataset_sample == Some(0) {
             anyhow::bail!("--dataset-sample must be at least 1");
         }
-        let parse = |flag: &str, s: &Option<String>| {
-            s.as_deref()
-                .map(|s| Dist::parse(flag, s))
-                .transpose()
-                .map_err(|e| anyhow::anyhow!(e))
-        };
-        Ok(SourceSpec {
-            dataset: self.dataset.as_ref().map(|path| DatasetSpec {
-                path: path.clone(),
-                format: self.dataset_format.map(DatasetFormatArg::format),
-                sample: self.dataset_sample,
-                min_prompt_tokens: None,
-                max_prompt_tokens: None,
-                max_output_tokens: None,
-            }),
-            input_tokens: parse("--input-tokens-dist", &self.input_tokens_dist)?,
-            output_tokens: parse("--output-tokens-dist", &self.output_tokens_dist)?,
-        })
+        let dataset = self.dataset.as_ref().map(|path| DatasetSpec {
+            path: path.clone(),
+            format: self.dataset_format.map(DatasetFormatArg::format),
+            sample: self.dataset_sample,
+            min_prompt_tokens: None,
+            max_prompt_tokens: None,
+            max_output_tokens: None,
+        });
+        super::bench_source::source_spec(dataset, &self.input_tokens_dist, &self.output_tokens_dist)
     }
 }
 

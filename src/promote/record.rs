@@ -3,7 +3,7 @@
 //! killed at any point leaves a folder `bakeoff recover` can read.
 
 use crate::evidence::bundle;
-use crate::run::journal::{Journal, Purpose, State};
+use crate::run::journal::{Journal, Journaled, State};
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -163,11 +163,6 @@ impl Folder {
         crate::evidence::write_atomic(&self.dir.join(bundle::PROMOTION), &b)
     }
 
-    fn save_journal(&self) -> Result<()> {
-        let b = serde_json::to_vec_pretty(&self.journal)?;
-        crate::evidence::write_atomic(&self.dir.join(bundle::LAUNCH_JOURNAL), &b)
-    }
-
     /// Records an action before it is taken.
     pub fn intent(&mut self, name: &str, detail: impl Into<String>) -> Result<()> {
         self.push(name, "intent", detail.into(), Value::Null)
@@ -200,30 +195,6 @@ impl Folder {
         self.rec.phase = p;
         self.save()
     }
-
-    /// The launch journal: intent before a launch (written before it starts).
-    pub fn journal_intent(
-        &mut self,
-        arm: &str,
-        purpose: Purpose,
-        spec: &crate::lane::LaunchSpec,
-        lane: &crate::lane::LaneSpec,
-    ) -> Result<usize> {
-        let i = self.journal.intent(1, arm, purpose, spec, lane);
-        self.save_journal()?;
-        Ok(i)
-    }
-
-    pub fn journal_started(&mut self, i: usize, r: &crate::lane::Running) {
-        self.journal.started(i, r);
-        let _ = self.save_journal();
-    }
-
-    pub fn journal_set(&mut self, i: usize, state: State) {
-        self.journal.set(i, state);
-        let _ = self.save_journal();
-    }
-
     /// Marks every open entry of `arm` with `state` (a recovery's findings, or the promoted
     /// winner handed over to the lane).
     pub fn journal_close(&mut self, changes: &[(usize, State, String)]) {
@@ -266,5 +237,20 @@ fn read_journal(dir: &Path) -> Result<Journal> {
         Ok(b) => serde_json::from_slice(&b).map_err(|e| {
             anyhow::anyhow!("the launch journal in {} is not valid: {e}", dir.display())
         }),
+    }
+}
+
+impl Journaled for Folder {
+    fn journal_mut(&mut self) -> &mut Journal {
+        &mut self.journal
+    }
+
+    fn invocation(&self) -> u32 {
+        1
+    }
+
+    fn save_journal(&mut self) -> Result<()> {
+        let b = serde_json::to_vec_pretty(&self.journal)?;
+        crate::evidence::write_atomic(&self.dir.join(bundle::LAUNCH_JOURNAL), &b)
     }
 }

@@ -6,13 +6,14 @@ use super::bake::{self, BakeEnd};
 use super::record::{Folder, Phase, Record};
 use super::{Options, Outcome, Source};
 use crate::campaign::fingerprint::{changes, fingerprint, Fingerprint};
-use crate::campaign::{Arm, Campaign, EnvValue, Mask};
+use crate::campaign::{Arm, Campaign, Mask};
 use crate::client::Target;
 use crate::evidence::bundle;
 use crate::gates::{self, GateContext};
 use crate::lane::lock::{Holder, LaneLock};
 use crate::lane::resident::{self, LaneState, SetBy};
 use crate::lane::{self, procnet, LaneSpec, Running};
+use crate::run::journal::Journaled;
 use crate::run::journal::{Purpose, State};
 use crate::run::launch::{lane_spec, launch_spec, runs_recipe};
 use crate::run::steps::restoration::{served_identity, serving_identity};
@@ -556,44 +557,9 @@ async fn relaunch(
     }
 }
 
-/// The shell command that starts the incumbent again by hand, detached, its output appended to
-/// `log`; secrets as the variables the campaign names.
+/// The shell line that starts the incumbent again by hand, its output appended to `log`;
+/// secrets as the variables the campaign names.
 pub fn restart_command(c: &Campaign, log: &std::path::Path) -> Option<String> {
-    use crate::campaign::command::shell_quote;
-    let inc = c.incumbent();
-    let lc = c.launch_command(inc)?;
-    let st = &lc.start;
-    let mut argv = st.argv.clone();
-    if st.self_exe {
-        if let Ok(e) = std::env::current_exe() {
-            argv[0] = e.display().to_string();
-        }
-    }
-    let mut parts: Vec<String> = st
-        .env
-        .iter()
-        .map(|(k, v)| match v {
-            EnvValue::Literal(s) => format!("{k}={}", shell_quote(s)),
-            EnvValue::FromEnv(name) => format!("{k}=\"${name}\""),
-        })
-        .collect();
-    let argv: Vec<String> = argv.iter().map(|a| shell_quote(a)).collect();
-    let cmd = if inc.recipe().detaches_itself() {
-        parts.extend(argv);
-        parts.join(" ")
-    } else {
-        parts.push("setsid".into());
-        parts.extend(argv);
-        let cd = st
-            .cwd
-            .as_ref()
-            .map(|d| format!("cd {} && ", shell_quote(&d.display().to_string())))
-            .unwrap_or_default();
-        format!(
-            "({cd}{} >> {} 2>&1 < /dev/null &)",
-            parts.join(" "),
-            shell_quote(&log.display().to_string())
-        )
-    };
+    let cmd = c.restart_command(c.incumbent(), log)?;
     Some(Mask::from_process_env(c).scrub(&cmd))
 }

@@ -59,6 +59,43 @@ impl Entry {
     }
 }
 
+/// Whoever keeps a launch journal durable: the run's recorder and a promotion's folder. Both
+/// record before they act the same way; each says only how it writes the file.
+pub trait Journaled {
+    fn journal_mut(&mut self) -> &mut Journal;
+    /// The invocation entries are recorded under (a run counts its resumes; a promotion is 1).
+    fn invocation(&self) -> u32;
+    /// Writes `launch-journal.json` atomically and synced.
+    fn save_journal(&mut self) -> anyhow::Result<()>;
+
+    /// Records, durably, that `spec` is about to be started for `arm`; the entry's index. An
+    /// error: the intent could not be written (nothing should be started then).
+    fn journal_intent(
+        &mut self,
+        arm: &str,
+        purpose: Purpose,
+        spec: &LaunchSpec,
+        lane: &LaneSpec,
+    ) -> anyhow::Result<usize> {
+        let inv = self.invocation();
+        let i = self.journal_mut().intent(inv, arm, purpose, spec, lane);
+        self.save_journal().map(|_| i)
+    }
+
+    /// Records, durably, what entry `i` started (pid, group, start time; or the container). A
+    /// failed write is the writer's to report: what runs must still be stopped.
+    fn journal_started(&mut self, i: usize, r: &Running) {
+        self.journal_mut().started(i, r);
+        let _ = self.save_journal();
+    }
+
+    /// Records, durably, a new state of entry `i`.
+    fn journal_set(&mut self, i: usize, state: State) {
+        self.journal_mut().set(i, state);
+        let _ = self.save_journal();
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 pub struct Journal {
     pub entries: Vec<Entry>,

@@ -3,7 +3,7 @@
 //! result and the checkpoint are rewritten after every step, so an interrupted run can resume.
 
 use super::first_records;
-use super::journal::{Journal, Purpose, State};
+use super::journal::{Journal, Journaled};
 use crate::campaign::checkpoint::{Checkpoint, ExtraStep, InvocationTiming, StepStatus};
 use crate::campaign::{Mask, Plan, PlanStep, StepKind};
 use crate::evidence::bundle;
@@ -209,44 +209,9 @@ impl Recorder {
         }
     }
 
-    /// Records, durably, that `spec` is about to be started for `arm`; the entry's index. An
-    /// error: the intent could not be written (nothing should be started then).
-    pub fn journal_intent(
-        &mut self,
-        arm: &str,
-        purpose: Purpose,
-        spec: &crate::lane::LaunchSpec,
-        lane: &crate::lane::LaneSpec,
-    ) -> Result<usize> {
-        let i = self.journal.intent(self.inv, arm, purpose, spec, lane);
-        self.save_journal().map(|_| i)
-    }
-
-    /// Records, durably, what entry `i` started (pid, group, start time; or the container).
-    pub fn journal_started(&mut self, i: usize, r: &crate::lane::Running) {
-        self.journal.started(i, r);
-        let _ = self.save_journal();
-    }
-
-    /// Records, durably, a new state of entry `i`.
-    pub fn journal_set(&mut self, i: usize, state: State) {
-        self.journal.set(i, state);
-        let _ = self.save_journal();
-    }
-
     /// The journal, to change before [`Recorder::save_journal`].
     pub fn journal(&mut self) -> &mut Journal {
         &mut self.journal
-    }
-
-    /// Writes `launch-journal.json` (atomic: written, synced, renamed, directory synced).
-    pub fn save_journal(&mut self) -> Result<()> {
-        let v = serde_json::to_value(&self.journal)?;
-        let r = self.write_json(bundle::LAUNCH_JOURNAL, &v);
-        if let Err(e) = &r {
-            self.warn(&e.to_string());
-        }
-        r
     }
 
     pub fn arm_result(&mut self, id: &str) -> &mut ArmResult {
@@ -481,6 +446,26 @@ fn missing_files(dir: &Path, r: &CampaignResult) -> Vec<String> {
     missing.sort();
     missing.dedup();
     missing
+}
+
+impl Journaled for Recorder {
+    fn journal_mut(&mut self) -> &mut Journal {
+        &mut self.journal
+    }
+
+    fn invocation(&self) -> u32 {
+        self.inv
+    }
+
+    /// Writes `launch-journal.json` (atomic: written, synced, renamed, directory synced).
+    fn save_journal(&mut self) -> Result<()> {
+        let v = serde_json::to_value(&self.journal)?;
+        let r = self.write_json(bundle::LAUNCH_JOURNAL, &v);
+        if let Err(e) = &r {
+            self.warn(&e.to_string());
+        }
+        r
+    }
 }
 
 #[cfg(test)]

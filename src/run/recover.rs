@@ -22,6 +22,7 @@ use super::{Notify, Options};
 use crate::campaign::{Campaign, Plan, StepKind};
 use crate::evidence::bundle;
 use crate::lane::marks::{LaneFacts, Launch};
+use crate::run::journal::Journaled;
 use anyhow::Result;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};

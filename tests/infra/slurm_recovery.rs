@@ -10,21 +10,13 @@ use super::slurm::{
     arm, campaign, cluster, job, reference_arm, slurm_arm, squeue, stop_lane, Leftovers, FAST, SLOW,
 };
 use crate::support::campaign::{json, listener_model, text, verify, wait_serving, Camp};
-use crate::support::BIN;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// `bakeoff …` with the test's lane-lock folder, no test pause, output captured.
 fn bakeoff_cmd(locks: &Path, args: &[&str]) -> Command {
-    let mut c = Command::new(BIN);
-    c.args(args)
-        .env("BAKEOFF_LOCK_DIR", locks)
-        .env_remove("BAKEOFF_TEST_PAUSE_AT")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    c
+    crate::support::campaign::bakeoff_command(locks, args)
 }
 
 /// A campaign whose `bakeoff run` was SIGKILLed while its Slurm candidate served the lane.

@@ -15,7 +15,7 @@
 use crate::support::campaign::*;
 use crate::support::exclusive as serial;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
 
 const INC: &str = "ttft_ms = 30\ndecode_tok_s = 400\ncontext_tokens = 4096";
@@ -39,17 +39,9 @@ impl Lane {
     fn new(arms: &[(&str, &str)]) -> Lane {
         let t = Camp::new();
         t.profile("inc", INC);
-        let mut s = format!(
-            r#"[campaign]
-id = "promo"
-output = "out"
-
-[lane]
-host = "127.0.0.1"
-port = {port}
-ready_timeout_s = 20
-stop_grace_s = 2
-
+        let mut s = t.head("promo", "");
+        s.push_str(
+            r#"
 [workload]
 ranking_priority = ["ttft", "decode_tokens_per_second"]
 matched_prompt_tokens = 32
@@ -72,22 +64,12 @@ failure_limit = 1
 ttft_p95_within_pct = 400
 decode_tok_s_within_pct = 90
 error_budget_pct = 0
-
-[[arms]]
-id = "inc"
-role = "incumbent"
-engine = "reference"
-model = "m"
-[arms.reference]
-profile = "inc.toml"
 "#,
-            port = t.port
         );
+        s.push_str(&reference_arm("inc", "incumbent", "inc", ""));
         for (id, body) in arms {
             t.profile(id, body);
-            s.push_str(&format!(
-                "\n[[arms]]\nid = \"{id}\"\nrole = \"candidate\"\nengine = \"reference\"\nmodel = \"m\"\n[arms.reference]\nprofile = \"{id}.toml\"\n"
-            ));
+            s.push_str(&reference_arm(id, "candidate", id, ""));
         }
         std::fs::write(t.path("campaign.toml"), s).unwrap();
         let locks = t.path("locks");
@@ -145,14 +127,7 @@ fn bakeoff(locks: &Path, args: &[&str]) -> Output {
 }
 
 fn command(locks: &Path, args: &[&str]) -> Command {
-    let mut c = Command::new(BIN);
-    c.args(args)
-        .env("BAKEOFF_LOCK_DIR", locks)
-        .env_remove("BAKEOFF_TEST_PAUSE_AT")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    c
+    bakeoff_command(locks, args)
 }
 
 fn code(o: &Output) -> i32 {

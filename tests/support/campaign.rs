@@ -255,8 +255,21 @@ pub fn arm<'a>(r: &'a serde_json::Value, id: &str) -> &'a serde_json::Value {
         .unwrap_or_else(|| panic!("no arm {id} in the result: {r:#}"))
 }
 
-/// `bakeoff run ARGS --no-progress` with the lane lock directory `locks`, stdin closed, stdout and
+/// `bakeoff ARGS` with the lane lock directory `locks`, no test pause, stdin closed, stdout and
 /// stderr piped (spawn it, or take its output).
+pub fn bakeoff_command(locks: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(BIN);
+    c.args(args)
+        .env("BAKEOFF_LOCK_DIR", locks)
+        .env_remove("BAKEOFF_TEST_PAUSE_AT")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
+}
+
+/// `bakeoff run ARGS --no-progress` with the lane lock directory `locks`, stdin closed, stdout and
+/// stderr piped (spawn it, or take its output). A `BAKEOFF_TEST_PAUSE_AT` the caller set stays.
 pub fn run_command(locks: &Path, args: &[&str]) -> Command {
     let mut c = Command::new(BIN);
     c.arg("run")

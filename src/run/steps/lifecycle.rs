@@ -10,6 +10,7 @@ use crate::lane;
 use crate::run::arm::Live;
 use crate::run::context::Cx;
 use crate::run::guard::wait_cancel;
+use crate::run::journal::Journaled;
 use crate::run::journal::{Purpose, State};
 use crate::run::launch::launch_spec;
 use crate::run::step_outcome::{fail, Done, Outcome};

@@ -16,6 +16,7 @@ use crate::lane::recipe::Proof;
 use crate::lane::{self, procnet};
 use crate::run::arm::gate_ctx;
 use crate::run::context::Cx;
+use crate::run::journal::Journaled;
 use crate::run::journal::{Purpose, State};
 use crate::run::launch::{launch_spec, runs_recipe};
 use crate::run::step_outcome::{fail, Done, Outcome};
@@ -96,45 +97,10 @@ fn lane_now(cx: &Cx) -> String {
     }
 }
 
-/// The shell command that starts the incumbent again by hand, detached, its output appended
-/// to `log` (secrets read from the same environment variables the campaign names).
+/// The shell line that starts the incumbent again by hand, its output appended to `log`
+/// (secrets read from the same environment variables the campaign names).
 pub fn restart_command(cx: &Cx, log: &std::path::Path) -> Option<String> {
-    use crate::campaign::command::shell_quote;
-    let inc = cx.incumbent();
-    let lc = cx.c().launch_command(&inc)?;
-    let st = &lc.start;
-    let mut argv = st.argv.clone();
-    if st.self_exe {
-        if let Ok(e) = std::env::current_exe() {
-            argv[0] = e.display().to_string();
-        }
-    }
-    let env: Vec<String> = st
-        .env
-        .iter()
-        .map(|(k, v)| match v {
-            EnvValue::Literal(s) => format!("{k}={}", shell_quote(s)),
-            EnvValue::FromEnv(name) => format!("{k}=\"${name}\""),
-        })
-        .collect();
-    let argv: Vec<String> = argv.iter().map(|a| shell_quote(a)).collect();
-    let cmd = if inc.recipe().detaches_itself() {
-        [env, argv].concat().join(" ")
-    } else {
-        let mut parts = env;
-        parts.push("setsid".into());
-        parts.extend(argv);
-        let cd = st
-            .cwd
-            .as_ref()
-            .map(|d| format!("cd {} && ", shell_quote(&d.display().to_string())))
-            .unwrap_or_default();
-        format!(
-            "({cd}{} >> {} 2>&1 < /dev/null &)",
-            parts.join(" "),
-            shell_quote(&log.display().to_string())
-        )
-    };
+    let cmd = cx.c().restart_command(&cx.incumbent(), log)?;
     Some(cx.mask.scrub(&cmd))
 }
 
