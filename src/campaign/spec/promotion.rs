@@ -42,37 +42,52 @@ impl Default for PromotionTable {
 }
 
 impl PromotionTable {
-    /// Each value out of range, as `[promotion] KEY: problem; fix`.
+    /// Each value out of range, as `[promotion] KEY: problem; fix` (for a bundle whose campaign
+    /// was loaded before this table was checked at load).
     pub fn problems(&self) -> Vec<String> {
+        self.issues()
+            .into_iter()
+            .map(|(k, problem, fix)| format!("[promotion] {k}: {problem}; {fix}"))
+            .collect()
+    }
+
+    /// Each value out of range: (key, problem, fix).
+    pub fn issues(&self) -> Vec<(&'static str, String, &'static str)> {
         let mut out = Vec::new();
-        let mut pos = |k: &str, v: f64| {
+        for (k, v) in [
+            ("bake_s", self.bake_s),
+            ("interval_s", self.interval_s),
+            ("rate", self.rate),
+            ("ttft_p95_within_pct", self.ttft_p95_within_pct),
+            ("decode_tok_s_within_pct", self.decode_tok_s_within_pct),
+        ] {
             if !(v.is_finite() && v > 0.0) {
-                out.push(format!(
-                    "[promotion] {k}: must be a number > 0 (got {v}); give a positive number"
+                out.push((
+                    k,
+                    format!("must be a number > 0 (got {v})"),
+                    "give a positive number",
                 ));
             }
-        };
-        pos("bake_s", self.bake_s);
-        pos("interval_s", self.interval_s);
-        pos("rate", self.rate);
-        pos("ttft_p95_within_pct", self.ttft_p95_within_pct);
-        pos("decode_tok_s_within_pct", self.decode_tok_s_within_pct);
+        }
         if !(self.error_budget_pct.is_finite() && (0.0..=100.0).contains(&self.error_budget_pct)) {
-            out.push(format!(
-                "[promotion] error_budget_pct: must be in [0, 100] (got {}); give a percentage",
-                self.error_budget_pct
+            out.push((
+                "error_budget_pct",
+                format!("must be in [0, 100] (got {})", self.error_budget_pct),
+                "give a percentage",
             ));
         }
         if self.failure_limit == 0 {
-            out.push(
-                "[promotion] failure_limit: must be >= 1; give how many failed intervals roll back"
-                    .into(),
-            );
+            out.push((
+                "failure_limit",
+                "must be >= 1".into(),
+                "give how many failed intervals roll back",
+            ));
         }
         if self.interval_s > self.bake_s {
-            out.push(format!(
-                "[promotion] interval_s: {} is longer than bake_s {}; make the interval shorter than the bake",
-                self.interval_s, self.bake_s
+            out.push((
+                "interval_s",
+                format!("{} is longer than bake_s {}", self.interval_s, self.bake_s),
+                "make the interval shorter than the bake",
             ));
         }
         out

@@ -38,6 +38,7 @@ pub(super) fn resolve_and_validate(
     arms::across_arms(c, &mut r);
     workload::long_context(c, &mut r);
     policy::policy(c, &mut r);
+    policy::promotion(c, &mut r);
     workload::interval_support(c, &mut r);
     c.warnings = r.warnings.iter().map(|d| d.to_string()).collect();
     r.finish()

@@ -113,3 +113,12 @@ pub(super) fn policy(c: &mut Campaign, r: &mut Reporter) {
         }
     }
 }
+
+/// `[promotion]`: checked at load, so `run --dry-run` names a bad bake before the bake-off runs
+/// (`bakeoff promote` checks it again for bundles written before).
+pub(super) fn promotion(c: &Campaign, r: &mut Reporter) {
+    let Some(t) = &c.promotion else { return };
+    for (k, problem, fix) in t.issues() {
+        r.error(&p("promotion").key(k), problem, fix);
+    }
+}

@@ -126,3 +126,39 @@ fn a_broken_suite_is_refused_at_load_and_the_plan_counts_the_cases() {
         "{shown}"
     );
 }
+
+#[test]
+fn a_promotion_table_out_of_range_is_refused_at_load() {
+    // Checked when the campaign loads, not first when `bakeoff promote` reads the bundle hours
+    // later: the dry run already names the field.
+    let (f, m) = crate::support::campaign::one_error_in_file(
+        &format!("{BASE}\n[promotion]\nbake_s = 60\ninterval_s = 0\n"),
+        ("interval_s", 0),
+        "promotion.interval_s",
+    );
+    assert!(
+        m.contains("must be a number > 0 (got 0); give a positive number"),
+        "{m}"
+    );
+    let o = Command::new(BIN)
+        .args(["run", "--dry-run"])
+        .arg(&f.path)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    let m = crate::support::campaign::one_error(
+        &format!("{BASE}\n[promotion]\nbake_s = 10\ninterval_s = 30\n"),
+        ("interval_s", 0),
+        "promotion.interval_s",
+    );
+    assert!(
+        m.contains("30 is longer than bake_s 10; make the interval shorter than the bake"),
+        "{m}"
+    );
+    let m = crate::support::campaign::one_error(
+        &format!("{BASE}\n[promotion]\nfailure_limit = 0\n"),
+        ("failure_limit", 0),
+        "promotion.failure_limit",
+    );
+    assert!(m.contains("must be >= 1"), "{m}");
+}
