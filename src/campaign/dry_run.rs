@@ -402,6 +402,9 @@ fn describe(c: &Campaign, step: &PlanStep) -> String {
                     "work items {f}..{} (max tokens per item, else {max_tokens})",
                     f + u64::from(*requests)
                 ),
+                None if replayed(c) => format!(
+                    "the dataset's conversation turns (max tokens per turn, else {max_tokens})"
+                ),
                 None => format!("{prompt_tokens} prompt + {max_tokens} max tokens"),
             },
             if *ignore_eos { ", ignore_eos" } else { "" },
@@ -450,6 +453,11 @@ fn describe(c: &Campaign, step: &PlanStep) -> String {
         ),
         StepKind::RestorationPreflight { gates } => list(gates, |g| g.as_str().to_string()),
     }
+}
+
+/// Whether the timed requests replay a dataset's conversations.
+fn replayed(c: &Campaign) -> bool {
+    c.workload.conversation.is_some() && c.workload.dataset.is_some()
 }
 
 /// The dry-run line of a workload source.

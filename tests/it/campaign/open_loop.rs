@@ -329,3 +329,48 @@ fn bad_open_loop_tables_are_one_line_errors_naming_the_file_field_and_fix() {
         assert!(e.starts_with(want), "{table}\nwant {want}\n got {e}");
     }
 }
+
+#[test]
+fn conversations_opened_with_a_shared_prefix_run_on_every_arm() {
+    let _g = serial();
+    let t = Camp::new();
+    let file = write(
+        &t,
+        PROFILE,
+        "",
+        "[workload.conversation]\nturns = 2\n[workload.shared_prefix]\ntokens = 32\ngroups = 2\n[workload.open_loop]\nrates = [6.0]\nrequests = 4\n",
+    );
+    let b = t.run_ok("inc", &file);
+    verify(&b);
+    let r = json(&b.join("campaign-result.json"));
+    for arm_id in ["inc", "cand"] {
+        let a = arm(&r, arm_id);
+        for rec in [&a["warm"], &a["rates"]["r6"]] {
+            let ev = json(&b.join(rec["evidence"].as_str().unwrap()));
+            let lines = ev["requests"].as_array().unwrap();
+            assert_eq!(lines.len(), if rec == &a["warm"] { 2 } else { 4 }, "{ev:#}");
+            for l in lines {
+                assert_eq!(l["ok"], true, "{l}");
+                assert!(l["prefix_group"].as_u64().is_some(), "{l}");
+                if l["turn"] == 1 {
+                    // The first turn: the group's 32-token prefix and the 32-token user turn.
+                    assert_eq!(l["usage"]["prompt_tokens"], 64, "{l}");
+                } else {
+                    assert_eq!(l["turn"], 2, "{l}");
+                    assert!(l["usage"]["prompt_tokens"].as_u64().unwrap() > 64, "{l}");
+                }
+            }
+            // Both the per-turn and the per-group rows.
+            assert!(
+                ev["workload"]["multi_turn"]["per_turn"].is_array(),
+                "{ev:#}"
+            );
+            assert!(
+                ev["workload"]["shared_prefix"]["per_group"].is_array(),
+                "{ev:#}"
+            );
+            assert_eq!(ev["prompt"]["shared_prefix"]["tokens"], 32, "{ev:#}");
+            assert_eq!(ev["prompt"]["conversation"]["turns"], 2, "{ev:#}");
+        }
+    }
+}
