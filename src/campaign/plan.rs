@@ -597,7 +597,7 @@ fn timing_steps(b: &mut Builder, c: &Campaign, id: &str, items: bool) {
             format!("{label}-c{n}-warm"),
         ));
     }
-    shapes.extend(open_loop_steps(w, &label));
+    shapes.extend(open_loop_steps(w, label));
     let mut next_item = 0u64;
     for (mut kind, shape) in shapes {
         if let (
