@@ -149,6 +149,18 @@ fn a_campaign_runs_a_capped_rate_step_a_rate_sweep_and_replayed_conversations() 
             "{warm:#}"
         );
     }
+    // arm-stats.csv has a row per arm and rate, named by its key.
+    let csv = std::fs::read_to_string(b.join("arm-stats.csv")).unwrap();
+    for arm_id in ["inc", "cand"] {
+        for key in ["r4-cap2", "r8-cap2"] {
+            let row = format!("{arm_id},");
+            assert!(
+                csv.lines()
+                    .any(|l| l.starts_with(&row) && l.contains(&format!(",{key},2,"))),
+                "no {arm_id} {key} row in:\n{csv}"
+            );
+        }
+    }
     // The report has a row per arm and rate.
     let md = std::fs::read_to_string(b.join("publication-summary.md")).unwrap();
     assert!(md.contains("## Open-loop steps"), "{md}");
