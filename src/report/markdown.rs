@@ -268,10 +268,12 @@ pub fn open_loop_rows(r: &CampaignResult) -> String {
     }
     let _ = writeln!(
         o,
-        "\n## Open-loop steps\n\nRequests started at a rate regardless of completions (`[workload.open_loop]`); recorded beside the ranking, which does not read them.\n\n| arm | rate req/s | arrivals | cap | achieved req/s | ok / failed | TTFT p50 / p95 ms | ITL p50 / p95 ms | decode p50 tok/s | goodput req/s | evidence |\n|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|"
+        "\n## Open-loop steps\n\nRequests started at a rate regardless of completions (`[workload.open_loop]`); recorded beside the ranking, which does not read them. With conversations each arrival is one conversation, so the rate is conversations per second and the achieved rate counts requests (turns).\n\n| arm | rate req/s | arrivals | cap | achieved req/s | ok / failed | TTFT p50 / p95 ms | ITL p50 / p95 ms | decode p50 tok/s | goodput req/s | evidence |\n|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|"
     );
+    // Two decimals: the exact figures are in campaign-result.json and the step file.
+    let short = |x: f64| format!("{x:.2}");
     let pair = |s: &Option<crate::evidence::result::Stat>| match s {
-        Some(s) => format!("{} / {}", num(s.p50), num(s.p95)),
+        Some(s) => format!("{} / {}", short(s.p50), short(s.p95)),
         None => "—".into(),
     };
     for a in &r.arms {
@@ -285,18 +287,20 @@ pub fn open_loop_rows(r: &CampaignResult) -> String {
                 t.max_concurrency
                     .map(|c| c.to_string())
                     .unwrap_or_else(|| "none".into()),
-                t.achieved_rate_per_s.map(num).unwrap_or_else(|| "—".into()),
+                t.achieved_rate_per_s
+                    .map(short)
+                    .unwrap_or_else(|| "—".into()),
                 t.requests_ok,
                 t.requests_failed,
                 pair(&t.ttft_ms),
                 pair(&t.itl_ms),
                 t.decode_tok_s
-                    .map(|s| num(s.p50))
+                    .map(|s| short(s.p50))
                     .unwrap_or_else(|| "—".into()),
                 t.goodput
                     .as_ref()
                     .and_then(|g| g.goodput_req_s)
-                    .map(num)
+                    .map(short)
                     .unwrap_or_else(|| "—".into()),
                 cell(&t.evidence)
             );
