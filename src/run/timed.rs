@@ -25,6 +25,10 @@ use serde_json::{json, Map, Value};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// A timed request's limit and its longest silence, seconds.
+const TIMEOUT_S: f64 = 600.0;
+const STALL_S: f64 = 120.0;
+
 /// Everything a timed step needs (owned: it runs in its own task).
 pub struct TimingInput {
     pub target: Target,
@@ -127,8 +131,8 @@ pub async fn run_work(inp: TimingInput, work: StepWork) -> Result<TimingOutput, 
         plan: load_plan(&inp),
         source,
         opts: StreamOpts {
-            timeout: Duration::from_secs(600),
-            stall: Duration::from_secs(120),
+            timeout: Duration::from_secs_f64(TIMEOUT_S),
+            stall: Duration::from_secs_f64(STALL_S),
             collect: false,
         },
         cancel: None,
@@ -337,8 +341,8 @@ fn open_load_record(
         warmup_duration_s: o.warmup_secs,
         requests: shape.requests,
         warmup: shape.warmup,
-        timeout_s: 600.0,
-        stall_timeout_s: 120.0,
+        timeout_s: TIMEOUT_S,
+        stall_timeout_s: STALL_S,
         prefix_cache_nonce: inp.prompt.nonce,
         nonce_base: inp.prompt.nonce.then_some(inp.nonce_base),
         nonce_base_from: inp.prompt.nonce.then_some("campaign"),
