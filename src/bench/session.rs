@@ -6,7 +6,7 @@ use super::line::{LevelTag, LineWriter};
 use super::observe::{Observer, Progress};
 use super::prepare::{prepare, Prepared};
 use super::report::{BenchReport, LoadMode, LoadRecord, SentRequest};
-use super::spec::{ArrivalKind, BenchSpec};
+use super::spec::{ArrivalKind, BenchSpec, LoadShape};
 use super::sweep::{self, Level};
 use crate::client::{StreamOpts, Trace};
 use crate::load::places::{PlaceSummary, Shape};
@@ -103,7 +103,12 @@ fn load_record(spec: &BenchSpec, p: &Prepared, lv: Level, level: usize) -> LoadR
 
 /// The load plan of a level.
 pub fn plan(spec: &BenchSpec, lv: Level, seed: u64) -> Plan {
-    let s = &spec.shape;
+    level_plan(&spec.shape, spec.requests(), lv, seed)
+}
+
+/// The load plan of a level of `s` with `requests` measured requests: bench's levels and a
+/// campaign's open-loop steps (`run/timed.rs`) are planned here.
+pub fn level_plan(s: &LoadShape, requests: Option<u64>, lv: Level, seed: u64) -> Plan {
     Plan {
         mode: match lv.rate {
             Some(rate) => Mode::Open {
@@ -117,7 +122,7 @@ pub fn plan(spec: &BenchSpec, lv: Level, seed: u64) -> Plan {
                 concurrency: lv.concurrency,
             },
         },
-        requests: spec.requests(),
+        requests,
         duration: s.duration.map(Duration::from_secs_f64),
         warmup: s.warmup,
         warmup_duration: s.warmup_duration.map(Duration::from_secs_f64),

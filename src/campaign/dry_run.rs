@@ -88,6 +88,20 @@ impl Plan {
             w.warm_repetitions,
             list(&w.concurrency, |n| n.to_string())
         );
+        if let Some(ol) = &w.open_loop {
+            let _ = writeln!(
+                o,
+                "  open loop  {} at rate{} {} req/s ({} arrivals), {}, {} measured request(s) per rate, {}",
+                if ol.rates.len() > 1 { "a rate sweep" } else { "one step" },
+                if ol.rates.len() > 1 { "s" } else { "" },
+                list(&ol.rates, |r| r.to_string()),
+                ol.arrival.as_str(),
+                ol.max_concurrency
+                    .map_or("no concurrency cap".to_string(), |c| format!("at most {c} in flight")),
+                ol.requests,
+                super::plan::warmup_words(ol.warmup, ol.warmup_secs),
+            );
+        }
         let s = &w.sampling;
         let _ = writeln!(
             o,
@@ -375,13 +389,21 @@ fn describe(c: &Campaign, step: &PlanStep) -> String {
             ignore_eos,
             slo,
             first_item,
+            open_loop,
         } => format!(
-            "{} {requests} request(s) at c{concurrency}, {}{}{}",
+            "{} {requests} request(s) {}, {}{}{}",
             state.as_str(),
+            match open_loop {
+                Some(o) => o.describe(),
+                None => format!("at c{concurrency}"),
+            },
             match first_item {
                 Some(f) => format!(
                     "work items {f}..{} (max tokens per item, else {max_tokens})",
                     f + u64::from(*requests)
+                ),
+                None if replayed(c) => format!(
+                    "the dataset's conversation turns (max tokens per turn, else {max_tokens})"
                 ),
                 None => format!("{prompt_tokens} prompt + {max_tokens} max tokens"),
             },
@@ -433,6 +455,11 @@ fn describe(c: &Campaign, step: &PlanStep) -> String {
     }
 }
 
+/// Whether the timed requests replay a dataset's conversations.
+fn replayed(c: &Campaign) -> bool {
+    c.workload.conversation.is_some() && c.workload.dataset.is_some()
+}
+
 /// The dry-run line of a workload source.
 fn source_line(src: &crate::campaign::WorkSource) -> String {
     use crate::campaign::WorkSource;
@@ -469,8 +496,30 @@ fn source_line(src: &crate::campaign::WorkSource) -> String {
         WorkSource::Conversation {
             turns,
             think_time_ms,
+            dataset,
+            shared_prefix,
         } => format!(
-            "multi-turn conversations of {turns} turns (history resent, think time {think_time_ms} ms), each user turn a matched prompt"
+            "multi-turn conversations of {turns} turns (history resent, think time {think_time_ms} ms), {}{}",
+            match dataset {
+                Some(d) => format!(
+                    "replayed from dataset {} ({} items, sha256 {}), {}",
+                    d.path.display(),
+                    d.items_in_file,
+                    d.sha256,
+                    match d.sample {
+                        Some(n) => format!("sample {n} (seed {})", d.seed),
+                        None => "every conversation in file order".into(),
+                    }
+                ),
+                None => "each user turn a matched prompt".into(),
+            },
+            match shared_prefix {
+                Some(p) => format!(
+                    "; each conversation starts with a shared prefix: {} group(s) of {} tokens, {:?} order",
+                    p.groups, p.tokens, p.order
+                ),
+                None => String::new(),
+            }
         ),
         WorkSource::SharedPrefix {
             tokens,

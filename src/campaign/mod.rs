@@ -37,7 +37,7 @@ pub use spec::{
     Volume, Workload,
 };
 pub use spec::{
-    in_campaign_words, ConversationSource, DatasetFormat, DatasetSource, OutputTokens, PrefixOrder,
-    SharedPrefixSource, SyntheticSource,
+    in_campaign_words, ArrivalProcess, ConversationSource, DatasetFormat, DatasetSource, OpenLoop,
+    OutputTokens, PrefixOrder, SharedPrefixSource, SyntheticSource,
 };
 pub use validate::{is_env_name, is_id, looks_secret, token_label};

@@ -89,6 +89,10 @@ pub enum StepKind {
         /// on every arm.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         first_item: Option<u64>,
+        /// An open-loop step (`[workload.open_loop]`): requests start at a rate, `concurrency`
+        /// is then the cap (0: none). None: the closed loop at `concurrency`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        open_loop: Option<OpenLoopStep>,
     },
     /// Needle retrieval at the arm's long-context target.
     Retrieval {
@@ -166,6 +170,68 @@ impl StepKind {
     }
 }
 
+/// The load of an open-loop timing step: `requests` measured requests started at `rate` per
+/// second (`bench --rate`), at most `max_concurrency` in flight, after a warm-up by count and/or
+/// by time.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OpenLoopStep {
+    pub rate: f64,
+    pub arrival: super::spec::ArrivalProcess,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_concurrency: Option<u32>,
+    pub warmup: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup_secs: Option<f64>,
+}
+
+impl OpenLoopStep {
+    /// The step's key in an arm's results and its shape label: `r4`, `r2.5-cap8`.
+    pub fn key(&self) -> String {
+        match self.max_concurrency {
+            Some(c) => format!("r{}-cap{c}", self.rate),
+            None => format!("r{}", self.rate),
+        }
+    }
+
+    /// Request indices to reserve for a step of `requests` measured requests whose arrivals
+    /// are `per` requests each (a conversation's turns; else 1): the measured arrivals, the
+    /// warm-up by count, and the load's own bound on the warm-up by time (its count is not
+    /// known before), each arrival numbered `arrival·per + k`.
+    pub fn indices(&self, requests: u32, per: u32) -> u64 {
+        let per = u64::from(per.max(1));
+        let by_time = self
+            .warmup_secs
+            .map_or(0, |s| (s * self.rate * 3.0).ceil() as u64 + 16);
+        let arrivals =
+            u64::from(requests).div_ceil(per) + u64::from(self.warmup).div_ceil(per) + by_time;
+        arrivals * per
+    }
+
+    /// The dry run's words: `open loop at 4 req/s (poisson), cap 8, warm-up 5 s`.
+    pub fn describe(&self) -> String {
+        let cap = match self.max_concurrency {
+            Some(c) => format!("cap {c} in flight"),
+            None => "no cap".into(),
+        };
+        let warm = warmup_words(self.warmup, self.warmup_secs);
+        format!(
+            "open loop at {} req/s ({}), {cap}, {warm}",
+            self.rate,
+            self.arrival.as_str()
+        )
+    }
+}
+
+/// A warm-up by count and/or time in words: `no warm-up`, `warm-up 5 s`, `warm-up 2 request(s)`.
+pub fn warmup_words(warmup: u32, secs: Option<f64>) -> String {
+    match (warmup, secs) {
+        (0, None) => "no warm-up".to_string(),
+        (0, Some(s)) => format!("warm-up {s} s"),
+        (n, None) => format!("warm-up {n} request(s)"),
+        (n, Some(s)) => format!("warm-up {n} request(s) and {s} s"),
+    }
+}
+
 /// How every request of the run is made: the endpoint kind, the sampling parameters (always
 /// sent explicitly), whether prompts carry a cache-defeating nonce, and the prompt-sizing limit.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -196,8 +262,17 @@ pub enum WorkSource {
         seed: u64,
         pool: usize,
     },
-    /// Multi-turn conversations; each user turn is a matched prompt of `matched_prompt_tokens`.
-    Conversation { turns: u32, think_time_ms: f64 },
+    /// Multi-turn conversations; each user turn is a matched prompt of `matched_prompt_tokens`,
+    /// or (with `dataset`) the conversations of a dataset replayed, user turn by user turn; with
+    /// `shared_prefix` each conversation starts with one of its groups' prefixes.
+    Conversation {
+        turns: u32,
+        think_time_ms: f64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        dataset: Option<super::spec::DatasetSource>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        shared_prefix: Option<super::spec::SharedPrefixSource>,
+    },
     /// Every prompt starts with one of `groups` shared prefixes of `tokens` tokens.
     SharedPrefix {
         tokens: u64,
@@ -223,6 +298,14 @@ pub const MAX_SYNTHETIC_POOL: usize = 4096;
 /// arm (the synthetic pool).
 pub fn work_source(w: &super::spec::Workload, requests: u64) -> Option<WorkSource> {
     use crate::workload::synthetic::Dist;
+    if let Some(c) = &w.conversation {
+        return Some(WorkSource::Conversation {
+            turns: c.turns,
+            think_time_ms: c.think_time_ms,
+            dataset: w.dataset.clone(),
+            shared_prefix: w.shared_prefix.clone(),
+        });
+    }
     if let Some(d) = &w.dataset {
         return Some(WorkSource::Dataset(d.clone()));
     }
@@ -234,12 +317,6 @@ pub fn work_source(w: &super::spec::Workload, requests: u64) -> Option<WorkSourc
             output_tokens: parse(&s.output_tokens),
             seed: s.seed,
             pool: (requests as usize).clamp(1, MAX_SYNTHETIC_POOL),
-        });
-    }
-    if let Some(c) = &w.conversation {
-        return Some(WorkSource::Conversation {
-            turns: c.turns,
-            think_time_ms: c.think_time_ms,
         });
     }
     w.shared_prefix.as_ref().map(|p| WorkSource::SharedPrefix {
@@ -348,13 +425,17 @@ pub fn plan(c: &Campaign) -> Plan {
     }
     let w = &c.workload;
     // Timed requests per arm: cold c1 (1), warm c1, and each level above 1.
-    let per_arm: u64 = 1 + u64::from(w.warm_repetitions)
-        * (1 + w
-            .concurrency
-            .iter()
-            .filter(|&&n| n > 1)
-            .map(|&n| u64::from(n))
-            .sum::<u64>());
+    let per_arm: u64 = 1
+        + u64::from(w.warm_repetitions)
+            * (1 + w
+                .concurrency
+                .iter()
+                .filter(|&&n| n > 1)
+                .map(|&n| u64::from(n))
+                .sum::<u64>())
+        + w.open_loop.as_ref().map_or(0, |o| {
+            o.rates.len() as u64 * (u64::from(o.requests) + u64::from(o.warmup))
+        });
     let source = work_source(w, per_arm);
     let items = source.as_ref().is_some_and(WorkSource::has_items);
     for arm in &c.arms {
@@ -499,6 +580,7 @@ fn timing_steps(b: &mut Builder, c: &Campaign, id: &str, items: bool) {
             RunState::Cold => Vec::new(),
         },
         first_item: None,
+        open_loop: None,
     };
     let mut levels: Vec<u32> = w.concurrency.iter().copied().filter(|&n| n > 1).collect();
     levels.sort_unstable();
@@ -515,6 +597,7 @@ fn timing_steps(b: &mut Builder, c: &Campaign, id: &str, items: bool) {
             format!("{label}-c{n}-warm"),
         ));
     }
+    shapes.extend(open_loop_steps(w, label));
     let mut next_item = 0u64;
     for (mut kind, shape) in shapes {
         if let (
@@ -531,6 +614,39 @@ fn timing_steps(b: &mut Builder, c: &Campaign, id: &str, items: bool) {
         }
         b.arm(id, kind, Some(shape));
     }
+}
+
+/// The open-loop steps of `[workload.open_loop]`: one warm step per rate, in the order given,
+/// named `<label>-r<rate>[-cap<C>]-warm`.
+fn open_loop_steps(w: &super::spec::Workload, label: &str) -> Vec<(StepKind, String)> {
+    let Some(o) = &w.open_loop else {
+        return Vec::new();
+    };
+    o.rates
+        .iter()
+        .map(|&rate| {
+            let step = OpenLoopStep {
+                rate,
+                arrival: o.arrival,
+                max_concurrency: o.max_concurrency,
+                warmup: o.warmup,
+                warmup_secs: o.warmup_secs,
+            };
+            let shape = format!("{label}-{}-warm", step.key());
+            let kind = StepKind::Timing {
+                state: RunState::Warm,
+                prompt_tokens: w.matched_prompt_tokens,
+                max_tokens: w.max_tokens,
+                concurrency: o.max_concurrency.unwrap_or(0),
+                requests: o.requests,
+                ignore_eos: w.sampling.ignore_eos,
+                slo: w.slo_open_loop(),
+                first_item: None,
+                open_loop: Some(step),
+            };
+            (kind, shape)
+        })
+        .collect()
 }
 
 /// The incumbent put back (when bakeoff starts it) and proven: identity, then a fresh preflight.

@@ -293,6 +293,9 @@ fn arm(dir: &Path, a: &mut ArmResult, apply: bool) -> Vec<Mismatch> {
     for (level, r) in a.concurrency.iter_mut() {
         out.extend(timing(dir, &id, &format!("concurrency {level}"), r, apply));
     }
+    for (key, r) in a.rates.iter_mut() {
+        out.extend(timing(dir, &id, &format!("open loop {key}"), r, apply));
+    }
     if let Some(lc) = a.long_context.as_mut() {
         // Only the long-context timing file carries `stats`; the retrieval file's figures are
         // means over its requests, kept as they are.
@@ -348,6 +351,7 @@ pub fn cache_use(dir: &Path, a: &ArmResult) -> Option<super::result::CacheUse> {
         .iter()
         .chain(a.warm.iter())
         .chain(a.concurrency.values())
+        .chain(a.rates.values())
     {
         let Ok(v) = read(dir, &t.evidence) else {
             continue;

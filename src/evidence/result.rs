@@ -184,6 +184,10 @@ pub struct ArmResult {
     pub warm: Option<TimingRecord>,
     /// Concurrency levels above 1, keyed by level ("2", "4", ...).
     pub concurrency: BTreeMap<String, TimingRecord>,
+    /// Open-loop steps (`[workload.open_loop]`), keyed by rate and cap ("r4", "r2.5-cap8").
+    /// Absent in results without them. Recorded and reported; the ranking does not read them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub rates: BTreeMap<String, TimingRecord>,
     /// Long-context retrieval request(s): actual prompt tokens and decode at that length.
     pub long_context: Option<LongContextRecord>,
     pub gates: Vec<GateRecord>,
@@ -238,6 +242,17 @@ pub struct TimingRecord {
     /// Goodput under those limits (absent without SLOs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub goodput: Option<GoodputRecord>,
+    /// Open-loop steps: the rate asked for (requests/s), the arrival process (`constant`,
+    /// `poisson`) and the cap on requests in flight; `concurrency` is then the cap (0: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_per_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arrival: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_concurrency: Option<u64>,
+    /// Open-loop steps: successful measured requests per second over the measured window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub achieved_rate_per_s: Option<f64>,
 }
 
 /// p50 with the interval of the median (and p95, for the reports).

@@ -107,7 +107,7 @@ fn quote(f: &str) -> String {
 pub const CAMPAIGN_COLUMNS: &[&str] = &["arm", "label", "role", "step", "concurrency", "evidence"];
 
 /// The campaign's per-arm, per-step statistics: one row per timed step of every arm (cold,
-/// warm, each concurrency level, the long-context timing), read from the step files' `stats`.
+/// warm, each concurrency level, each open-loop rate, the long-context timing), read from the step files' `stats`.
 /// A step whose file is missing or unreadable keeps its row with the figures the campaign
 /// result holds (requests, p50/p95 of TTFT, ITL and E2E) and empty cells elsewhere.
 pub fn campaign(dir: &Path, r: &CampaignResult) -> String {
@@ -126,6 +126,16 @@ pub fn campaign(dir: &Path, r: &CampaignResult) -> String {
         levels.sort_by_key(|(k, t)| (k.parse::<u64>().unwrap_or(t.concurrency), k.to_string()));
         for (k, t) in levels {
             steps.push((format!("c{k}"), t));
+        }
+        // Open-loop steps by rate (`r4`, `r2.5-cap8`; their `concurrency` is the cap, 0: none).
+        let mut rates: Vec<(&String, &TimingRecord)> = a.rates.iter().collect();
+        rates.sort_by(|x, y| {
+            x.1.rate_per_s
+                .partial_cmp(&y.1.rate_per_s)
+                .unwrap_or(std::cmp::Ordering::Equal)
+        });
+        for (k, t) in rates {
+            steps.push((k.clone(), t));
         }
         if let Some(t) = a.long_context.as_ref().and_then(|l| l.timing.as_ref()) {
             steps.push(("long-context".into(), t));

@@ -199,6 +199,7 @@ pub fn render(v: &Verdict, r: &CampaignResult, summary: &DecisionSummary) -> Str
             cell(&h.decision)
         );
     }
+    o.push_str(&open_loop_rows(r));
     let _ = writeln!(o, "\n## Failures\n");
     if v.failures.is_empty() {
         let _ = writeln!(o, "None.");
@@ -254,5 +255,56 @@ pub fn render(v: &Verdict, r: &CampaignResult, summary: &DecisionSummary) -> Str
     let _ = writeln!(o, "\n## How to re-check\n");
     let _ = writeln!(o, "```sh\nbakeoff verify DIR    # every file against artifact-manifest.json (SHA-256 and size)\nbakeoff report DIR    # re-derive this summary, decision-summary.json and report.html from the evidence\n```\n");
     let _ = writeln!(o, "Every number above is copied from `campaign-result.json`, which names the evidence file of each step. Evidence: {}.", summary.evidence.join(", "));
+    o
+}
+
+/// The `## Open-loop steps` section: one row per arm and rate (`[workload.open_loop]`), with the
+/// rate asked for and achieved, TTFT and ITL percentiles, decode speed and goodput; empty when
+/// no arm ran one. The ranking does not read these rows.
+pub fn open_loop_rows(r: &CampaignResult) -> String {
+    let mut o = String::new();
+    if r.arms.iter().all(|a| a.rates.is_empty()) {
+        return o;
+    }
+    let _ = writeln!(
+        o,
+        "\n## Open-loop steps\n\nRequests started at a rate regardless of completions (`[workload.open_loop]`); recorded beside the ranking, which does not read them. With conversations each arrival is one conversation, so the rate is conversations per second and the achieved rate counts requests (turns).\n\n| arm | rate req/s | arrivals | cap | achieved req/s | ok / failed | TTFT p50 / p95 ms | ITL p50 / p95 ms | decode p50 tok/s | goodput req/s | evidence |\n|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|"
+    );
+    // Two decimals: the exact figures are in campaign-result.json and the step file.
+    let short = |x: f64| format!("{x:.2}");
+    let pair = |s: &Option<crate::evidence::result::Stat>| match s {
+        Some(s) => format!("{} / {}", short(s.p50), short(s.p95)),
+        None => "—".into(),
+    };
+    for a in &r.arms {
+        for t in a.rates.values() {
+            let _ = writeln!(
+                o,
+                "| {} | {} | {} | {} | {} | {} / {} | {} | {} | {} | {} | {} |",
+                cell(&a.id),
+                t.rate_per_s.map(num).unwrap_or_else(|| "—".into()),
+                or_dash(t.arrival.as_deref()),
+                t.max_concurrency
+                    .map(|c| c.to_string())
+                    .unwrap_or_else(|| "none".into()),
+                t.achieved_rate_per_s
+                    .map(short)
+                    .unwrap_or_else(|| "—".into()),
+                t.requests_ok,
+                t.requests_failed,
+                pair(&t.ttft_ms),
+                pair(&t.itl_ms),
+                t.decode_tok_s
+                    .map(|s| short(s.p50))
+                    .unwrap_or_else(|| "—".into()),
+                t.goodput
+                    .as_ref()
+                    .and_then(|g| g.goodput_req_s)
+                    .map(short)
+                    .unwrap_or_else(|| "—".into()),
+                cell(&t.evidence)
+            );
+        }
+    }
     o
 }

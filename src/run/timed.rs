@@ -1,10 +1,15 @@
 //! One timed step: the matched prompt (or the campaign's workload source: dataset items,
-//! synthetic lengths, multi-turn conversations, shared prefixes) at a fixed concurrency, closed
-//! loop, with an engine `/metrics` snapshot before and after and GPU samples where the lane has
-//! GPUs.
+//! synthetic lengths, multi-turn conversations (replayed from a dataset, opened with a shared
+//! prefix), shared prefixes) at a fixed concurrency, closed loop, or at a rate, open loop (with
+//! an optional cap and a warm-up by count or time; the level plan is `bench`'s), with an engine
+//! `/metrics` snapshot before and after and GPU samples where the lane has GPUs.
 
 use crate::bench::conv::{self, PrefixPlan, SourceParts};
 use crate::bench::line::LineWriter;
+use crate::bench::sweep::Level;
+use crate::bench::{ArrivalKind, LoadMode, LoadRecord, LoadShape};
+use crate::campaign::plan::OpenLoopStep;
+use crate::campaign::ArrivalProcess;
 use crate::client::{StreamOpts, Target, Trace};
 use crate::evidence::result::{CiMethod, Stat, TimingRecord};
 use crate::load::places::{PlaceSummary, Shape};
@@ -12,13 +17,17 @@ use crate::load::session::{self, Session, Telemetry};
 use crate::load::source::PromptText;
 use crate::load::{Mode, Plan, Source};
 use crate::metrics::summary::RunStats;
-use crate::workload::conversation::GroupOrder;
+use crate::workload::conversation::{GroupOrder, Scripts};
 use crate::workload::items::WorkSet;
 use crate::workload::prefix::PrefixPrompt;
 use crate::workload::prompt::MatchedPrompt;
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
 use std::time::Duration;
+
+/// A timed request's limit and its longest silence, seconds.
+const TIMEOUT_S: f64 = 600.0;
+const STALL_S: f64 = 120.0;
 
 /// Everything a timed step needs (owned: it runs in its own task).
 pub struct TimingInput {
@@ -32,6 +41,8 @@ pub struct TimingInput {
     pub api_key: Option<String>,
     pub concurrency: u32,
     pub requests: u32,
+    /// An open-loop step: its rate, arrivals, cap and warm-up (`concurrency` is then unused).
+    pub open_loop: Option<OpenLoopStep>,
     /// Request indices used: `first_index ..< first_index + requests` (distinct per server).
     pub first_index: u64,
     /// Where the campaign's request numbers start (`checkpoint.json` keeps it, so a resume
@@ -50,14 +61,29 @@ pub enum StepWork {
     Matched,
     /// Dataset items or synthetic lengths: request i sends item `first_item + i`.
     Items { set: Arc<WorkSet>, first_item: u64 },
-    /// Each stream runs conversations of `turns` turns; each user turn is the matched prompt.
-    Conversation { turns: u32, think_time_ms: f64 },
+    /// Each stream runs conversations of `turns` turns; each user turn is the matched prompt,
+    /// or the next user turn of a dataset's conversation (`script`); with `prefix`, each
+    /// conversation starts with its group's shared prefix.
+    Conversation {
+        turns: u32,
+        think_time_ms: f64,
+        script: Option<Arc<Scripts>>,
+        prefix: Option<PrefixWork>,
+    },
     /// Each prompt is one of `groups` shared prefixes, then the matched prompt.
     Prefix {
         prefix: Arc<PrefixPrompt>,
         groups: u32,
         order: GroupOrder,
     },
+}
+
+/// A shared prefix sized for the arm: `groups` prefixes chosen in `order`.
+#[derive(Clone)]
+pub struct PrefixWork {
+    pub prefix: Arc<PrefixPrompt>,
+    pub groups: u32,
+    pub order: GroupOrder,
 }
 
 impl StepWork {
@@ -67,9 +93,11 @@ impl StepWork {
             StepWork::Conversation {
                 turns,
                 think_time_ms,
+                prefix,
+                ..
             } => Some(Shape {
                 multi_turn: Some((*turns, *think_time_ms)),
-                shared_prefix: None,
+                shared_prefix: prefix.as_ref().map(|p| (p.prefix.tokens, p.groups)),
             }),
             StepWork::Prefix { prefix, groups, .. } => Some(Shape {
                 multi_turn: None,
@@ -97,23 +125,14 @@ pub async fn run(inp: TimingInput) -> Result<TimingOutput, String> {
 /// [`run`] with the campaign's workload source: what the requests send beside the matched
 /// prompt.
 pub async fn run_work(inp: TimingInput, work: StepWork) -> Result<TimingOutput, String> {
-    let (source, items) = source(&inp, &work);
+    let (source, items, script) = source(&inp, &work);
     let s = Session {
         target: inp.target.clone(),
-        plan: Plan {
-            mode: Mode::Closed {
-                concurrency: inp.concurrency as usize,
-            },
-            requests: Some(inp.requests as u64),
-            duration: None,
-            warmup: 0,
-            warmup_duration: None,
-            max_in_flight: None,
-        },
+        plan: load_plan(&inp),
         source,
         opts: StreamOpts {
-            timeout: Duration::from_secs(600),
-            stall: Duration::from_secs(120),
+            timeout: Duration::from_secs_f64(TIMEOUT_S),
+            stall: Duration::from_secs_f64(STALL_S),
             collect: false,
         },
         cancel: None,
@@ -130,7 +149,8 @@ pub async fn run_work(inp: TimingInput, work: StepWork) -> Result<TimingOutput, 
     let mut writer = LineWriter {
         start: Some(out.started_ns),
         items: items.clone().map(|w| (w, inp.first_index)),
-        ..Default::default()
+        script,
+        level: None,
     };
     let lines: Vec<Value> = out.sink.iter().map(|t| writer.line(t)).collect();
     let workload = work.shape().map(|shape| {
@@ -140,10 +160,26 @@ pub async fn run_work(inp: TimingInput, work: StepWork) -> Result<TimingOutput, 
     });
     let structured = workload.is_some();
     let lane = out.lane.expect("asked for lane telemetry");
-    let evidence = json!({
-        "load": {"mode": "closed-loop", "concurrency": inp.concurrency, "requests": inp.requests,
+    let load = match &inp.open_loop {
+        None => {
+            json!({"mode": "closed-loop", "concurrency": inp.concurrency, "requests": inp.requests,
                  "first_index": inp.first_index, "warmup": 0,
-                 "nonce_base": inp.prompt.nonce.then_some(inp.nonce_base)},
+                 "nonce_base": inp.prompt.nonce.then_some(inp.nonce_base)})
+        }
+        Some(o) => open_load_record(&inp, o, out.window.as_ref().ok()),
+    };
+    // With a cap that delayed requests the schedule lag is the cap's doing (bench's words).
+    let load_warnings = match (&inp.open_loop, &out.window) {
+        (Some(o), Ok(w)) => crate::bench::session::limit_warnings(
+            &stats,
+            &out.reads,
+            w,
+            o.max_concurrency.map(|c| c as usize),
+        ),
+        _ => Vec::new(),
+    };
+    let evidence = json!({
+        "load": load,
         "load_error": out.window.as_ref().err().map(|e| e.to_string()),
         "sampling": Value::Object(inp.base.clone()),
         "prompt": prompt_record(&inp, &work, items.as_deref()),
@@ -159,6 +195,9 @@ pub async fn run_work(inp: TimingInput, work: StepWork) -> Result<TimingOutput, 
         "requests": lines,
     });
     let mut evidence = evidence;
+    if inp.open_loop.is_some() {
+        evidence["load_warnings"] = json!(load_warnings);
+    }
     if let Some(w) = workload {
         // Per turn (conversations) or per group (shared prefixes): the cache effect.
         evidence["workload"] = w;
@@ -171,7 +210,7 @@ pub async fn run_work(inp: TimingInput, work: StepWork) -> Result<TimingOutput, 
     let ok_metrics = out
         .sink
         .iter()
-        .filter(|t| t.ok())
+        .filter(|t| t.ok() && !t.warmup)
         .map(crate::metrics::RequestMetrics::from_trace)
         .collect();
     Ok(TimingOutput {
@@ -184,9 +223,17 @@ pub async fn run_work(inp: TimingInput, work: StepWork) -> Result<TimingOutput, 
 /// The step's request source (`bench::conv::source`, as `bakeoff bench` builds its levels'),
 /// and its work items renumbered to the step's server indices (request i of the step sends item
 /// `first_item + i` on every arm).
-fn source(inp: &TimingInput, work: &StepWork) -> (Arc<dyn Source>, Option<Arc<WorkSet>>) {
+type StepSource = (Arc<dyn Source>, Option<Arc<WorkSet>>, Option<Arc<Scripts>>);
+
+fn source(inp: &TimingInput, work: &StepWork) -> StepSource {
     let (mut prompt, mut items) = (PromptText::Matched(inp.prompt.clone()), None);
-    let (mut multi_turn, mut prefix) = (None, None);
+    let (mut multi_turn, mut prefix, mut script) = (None, None, None);
+    let plan = |p: &PrefixWork| PrefixPlan {
+        prefix: p.prefix.clone(),
+        groups: p.groups,
+        order: p.order,
+        total_tokens: inp.prompt.target_tokens + p.prefix.tokens,
+    };
     match work {
         StepWork::Matched => {}
         StepWork::Items { set, first_item } => {
@@ -197,7 +244,13 @@ fn source(inp: &TimingInput, work: &StepWork) -> (Arc<dyn Source>, Option<Arc<Wo
         StepWork::Conversation {
             turns,
             think_time_ms,
-        } => multi_turn = Some((*turns, *think_time_ms)),
+            script: sc,
+            prefix: p,
+        } => {
+            multi_turn = Some((*turns, *think_time_ms));
+            prefix = p.as_ref().map(plan);
+            script = sc.clone();
+        }
         StepWork::Prefix {
             prefix: p,
             groups,
@@ -221,9 +274,87 @@ fn source(inp: &TimingInput, work: &StepWork) -> (Arc<dyn Source>, Option<Arc<Wo
         nonce_base: inp.nonce_base,
         // Fresh prefixes per step: a step never meets an earlier step's in the cache.
         prefix_number: inp.first_index,
-        script: None,
+        script: script.clone().map(|s| (s, inp.prompt.nonce)),
     };
-    (conv::source(multi_turn, prefix.as_ref(), parts), items)
+    (
+        conv::source(multi_turn, prefix.as_ref(), parts),
+        items,
+        script,
+    )
+}
+
+/// The step's load plan: the closed loop at its concurrency, or the open-loop level `bench`
+/// plans for the same rate, arrivals, cap and warm-up (`bench::session::level_plan`).
+fn load_plan(inp: &TimingInput) -> Plan {
+    let Some(o) = &inp.open_loop else {
+        return Plan {
+            mode: Mode::Closed {
+                concurrency: inp.concurrency as usize,
+            },
+            requests: Some(inp.requests as u64),
+            duration: None,
+            warmup: 0,
+            warmup_duration: None,
+            max_in_flight: None,
+        };
+    };
+    let shape = open_shape(inp, o);
+    let level = Level {
+        concurrency: 1,
+        rate: Some(o.rate),
+        max_in_flight: shape.max_concurrency,
+    };
+    crate::bench::session::level_plan(&shape, shape.requests, level, inp.seed)
+}
+
+/// The open-loop step as `bench`'s load shape (`--rate R --arrival A --max-concurrency C
+/// --requests N --warmup W --warmup-duration S`).
+fn open_shape(inp: &TimingInput, o: &OpenLoopStep) -> LoadShape {
+    LoadShape {
+        rate: vec![o.rate],
+        arrival: match o.arrival {
+            ArrivalProcess::Constant => ArrivalKind::Constant,
+            ArrivalProcess::Poisson => ArrivalKind::Poisson,
+        },
+        max_concurrency: o.max_concurrency.map(|c| c as usize),
+        requests: Some(inp.requests as u64),
+        warmup: o.warmup.into(),
+        warmup_duration: o.warmup_secs,
+        ..Default::default()
+    }
+}
+
+/// An open-loop step's `load` record: bench's (`bench::LoadRecord`, the same keys as a bench
+/// report's `load`), with the step's first request index.
+fn open_load_record(
+    inp: &TimingInput,
+    o: &OpenLoopStep,
+    window: Option<&crate::load::RunWindow>,
+) -> Value {
+    let shape = open_shape(inp, o);
+    let mut r = LoadRecord {
+        mode: LoadMode::OpenLoop,
+        concurrency: None,
+        rate_per_s: Some(o.rate),
+        max_concurrency: shape.max_concurrency,
+        arrival: Some(shape.arrival),
+        warmup_duration_s: o.warmup_secs,
+        requests: shape.requests,
+        warmup: shape.warmup,
+        timeout_s: TIMEOUT_S,
+        stall_timeout_s: STALL_S,
+        prefix_cache_nonce: inp.prompt.nonce,
+        nonce_base: inp.prompt.nonce.then_some(inp.nonce_base),
+        nonce_base_from: inp.prompt.nonce.then_some("campaign"),
+        seed: Some(inp.seed),
+        ..Default::default()
+    };
+    if let Some(w) = window {
+        r.record_window(w);
+    }
+    let mut v = serde_json::to_value(&r).unwrap_or(Value::Null);
+    v["first_index"] = json!(inp.first_index);
+    v
 }
 
 /// The step's `prompt` record: the matched prompt, the work set's record (dataset: file, digest,
@@ -238,12 +369,24 @@ fn prompt_record(inp: &TimingInput, work: &StepWork, items: Option<&WorkSet>) ->
         StepWork::Conversation {
             turns,
             think_time_ms,
+            script,
+            prefix,
         } => {
             v["conversation"] = json!({
                 "turns": turns,
                 "think_time_ms": think_time_ms,
-                "what": "each stream runs conversations: turn k resends turns 1..k-1 with the model's actual replies, then a new user turn (this matched prompt, its own nonce line)",
+                "what": match script {
+                    Some(_) => "each stream replays a dataset's conversations: turn k resends turns 1..k-1 with the model's actual replies, then the conversation's next user turn",
+                    None => "each stream runs conversations: turn k resends turns 1..k-1 with the model's actual replies, then a new user turn (this matched prompt, its own nonce line)",
+                },
             });
+            if let Some(s) = script {
+                v["conversation"]["dataset"] = s.record.clone();
+            }
+            if let Some(p) = prefix {
+                v["target_tokens"] = json!(m.target_tokens + p.prefix.tokens);
+                v["shared_prefix"] = prefix_record(m, p);
+            }
         }
         StepWork::Prefix {
             prefix,
@@ -251,18 +394,28 @@ fn prompt_record(inp: &TimingInput, work: &StepWork, items: Option<&WorkSet>) ->
             order,
         } => {
             v["target_tokens"] = json!(m.target_tokens + prefix.tokens);
-            v["shared_prefix"] = json!({
-                "tokens": prefix.tokens,
-                "groups": groups,
-                "order": match order { GroupOrder::RoundRobin => "round-robin", GroupOrder::Random { .. } => "random" },
-                "what": "each prompt is its group's shared prefix (a group nonce line and filler, ending with a newline: exactly `tokens` of content), then the request's own part (this matched prompt: its nonce line and filler)",
-                "prompt": serde_json::to_value(&prefix.prompt).unwrap_or(Value::Null),
-                "rest_target_tokens": m.target_tokens,
-            });
+            let p = PrefixWork {
+                prefix: prefix.clone(),
+                groups: *groups,
+                order: *order,
+            };
+            v["shared_prefix"] = prefix_record(m, &p);
         }
         _ => {}
     }
     v
+}
+
+/// The `shared_prefix` part of a step's prompt record.
+fn prefix_record(m: &MatchedPrompt, p: &PrefixWork) -> Value {
+    json!({
+        "tokens": p.prefix.tokens,
+        "groups": p.groups,
+        "order": conv::order_name(p.order),
+        "what": "each prompt is its group's shared prefix (a group nonce line and filler, ending with a newline: exactly `tokens` of content), then the request's own part (this matched prompt: its nonce line and filler)",
+        "prompt": serde_json::to_value(&p.prefix.prompt).unwrap_or(Value::Null),
+        "rest_target_tokens": m.target_tokens,
+    })
 }
 
 fn stat(s: &RunStats, name: &str) -> Option<Stat> {
@@ -300,5 +453,17 @@ pub fn record(evidence: &str, concurrency: u32, s: &RunStats) -> TimingRecord {
         aggregate_output_tok_s: s.aggregate_output_tok_s,
         prompt_tokens_reported: prompt,
         ..Default::default()
+    }
+}
+
+/// The result record of an open-loop step: [`record`] with the rate asked for, the arrivals,
+/// the cap and the rate achieved.
+pub fn open_record(evidence: &str, o: &OpenLoopStep, s: &RunStats) -> TimingRecord {
+    TimingRecord {
+        rate_per_s: Some(o.rate),
+        arrival: Some(o.arrival.as_str().to_string()),
+        max_concurrency: o.max_concurrency.map(u64::from),
+        achieved_rate_per_s: s.request_rate_per_s,
+        ..record(evidence, o.max_concurrency.unwrap_or(0), s)
     }
 }

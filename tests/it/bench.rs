@@ -208,6 +208,7 @@ fn bench_and_campaign_timing_run_one_load_path_and_agree() {
             api_key: None,
             concurrency,
             requests,
+            open_loop: None,
             first_index: 1000,
             nonce_base: 0,
             seed: 0,

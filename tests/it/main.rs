@@ -21,6 +21,7 @@ mod campaign {
     mod dry_run;
     mod example;
     mod faults;
+    mod open_loop;
     mod recovery;
     mod run;
     mod slo;

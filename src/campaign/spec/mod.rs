@@ -25,8 +25,8 @@ pub use recipes::{
     ContainerRecipe, EndpointRecipe, EnvValue, ProcessRecipe, ReferenceRecipe, SlurmRecipe, Volume,
 };
 pub use workload::{
-    in_campaign_words, ConversationSource, DatasetFormat, DatasetSource, OutputTokens, PrefixOrder,
-    SharedPrefixSource, SyntheticSource,
+    in_campaign_words, ArrivalProcess, ConversationSource, DatasetFormat, DatasetSource, OpenLoop,
+    OutputTokens, PrefixOrder, SharedPrefixSource, SyntheticSource,
 };
 pub use workload::{ApiKind, Sampling, Workload};
 // The domain values and the policy are defined once in evidence/ (the verdict reads them from

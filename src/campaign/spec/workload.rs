@@ -63,6 +63,58 @@ pub struct Workload {
     /// `[workload.shared_prefix]`: every prompt starts with one of G shared prefixes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shared_prefix: Option<SharedPrefixSource>,
+    /// `[workload.open_loop]`: open-loop timed steps, one per rate, after the concurrency levels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_loop: Option<OpenLoop>,
+}
+
+/// `[workload.open_loop]`: warm timed steps whose requests start at a rate regardless of
+/// completions (bench's `--rate`, `--arrival`, `--max-concurrency`, `--requests`, `--warmup`,
+/// `--warmup-duration`); two rates or more are a rate sweep, one step per rate in the order given.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OpenLoop {
+    /// Requests per second, one step each.
+    pub rates: Vec<f64>,
+    #[serde(default)]
+    pub arrival: ArrivalProcess,
+    /// At most this many requests in flight (a request due while the cap is full waits for a
+    /// slot; its latencies run from the actual send, the wait is its schedule lag).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_concurrency: Option<u32>,
+    /// Measured requests per rate.
+    #[serde(default = "default_open_requests")]
+    pub requests: u32,
+    /// Warm-up requests sent first at the step's rate and left out of the statistics.
+    #[serde(default)]
+    pub warmup: u32,
+    /// Warm-up by time: requests started in the first this-many seconds are left out (with
+    /// `warmup` too, the warm-up lasts until both are done).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup_secs: Option<f64>,
+}
+
+/// `[workload.open_loop] arrival`: evenly spaced starts, or a Poisson process seeded by
+/// `workload.sampling.seed`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ArrivalProcess {
+    #[default]
+    Constant,
+    Poisson,
+}
+
+impl ArrivalProcess {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ArrivalProcess::Constant => "constant",
+            ArrivalProcess::Poisson => "poisson",
+        }
+    }
+}
+
+fn default_open_requests() -> u32 {
+    32
 }
 
 /// `[workload.dataset]`: the timed requests send a dataset's items (bench's `--dataset`).
@@ -214,9 +266,18 @@ impl Workload {
     /// The SLO limits that apply at `level` (entries for it and entries for every level). The
     /// entries were validated at load; one that does not parse is left out.
     pub fn slo_at(&self, level: u32) -> Vec<crate::metrics::slo::SloLimit> {
+        self.slo_where(|e| e.concurrency.is_none_or(|c| c == level))
+    }
+
+    /// The SLO limits of an open-loop step: the entries for every level.
+    pub fn slo_open_loop(&self) -> Vec<crate::metrics::slo::SloLimit> {
+        self.slo_where(|e| e.concurrency.is_none())
+    }
+
+    fn slo_where(&self, keep: impl Fn(&SloEntry) -> bool) -> Vec<crate::metrics::slo::SloLimit> {
         self.slo
             .iter()
-            .filter(|e| e.concurrency.is_none_or(|c| c == level))
+            .filter(|e| keep(e))
             .filter_map(|e| crate::metrics::slo::SloLimit::parse_list(&e.limit).ok())
             .flatten()
             .collect()
@@ -256,6 +317,7 @@ pub fn in_campaign_words(msg: &str) -> String {
         ),
         ("--tokenizer", "the arm's `tokenizer`"),
         ("--max-tokens", "workload.max_tokens"),
+        ("--multi-turn", "workload.conversation.turns"),
     ]
     .iter()
     .fold(msg.to_string(), |m, (flag, field)| m.replace(flag, field))

@@ -8,6 +8,7 @@ mod common;
 mod container;
 mod gates;
 mod identity;
+mod open_loop;
 mod policy;
 mod recipes;
 mod slurm;
@@ -31,6 +32,7 @@ pub(super) fn resolve_and_validate(
     identity::lane(c, &mut r);
     sources::sources(c, &dir, &mut r);
     workload::workload(c, &mut r);
+    open_loop::open_loop(c, &mut r);
     gates::gates(c, &dir, &mut r);
     for i in 0..c.arms.len() {
         arms::arm(c, i, &dir, &mut r);

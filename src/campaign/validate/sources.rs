@@ -53,10 +53,11 @@ pub(super) fn sources(c: &mut Campaign, dir: &Path, r: &mut Reporter) {
     }
 }
 
-/// At most one source. Some pairs `bakeoff bench` refuses too, for the same reason (a dataset
-/// with synthetic lengths; a shared prefix or drawn lengths with conversations or a dataset);
-/// two it runs (`--multi-turn` with `--shared-prefix-tokens` or `--dataset`) a campaign's timing
-/// steps don't build yet, and the message says so rather than blaming the combination.
+/// At most one source, except conversations, which replay a dataset's conversations
+/// (`[workload.dataset]`) and may open each with a shared prefix (`[workload.shared_prefix]`),
+/// as `bakeoff bench --multi-turn` does with `--dataset` or `--shared-prefix-tokens`. The pairs
+/// `bakeoff bench` refuses are refused for the same reason (a dataset with synthetic lengths; a
+/// shared prefix or drawn lengths with conversations or a dataset).
 fn exclusive(c: &Campaign, r: &mut Reporter) {
     let w = &c.workload;
     let given: Vec<&str> = [
@@ -69,37 +70,60 @@ fn exclusive(c: &Campaign, r: &mut Reporter) {
     .filter(|x| x.1)
     .map(|x| x.0)
     .collect();
-    if given.len() < 2 {
-        return;
-    }
     let why = |a: &str, b: &str| {
         match (a, b) {
-            ("dataset", "synthetic") => "a dataset gives each request's prompt and output length, synthetic lengths draw them; bakeoff bench refuses --dataset with --input-tokens-dist / --output-tokens-dist the same way",
-            ("conversation", "shared_prefix") => "a campaign's timing steps don't yet open conversations with a shared prefix (bakeoff bench --multi-turn --shared-prefix-tokens does, to measure it outside a campaign)",
-            ("dataset", "conversation") => "a campaign's timing steps don't yet replay a dataset's conversations (bakeoff bench --multi-turn --dataset does, to measure it outside a campaign)",
-            ("synthetic", "conversation") => "a later turn's prompt is the history with the model's replies, not a drawn length; bakeoff bench refuses --multi-turn with --input-tokens-dist the same way",
-            _ => "a shared prefix sizes each request's own part as a matched prompt, so it can't take a dataset's prompts or drawn lengths; bakeoff bench refuses --shared-prefix-tokens with --dataset or --input-tokens-dist the same way",
-    }
+            ("dataset", "conversation") | ("conversation", "shared_prefix") => None,
+            ("dataset", "synthetic") => Some("a dataset gives each request's prompt and output length, synthetic lengths draw them; bakeoff bench refuses --dataset with --input-tokens-dist / --output-tokens-dist the same way"),
+            ("synthetic", "conversation") => Some("a later turn's prompt is the history with the model's replies, not a drawn length; bakeoff bench refuses --multi-turn with --input-tokens-dist the same way"),
+            _ => Some("a shared prefix sizes each request's own part as a matched prompt, so it can't take a dataset's prompts or drawn lengths; bakeoff bench refuses --shared-prefix-tokens with --dataset or --input-tokens-dist the same way"),
+        }
     };
-    for later in &given[1..] {
+    for (i, later) in given.iter().enumerate() {
+        let Some((first, why)) = given[..i]
+            .iter()
+            .find_map(|first| why(first, later).map(|w| (first, w)))
+        else {
+            continue;
+        };
         r.error(
             &p(&format!("workload.{later}")),
+            format!("[workload.{first}] and [workload.{later}] cannot be combined: {why}"),
             format!(
-                "[workload.{}] and [workload.{later}] cannot be combined: {}",
-                given[0],
-                why(given[0], later)
-            ),
-            format!(
-                "keep one workload source: remove [workload.{later}] or [workload.{}] (run the other in a campaign of its own)",
-                given[0]
+                "keep one workload source: remove [workload.{later}] or [workload.{first}] (run the other in a campaign of its own)"
             ),
         );
+    }
+    if w.conversation.is_some() {
+        replayed_filters(c, r);
+    }
+}
+
+/// A replayed conversation's prompts hold the model's replies, so they are not counted before
+/// sending: the dataset's length filters cannot apply (`bakeoff bench` refuses them with
+/// `--multi-turn --dataset` the same way).
+fn replayed_filters(c: &Campaign, r: &mut Reporter) {
+    let Some(d) = &c.workload.dataset else {
+        return;
+    };
+    for (field, set) in [
+        ("min_prompt_tokens", d.min_prompt_tokens.is_some()),
+        ("max_prompt_tokens", d.max_prompt_tokens.is_some()),
+        ("max_output_tokens", d.max_output_tokens.is_some()),
+    ] {
+        if set {
+            r.error(
+                &p("workload.dataset").key(field),
+                format!("{field} can't filter a replayed conversation: its prompts hold the model's replies, so they are not counted before sending (the server's usage is recorded per turn)"),
+                format!("remove {field} (or [workload.conversation] to send the dataset's items one request each)"),
+            );
+        }
     }
 }
 
 fn dataset(c: &mut Campaign, dir: &Path, r: &mut Reporter) {
     let api = c.workload.api;
     let max_tokens = u64::from(c.workload.max_tokens);
+    let turns = c.workload.conversation.as_ref().map(|v| v.turns);
     let Some(d) = c.workload.dataset.as_mut() else {
         return;
     };
@@ -163,6 +187,22 @@ fn dataset(c: &mut Campaign, dir: &Path, r: &mut Reporter) {
     };
     d.sha256 = ds.sha256.clone();
     d.items_in_file = ds.items.len();
+    if let Some(turns) = turns {
+        let opts = crate::workload::conversation::ScriptOpts {
+            turns,
+            sample: d.sample,
+            seed: d.seed,
+            default_max_tokens: max_tokens,
+            nonce: false,
+        };
+        if let Err(e) = crate::workload::conversation::scripts(&ds, &opts) {
+            r.error(
+                &at.key("path"),
+                format!("its conversations cannot be replayed with workload.conversation.turns = {turns}: {}", in_campaign_words(&e)),
+                "give a dataset of `messages` conversations with that many user turns, or lower workload.conversation.turns",
+            );
+        }
+    }
     if api == ApiKind::Completions {
         if let Some(bad) = ds
             .items

@@ -3,9 +3,10 @@
 //! reserve request indices and run the one timed load (run/timed.rs).
 
 use super::timing_work;
-use crate::campaign::{ApiKind, Arm, PlanStep, RunState, StepKind};
+use crate::campaign::plan::OpenLoopStep;
+use crate::campaign::{ApiKind, Arm, PlanStep, RunState, StepKind, WorkSource};
 use crate::client::Target;
-use crate::evidence::result::{GoodputRecord, SloCheckRecord};
+use crate::evidence::result::{GoodputRecord, SloCheckRecord, TimingRecord};
 use crate::evidence::FailureClass;
 use crate::run::arm::{api_key, request_base, Live};
 use crate::run::context::Cx;
@@ -103,6 +104,7 @@ fn input(
         api_key: api_key(arm),
         concurrency,
         requests,
+        open_loop: None,
         first_index: cx.rec.next_indices(&arm.id, requests as u64),
         nonce_base: cx.rec.nonce_base(),
         seed: cx.plan.request.sampling.seed,
@@ -120,6 +122,7 @@ pub async fn run(cx: &mut Cx, arm: &Arm, s: &PlanStep, live: &mut Option<Live>) 
         ignore_eos,
         ref slo,
         first_item,
+        ref open_loop,
     } = s.kind
     else {
         unreachable!("dispatched on Timing")
@@ -167,7 +170,7 @@ pub async fn run(cx: &mut Cx, arm: &Arm, s: &PlanStep, live: &mut Option<Live>) 
     if let (timed::StepWork::Items { first_item: f, .. }, Some(first)) = (&mut work, first_item) {
         *f = first;
     }
-    let inp = input(
+    let mut inp = input(
         cx,
         arm,
         target,
@@ -176,6 +179,16 @@ pub async fn run(cx: &mut Cx, arm: &Arm, s: &PlanStep, live: &mut Option<Live>) 
         concurrency,
         requests,
     );
+    if let Some(o) = open_loop {
+        // The warm-up's requests take indices too: reserved right after the measured ones.
+        let per = match &cx.plan.request.source {
+            Some(WorkSource::Conversation { turns, .. }) => *turns,
+            _ => 1,
+        };
+        let extra = o.indices(requests, per).saturating_sub(u64::from(requests));
+        cx.rec.next_indices(&arm.id, extra);
+        inp.open_loop = Some(o.clone());
+    }
     let l = live.as_ref().expect("ready");
     let out = match cx.guarded(timed::run_work(inp, work)).await {
         Guarded::Cancelled => return Done::cancelled(),
@@ -197,29 +210,17 @@ pub async fn run(cx: &mut Cx, arm: &Arm, s: &PlanStep, live: &mut Option<Live>) 
     ev["arm"] = json!(arm.id);
     ev["state"] = json!(state.as_str());
     ev["shape"] = json!(s.shape);
-    let mut rec = timed::record(ev_name, concurrency, &out.stats);
+    let mut rec = match open_loop {
+        Some(o) => timed::open_record(ev_name, o, &out.stats),
+        None => timed::record(ev_name, concurrency, &out.stats),
+    };
     if let Some((checks, goodput)) = slo_rec {
         ev["slo"] = json!(checks);
         ev["goodput"] = json!(goodput);
         rec.slo = checks;
         rec.goodput = Some(goodput);
     }
-    let matched = cx.plan.request.sends_matched_size();
-    if let Some(p) = rec.prompt_tokens_reported.filter(|_| matched) {
-        cx.rec
-            .result()
-            .workload
-            .matched_prompt_tokens_reported
-            .insert(arm.id.clone(), p);
-    }
-    let a = cx.rec.arm_result(&arm.id);
-    match (state, concurrency) {
-        (RunState::Cold, _) => a.cold = Some(rec),
-        (RunState::Warm, 1) => a.warm = Some(rec),
-        (RunState::Warm, n) => {
-            a.concurrency.insert(n.to_string(), rec);
-        }
-    }
+    file_record(cx, arm, (state, concurrency, open_loop.as_ref()), rec);
     if l.crashed() {
         let shape = s.shape.as_deref().unwrap_or("");
         let mut f = l.crash_failure(&format!("timing {shape}"), ev_name);
@@ -247,6 +248,35 @@ pub async fn run(cx: &mut Cx, arm: &Arm, s: &PlanStep, live: &mut Option<Live>) 
         return Done::new(Outcome::Fatal(f), Some(ev));
     }
     Done::ok(ev)
+}
+
+/// Files a timed step's record in the arm's result: cold, warm c1, a level above 1, or an
+/// open-loop step keyed by its rate (and notes the matched prompt's reported tokens).
+fn file_record(
+    cx: &mut Cx,
+    arm: &Arm,
+    (state, concurrency, open_loop): (RunState, u32, Option<&OpenLoopStep>),
+    rec: TimingRecord,
+) {
+    let matched = cx.plan.request.sends_matched_size();
+    if let Some(p) = rec.prompt_tokens_reported.filter(|_| matched) {
+        cx.rec
+            .result()
+            .workload
+            .matched_prompt_tokens_reported
+            .insert(arm.id.clone(), p);
+    }
+    let a = cx.rec.arm_result(&arm.id);
+    match (state, concurrency, open_loop) {
+        (_, _, Some(o)) => {
+            a.rates.insert(o.key(), rec);
+        }
+        (RunState::Cold, _, None) => a.cold = Some(rec),
+        (RunState::Warm, 1, None) => a.warm = Some(rec),
+        (RunState::Warm, n, None) => {
+            a.concurrency.insert(n.to_string(), rec);
+        }
+    }
 }
 
 /// Records the arm's work items and checks them against the arms sized before (this run or an

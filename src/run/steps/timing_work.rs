@@ -4,11 +4,13 @@
 //! of a conversation, or a shared prefix and the request's own part. The same code as
 //! `bakeoff bench` (`workload::items`, `workload::prefix`).
 
+use crate::bench::conv::load_script;
+use crate::bench::{ConvSpec, DatasetSpec, Labels, Quiet, SourceSpec};
 use crate::campaign::in_campaign_words;
-use crate::campaign::{DatasetFormat, OutputTokens, PrefixOrder, WorkSource};
+use crate::campaign::{DatasetFormat, DatasetSource, OutputTokens, PrefixOrder, WorkSource};
 use crate::client::Target;
-use crate::run::timed::StepWork;
-use crate::workload::conversation::GroupOrder;
+use crate::run::timed::{PrefixWork, StepWork};
+use crate::workload::conversation::{GroupOrder, Scripts};
 use crate::workload::dataset::{self, Format};
 use crate::workload::items::{self, DatasetOpts, SizeCtx};
 use crate::workload::prompt::{self, MatchedPrompt};
@@ -59,12 +61,7 @@ pub async fn size(s: SizeInput) -> Result<(MatchedPrompt, StepWork), String> {
     match &s.source {
         None => Ok((matched(s.matched_tokens).await?, StepWork::Matched)),
         Some(WorkSource::Dataset(d)) => {
-            let format = match d.format {
-                DatasetFormat::Auto => None,
-                DatasetFormat::Jsonl => Some(Format::Jsonl),
-                DatasetFormat::Sharegpt => Some(Format::Sharegpt),
-            };
-            let ds = dataset::load(&d.path, format)
+            let ds = dataset::load(&d.path, format_of(d.format))
                 .map_err(|e| format!("workload.dataset: {}", in_campaign_words(&e)))?;
             // Checked at load; a file changed since (a resume refuses that) is not sent.
             if !d.sha256.is_empty() && ds.sha256 != d.sha256 {
@@ -128,13 +125,36 @@ pub async fn size(s: SizeInput) -> Result<(MatchedPrompt, StepWork), String> {
         Some(WorkSource::Conversation {
             turns,
             think_time_ms,
-        }) => Ok((
-            matched(s.matched_tokens).await?,
-            StepWork::Conversation {
-                turns: *turns,
-                think_time_ms: *think_time_ms,
-            },
-        )),
+            dataset,
+            shared_prefix,
+        }) => {
+            let script = match dataset {
+                Some(d) => Some(replayed(d, *turns, &s)?),
+                None => None,
+            };
+            let (rest, prefix) = match shared_prefix {
+                None => (matched(s.matched_tokens).await?, None),
+                Some(sp) => {
+                    let rest = matched(s.matched_tokens - sp.tokens).await?;
+                    let prefix = shared(sp.tokens, &ctx.spec(0), &rest, s.nonce_base).await?;
+                    let work = PrefixWork {
+                        prefix: Arc::new(prefix),
+                        groups: sp.groups,
+                        order: group_order(sp.order, sp.seed),
+                    };
+                    (rest, Some(work))
+                }
+            };
+            Ok((
+                rest,
+                StepWork::Conversation {
+                    turns: *turns,
+                    think_time_ms: *think_time_ms,
+                    script,
+                    prefix,
+                },
+            ))
+        }
         Some(WorkSource::SharedPrefix {
             tokens,
             groups,
@@ -142,21 +162,86 @@ pub async fn size(s: SizeInput) -> Result<(MatchedPrompt, StepWork), String> {
             seed,
         }) => {
             let rest = matched(s.matched_tokens - tokens).await?;
-            let prefix = crate::workload::prefix::size(*tokens, &ctx.spec(0), &rest, s.nonce_base)
-                .await
-                .map_err(|e| format!("workload.shared_prefix.tokens {tokens}: {e}"))?;
+            let prefix = shared(*tokens, &ctx.spec(0), &rest, s.nonce_base).await?;
             Ok((
                 rest,
                 StepWork::Prefix {
                     prefix: Arc::new(prefix),
                     groups: *groups,
-                    order: match order {
-                        PrefixOrder::RoundRobin => GroupOrder::RoundRobin,
-                        PrefixOrder::Random => GroupOrder::Random { seed: *seed },
-                    },
+                    order: group_order(*order, *seed),
                 },
             ))
         }
+    }
+}
+
+/// Sizes the shared prefix of `tokens` before `rest` (`workload::prefix`, as bench does).
+async fn shared(
+    tokens: u64,
+    spec: &prompt::PromptSpec<'_>,
+    rest: &MatchedPrompt,
+    nonce_base: u64,
+) -> Result<crate::workload::prefix::PrefixPrompt, String> {
+    crate::workload::prefix::size(tokens, spec, rest, nonce_base)
+        .await
+        .map_err(|e| format!("workload.shared_prefix.tokens {tokens}: {e}"))
+}
+
+fn group_order(o: PrefixOrder, seed: u64) -> GroupOrder {
+    match o {
+        PrefixOrder::RoundRobin => GroupOrder::RoundRobin,
+        PrefixOrder::Random => GroupOrder::Random { seed },
+    }
+}
+
+/// The campaign's fields, as errors of bench's session name them.
+const LABELS: Labels = Labels {
+    dataset: "workload.dataset",
+    synthetic: "workload.synthetic",
+    multi_turn: "workload.conversation.turns",
+    shared_prefix: "workload.shared_prefix.tokens",
+    seed: "workload.sampling.seed",
+};
+
+/// The dataset's conversations to replay (`bench::conv::load_script`, what `bench --multi-turn
+/// --dataset` replays), from the file checked at load.
+fn replayed(d: &DatasetSource, turns: u32, s: &SizeInput) -> Result<Arc<Scripts>, String> {
+    let conv = ConvSpec {
+        multi_turn: Some(turns),
+        ..Default::default()
+    };
+    let src = SourceSpec {
+        dataset: Some(DatasetSpec {
+            path: d.path.clone(),
+            format: format_of(d.format),
+            sample: d.sample,
+            min_prompt_tokens: None,
+            max_prompt_tokens: None,
+            max_output_tokens: None,
+        }),
+        ..Default::default()
+    };
+    // Checked at load; a file changed since (a resume refuses that) is not replayed.
+    let sha = dataset::load(&d.path, format_of(d.format))
+        .map_err(|e| format!("workload.dataset: {}", in_campaign_words(&e)))?
+        .sha256;
+    if !d.sha256.is_empty() && sha != d.sha256 {
+        return Err(format!(
+            "workload.dataset: {} changed since the campaign was loaded (sha256 {} then, {sha} now); every arm must replay the same conversations",
+            d.path.display(),
+            d.sha256,
+        ));
+    }
+    let script = load_script(&conv, &src, &LABELS, d.seed, s.max_tokens, s.nonce, &Quiet)
+        .map_err(|e| in_campaign_words(&format!("{e:#}")))?;
+    script.ok_or_else(|| "workload.dataset: no conversation to replay".to_string())
+}
+
+fn format_of(f: DatasetFormat) -> Option<Format> {
+    match f {
+        DatasetFormat::Auto => None,
+        DatasetFormat::Jsonl => Some(Format::Jsonl),
+        DatasetFormat::Sharegpt => Some(Format::Sharegpt),
     }
 }
 

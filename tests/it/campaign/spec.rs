@@ -55,7 +55,12 @@ argv = ["/bin/sleep", "2000"]
 
 #[test]
 fn examples_load_and_plan() {
-    for name in ["reference-dry-run.toml", "real-cpu.toml", "gpu-full.toml"] {
+    for name in [
+        "reference-dry-run.toml",
+        "real-cpu.toml",
+        "gpu-full.toml",
+        "reference-open-loop.toml",
+    ] {
         let c = load_example(name);
         let p = campaign::plan(&c);
         assert!(!p.steps.is_empty());

@@ -491,12 +491,41 @@ fn bad_workload_sources_are_one_line_errors_naming_the_file_field_and_fix() {
             && e.contains("; keep one workload source"),
         "{e}"
     );
+    // Conversations opened with a shared prefix, and a dataset's conversations replayed, load
+    // (as bench's --multi-turn takes --shared-prefix-tokens or --dataset).
+    assert_eq!(
+        load(
+            "",
+            "[workload.conversation]\nturns = 2\n[workload.shared_prefix]\ntokens = 16\n",
+        ),
+        ""
+    );
+    assert_eq!(
+        load(
+            "",
+            "[workload.conversation]\nturns = 1\n[workload.dataset]\npath = \"data/sample.jsonl\"\n",
+        ),
+        ""
+    );
+    // Its length filters cannot apply to a replayed conversation.
     let e = load(
         "",
-        "[workload.conversation]\nturns = 2\n[workload.shared_prefix]\ntokens = 16\n",
+        "[workload.conversation]\nturns = 1\n[workload.dataset]\npath = \"data/sample.jsonl\"\nmax_prompt_tokens = 500\n",
     );
     assert!(
-        e.contains("[workload.conversation] and [workload.shared_prefix] cannot be combined: a campaign's timing steps don't yet open conversations with a shared prefix (bakeoff bench --multi-turn --shared-prefix-tokens does"),
+        e.contains("workload.dataset.max_prompt_tokens: max_prompt_tokens can't filter a replayed conversation")
+            && e.contains("; remove max_prompt_tokens"),
+        "{e}"
+    );
+    // A dataset without conversations of that many user turns is refused at load.
+    let e = load(
+        "",
+        "[workload.conversation]\nturns = 40\n[workload.dataset]\npath = \"data/sample.jsonl\"\n",
+    );
+    assert!(
+        e.contains("workload.dataset.path: its conversations cannot be replayed with workload.conversation.turns = 40: ")
+            && e.contains("no conversation has 40 user turns (the most any item has is ")
+            && e.contains("; give a dataset of `messages` conversations"),
         "{e}"
     );
     let e = load("", "[workload.shared_prefix]\ntokens = 64\n");
