@@ -17,8 +17,14 @@ use std::path::PathBuf;
 pub struct Campaign {
     /// `[campaign]`: identity and output.
     pub campaign: Identity,
-    /// `[lane]`: where every arm runs, one at a time.
+    /// `[lane]`: where every arm runs, one at a time. With `[[lanes]]` instead, load sets it to
+    /// the incumbent's lane (the one the restoration steps act on).
+    #[serde(default = "Lane::unset")]
     pub lane: Lane,
+    /// `[[lanes]]`: several lanes, arms spread over them (empty with `[lane]`; see
+    /// [`Campaign::lanes`] for both forms as one list).
+    #[serde(rename = "lanes", default, skip_serializing_if = "Vec::is_empty")]
+    pub fleet: Vec<super::lanes::LaneEntry>,
     /// `[workload]`: the matched workload every arm gets.
     pub workload: Workload,
     /// `[gates]`: which pass/fail checks run, and their parameters.

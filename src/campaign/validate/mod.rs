@@ -8,6 +8,7 @@ mod common;
 mod container;
 mod gates;
 mod identity;
+mod lanes;
 mod policy;
 mod recipes;
 mod slurm;
@@ -28,7 +29,7 @@ pub(super) fn resolve_and_validate(
     let mut r = Reporter::new(file, index);
     let dir = c.source.dir.clone();
     identity::identity(c, &dir, &mut r);
-    identity::lane(c, &mut r);
+    lanes::lanes(c, &mut r);
     sources::sources(c, &dir, &mut r);
     workload::workload(c, &mut r);
     gates::gates(c, &dir, &mut r);

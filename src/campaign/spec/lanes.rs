@@ -1,0 +1,97 @@
+//! `[[lanes]]`: several lanes, each with an id, where it is, and the incumbent that serves it
+//! today (none on a qualification lane). `[lane]` stays the one-lane form; [`Campaign::lanes`]
+//! gives both forms as one list.
+
+use super::campaign::Campaign;
+use super::identity::{
+    default_health, default_host, default_idle_max, default_ready_timeout, default_stop_grace, Lane,
+};
+use serde::{Deserialize, Serialize};
+
+/// The id the one lane of a `[lane]` campaign has in the schedule (never in a file name: names
+/// carry the lane only when there are several).
+pub const SINGLE_LANE_ID: &str = "lane";
+
+/// One `[[lanes]]` table: the keys of `[lane]`, plus `id` and `incumbent`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LaneEntry {
+    /// Lowercase letters, digits and `-`; tags the lane's evidence and progress lines.
+    pub id: String,
+    /// The id of the `[[arms]]` incumbent that serves this lane today (stopped first, restored
+    /// exactly afterwards); absent on a qualification lane.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incumbent: Option<String>,
+    #[serde(default = "default_host")]
+    pub host: String,
+    pub port: u16,
+    #[serde(default)]
+    pub gpus: Vec<String>,
+    #[serde(default)]
+    pub memory_reserve_mib: u64,
+    #[serde(default = "default_idle_max")]
+    pub idle_baseline_max_mib: u64,
+    #[serde(default = "default_health")]
+    pub health_path: String,
+    #[serde(default = "default_ready_timeout")]
+    pub ready_timeout_s: u64,
+    #[serde(default = "default_stop_grace")]
+    pub stop_grace_s: u64,
+}
+
+impl LaneEntry {
+    /// The lane's settings in `[lane]`'s shape.
+    pub fn lane(&self) -> Lane {
+        Lane {
+            host: self.host.clone(),
+            port: self.port,
+            gpus: self.gpus.clone(),
+            memory_reserve_mib: self.memory_reserve_mib,
+            idle_baseline_max_mib: self.idle_baseline_max_mib,
+            health_path: self.health_path.clone(),
+            ready_timeout_s: self.ready_timeout_s,
+            stop_grace_s: self.stop_grace_s,
+        }
+    }
+}
+
+/// A lane of the campaign, either form.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NamedLane {
+    pub id: String,
+    /// The incumbent arm serving it today; None on a qualification lane.
+    pub incumbent: Option<String>,
+    pub lane: Lane,
+}
+
+impl Campaign {
+    /// Every lane, in file order: the one `[lane]` (id [`SINGLE_LANE_ID`], the incumbent's), or
+    /// each `[[lanes]]` table.
+    pub fn lanes(&self) -> Vec<NamedLane> {
+        if self.fleet.is_empty() {
+            let incumbent = self
+                .arms
+                .iter()
+                .find(|a| a.role == super::Role::Incumbent)
+                .map(|a| a.id.clone());
+            return vec![NamedLane {
+                id: SINGLE_LANE_ID.into(),
+                incumbent,
+                lane: self.lane.clone(),
+            }];
+        }
+        self.fleet
+            .iter()
+            .map(|e| NamedLane {
+                id: e.id.clone(),
+                incumbent: e.incumbent.clone(),
+                lane: e.lane(),
+            })
+            .collect()
+    }
+
+    /// Whether the campaign runs on more than one lane (evidence names then carry the lane).
+    pub fn multi_lane(&self) -> bool {
+        self.fleet.len() > 1
+    }
+}
