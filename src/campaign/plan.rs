@@ -402,6 +402,7 @@ fn schedule(c: &Campaign, steps: &[PlanStep]) -> super::schedule::Schedule {
                 .filter(|s| s.phase == Phase::Arm && s.arm.as_deref() == Some(a.id.as_str()))
                 .count(),
             paired_with: a.speculative.as_ref().map(|s| s.control.clone()),
+            bound_to: c.bound_lane(a),
         })
         .collect();
     assign(&lanes, &arms)

@@ -52,6 +52,8 @@ pub struct Placed {
 pub enum Why {
     /// The lane's incumbent, measured where it serves.
     Incumbent,
+    /// Its start command names this lane's port.
+    NamesPort,
     /// Paired with another arm (a speculative arm and its control) that is here for a reason
     /// of its own.
     PairedWith(String),
@@ -64,6 +66,7 @@ impl Why {
     pub fn words(&self) -> String {
         match self {
             Why::Incumbent => "the lane's incumbent, measured where it serves".into(),
+            Why::NamesPort => "its start command names this lane's port".into(),
             Why::PairedWith(a) => format!("paired with `{a}` (speculative arm and its control)"),
             Why::LeastLoaded => "least-loaded lane when its turn came (longest first)".into(),
         }
@@ -102,6 +105,8 @@ pub struct ArmLoad {
     pub steps: usize,
     /// The arm it must share a lane with (a speculative arm's control).
     pub paired_with: Option<String>,
+    /// The lane its own command ties it to (`Campaign::bound_lane`: a literal port).
+    pub bound_to: Option<String>,
 }
 
 /// The schedule of `arms` (file order) over `lanes` (file order); see the module docs.
@@ -112,16 +117,28 @@ pub fn assign(lanes: &[LaneSlot], arms: &[ArmLoad]) -> Schedule {
     let weight = |u: &[usize]| u.iter().map(|&i| arms[i].steps).sum::<usize>();
     let mut free: Vec<&Vec<usize>> = Vec::new();
     for u in &units {
-        let home = lanes.iter().position(|l| {
+        let serves = |l: &LaneSlot| {
             l.incumbent
                 .as_ref()
                 .is_some_and(|inc| u.iter().any(|&i| &arms[i].id == inc))
-        });
+        };
+        let bound = |l: &LaneSlot| u.iter().any(|&i| arms[i].bound_to.as_ref() == Some(&l.id));
+        let home = lanes
+            .iter()
+            .position(serves)
+            .or_else(|| lanes.iter().position(bound));
         match home {
             Some(l) => {
                 load[l] += weight(u);
+                let lane = &lanes[l];
                 queues[l].extend(placed(arms, u, |i| {
-                    (lanes[l].incumbent.as_deref() == Some(&arms[i].id)).then_some(Why::Incumbent)
+                    if lane.incumbent.as_deref() == Some(&arms[i].id) {
+                        Some(Why::Incumbent)
+                    } else if arms[i].bound_to.as_ref() == Some(&lane.id) {
+                        Some(Why::NamesPort)
+                    } else {
+                        None
+                    }
                 }));
             }
             None => free.push(u),
@@ -239,8 +256,19 @@ mod tests {
                 id: id.to_string(),
                 steps: *steps,
                 paired_with: p.map(str::to_string),
+                bound_to: None,
             })
             .collect()
+    }
+
+    #[test]
+    fn an_arm_whose_command_names_a_lanes_port_runs_there() {
+        let mut a = arms(&[("inc", 5, None), ("big", 20, None), ("p", 1, None)]);
+        a[2].bound_to = Some("y".into());
+        let s = assign(&lanes(&[("x", Some("inc")), ("y", None), ("z", None)]), &a);
+        // `p` is on y by its port (before the free units), so `big` takes the emptiest lane, z.
+        assert_eq!(ids(&s), vec![vec!["inc"], vec!["p"], vec!["big"]]);
+        assert_eq!(s.lanes[1].arms[0].why, Why::NamesPort);
     }
 
     fn ids(s: &Schedule) -> Vec<Vec<&str>> {

@@ -1,8 +1,7 @@
 //! `[[lanes]]`: several lanes, each with an id, where it is, and the incumbent that serves it
 //! today (none on a qualification lane). `[lane]` stays the one-lane form; [`Campaign::lanes`]
-//! gives both forms as one list.
+//! (campaign.rs) gives both forms as one list.
 
-use super::campaign::Campaign;
 use super::identity::{
     default_health, default_host, default_idle_max, default_ready_timeout, default_stop_grace, Lane,
 };
@@ -64,34 +63,38 @@ pub struct NamedLane {
     pub lane: Lane,
 }
 
-impl Campaign {
-    /// Every lane, in file order: the one `[lane]` (id [`SINGLE_LANE_ID`], the incumbent's), or
-    /// each `[[lanes]]` table.
-    pub fn lanes(&self) -> Vec<NamedLane> {
-        if self.fleet.is_empty() {
-            let incumbent = self
-                .arms
-                .iter()
-                .find(|a| a.role == super::Role::Incumbent)
-                .map(|a| a.id.clone());
-            return vec![NamedLane {
-                id: SINGLE_LANE_ID.into(),
-                incumbent,
-                lane: self.lane.clone(),
-            }];
-        }
-        self.fleet
-            .iter()
-            .map(|e| NamedLane {
-                id: e.id.clone(),
-                incumbent: e.incumbent.clone(),
-                lane: e.lane(),
+/// Whether an argument is the port, `NAME=PORT` (`--port=8001`) or `HOST:PORT` (`0.0.0.0:8001`).
+/// A `HOST:PORT:CPORT` publish (a container's, whose host side follows the lane) is not.
+pub(super) fn names_port(argv: &[String], port: u16) -> bool {
+    let p = port.to_string();
+    argv.iter().any(|a| {
+        a == &p
+            || a.strip_suffix(p.as_str()).is_some_and(|head| {
+                head.ends_with('=') || (head.ends_with(':') && head.matches(':').count() == 1)
             })
-            .collect()
-    }
+    })
+}
 
-    /// Whether the campaign runs on more than one lane (evidence names then carry the lane).
-    pub fn multi_lane(&self) -> bool {
-        self.fleet.len() > 1
+#[cfg(test)]
+mod tests {
+    use super::names_port;
+
+    #[test]
+    fn a_port_is_named_alone_after_equals_or_after_a_host() {
+        let argv = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        for named in [
+            &["--port", "8001"][..],
+            &["--port=8001"][..],
+            &["--bind", "0.0.0.0:8001"][..],
+        ] {
+            assert!(names_port(&argv(named), 8001), "{named:?}");
+        }
+        for not in [
+            &["--port", "18001"][..],
+            &["--publish", "127.0.0.1:9000:8001"][..],
+            &["--threads", "80010"][..],
+        ] {
+            assert!(!names_port(&argv(not), 8001), "{not:?}");
+        }
     }
 }

@@ -39,6 +39,50 @@ pub(super) fn lanes(c: &mut Campaign, r: &mut Reporter) {
     c.lane = incumbent.unwrap_or(&c.fleet[0]).lane();
 }
 
+/// With several lanes: an arm whose start command names one lane's port (a literal port) must
+/// be able to run there: the incumbent names its own lane's, and a speculative arm and its
+/// control (which share a lane) do not name two different lanes.
+pub(super) fn bound_arms(c: &Campaign, r: &mut Reporter) {
+    if !c.multi_lane() || c.arms.iter().any(|a| a.recipe_tables().len() != 1) {
+        return;
+    }
+    let lanes = c.lanes();
+    for (i, a) in c.arms.iter().enumerate() {
+        let Some(bound) = c.bound_lane(a) else {
+            continue;
+        };
+        let at = p("arms").index(i);
+        if let Some(home) = lanes
+            .iter()
+            .find(|l| l.incumbent.as_deref() == Some(a.id.as_str()))
+            .filter(|l| l.id != bound)
+        {
+            r.error(
+                &at,
+                format!(
+                    "the incumbent `{}` serves lane `{}`, but its start command names the port of lane `{bound}`",
+                    a.id, home.id
+                ),
+                format!("start it on lane `{}`'s port, or set `incumbent` on lane `{bound}`", home.id),
+            );
+        }
+        let control = a.speculative.as_ref().and_then(|s| c.arm(&s.control));
+        if let Some(other) = control
+            .and_then(|ctl| c.bound_lane(ctl))
+            .filter(|o| *o != bound)
+        {
+            r.error(
+                &at,
+                format!(
+                    "speculative arm `{}` names the port of lane `{bound}`, its control the port of lane `{other}`: they run on one lane to be compared",
+                    a.id
+                ),
+                "start both on the same lane's port",
+            );
+        }
+    }
+}
+
 /// Lane ids valid and distinct, and no two lanes on one host and port.
 fn across_lanes(c: &Campaign, r: &mut Reporter) {
     let mut ids: HashMap<&str, usize> = HashMap::new();
@@ -326,5 +370,43 @@ mod tests {
             out.contains("the lane's incumbent, measured where it serves"),
             "{out}"
         );
+    }
+
+    fn process_arm(id: &str, role: &str, port: u16) -> String {
+        format!("[[arms]]\nid = \"{id}\"\nrole = \"{role}\"\nengine = \"e\"\nmodel = \"m\"\nserved_model = \"m\"\nserved_context = 8192\n[arms.process]\nargv = [\"/bin/sleep\", \"--port\", \"{port}\"]\n")
+    }
+
+    #[test]
+    fn an_arm_started_on_a_literal_port_is_scheduled_on_that_lane() {
+        let lanes = format!(
+            "{}{}",
+            lane("g0", 18120, "incumbent = \"inc\"\n"),
+            lane("g1", 18121, "")
+        );
+        let text = format!(
+            "{HEAD}{lanes}{TAIL}{}{}{}",
+            process_arm("inc", "incumbent", 18120),
+            process_arm("a", "candidate", 18120),
+            process_arm("b", "candidate", 18120)
+        );
+        let c = parse(&text, Path::new("/tmp/fleet.toml")).unwrap_or_else(|e| panic!("{e}"));
+        let p = crate::campaign::plan(&c);
+        // Both candidates name g0's port: g1 stays empty rather than start them on the wrong port.
+        assert_eq!(p.schedule.lane_of("a"), Some("g0"));
+        assert_eq!(p.schedule.lane_of("b"), Some("g0"));
+        assert!(p.schedule.lanes[1].arms.is_empty());
+        assert_eq!(
+            p.schedule.lanes[0].arms[1].why,
+            crate::campaign::schedule::Why::NamesPort
+        );
+
+        let wrong = format!(
+            "{HEAD}{lanes}{TAIL}{}{}",
+            process_arm("inc", "incumbent", 18121),
+            process_arm("a", "candidate", 18120)
+        );
+        let e = errors(&wrong);
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert!(e[0].contains("arms[0]: the incumbent `inc` serves lane `g0`, but its start command names the port of lane `g1`"), "{e:?}");
     }
 }

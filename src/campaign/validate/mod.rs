@@ -37,6 +37,7 @@ pub(super) fn resolve_and_validate(
         arms::arm(c, i, &dir, &mut r);
     }
     arms::across_arms(c, &mut r);
+    lanes::bound_arms(c, &mut r);
     workload::long_context(c, &mut r);
     policy::policy(c, &mut r);
     workload::interval_support(c, &mut r);
