@@ -71,6 +71,12 @@ impl Plan {
                 );
             }
         }
+        if c.multi_lane() {
+            let _ = writeln!(
+                o,
+                "  note       running several lanes is not built yet: `bakeoff run` refuses this campaign; the plan below lists every arm's steps in file order, as on one lane"
+            );
+        }
     }
 }
 

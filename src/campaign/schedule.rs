@@ -144,8 +144,8 @@ pub fn assign(lanes: &[LaneSlot], arms: &[ArmLoad]) -> Schedule {
             None => free.push(u),
         }
     }
-    // Longest first; `sort_by` is stable, so file order among equals.
-    free.sort_by(|a, b| weight(b).cmp(&weight(a)));
+    // Longest first; the sort is stable, so file order among equals.
+    free.sort_by_key(|u| std::cmp::Reverse(weight(u)));
     for u in free {
         let l = (0..lanes.len()).min_by_key(|&l| load[l]).unwrap_or(0);
         load[l] += weight(u);

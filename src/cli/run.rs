@@ -164,7 +164,7 @@ fn what_to_run(args: &RunArgs) -> Result<Option<(Campaign, PathBuf, bool)>> {
         return Ok(None);
     }
     if c.multi_lane() {
-        return Err(refuse(&format!(
+        return Err(refuse(format!(
             "campaign {} declares {} lanes: running arms over several lanes is not built yet (`--dry-run` prints the lanes and the schedule); for now, run it with one lane",
             c.campaign.id,
             c.lanes().len()

@@ -3,7 +3,7 @@
 //! as its `[lane]` twin. Running arms over several lanes is not built yet: `run` refuses it.
 
 use crate::support::campaign::*;
-use crate::support::shared;
+use crate::support::exclusive;
 use std::path::Path;
 
 const FAST: &str = "ttft_ms = 10\ndecode_tok_s = 400\ncontext_tokens = 4096";
@@ -134,7 +134,9 @@ fn a_bad_lane_list_names_file_field_and_fix() {
 /// those of the same campaign written with `[lane]`.
 #[test]
 fn one_lanes_table_runs_exactly_like_lane() {
-    let _g = shared();
+    // Two whole runs whose evidence lists are compared: an arm failing on a loaded machine would
+    // change the list, so nothing else times beside them.
+    let _g = exclusive();
     let t = Camp::new();
     t.profile("inc", FAST);
     t.profile(
