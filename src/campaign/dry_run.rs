@@ -7,6 +7,79 @@ use super::plan::{Phase, Plan, PlanStep, StepKind};
 use super::spec::{Arm, Campaign, Promotion};
 use std::fmt::Write as _;
 
+/// One lane's settings: its address and timings, then its GPUs.
+fn render_lane(o: &mut String, label: &str, l: &super::spec::Lane) {
+    let _ = writeln!(
+        o,
+        "{label} {} (health {}, ready within {} s, stop grace {} s)",
+        l.base_url(),
+        l.health_path,
+        l.ready_timeout_s,
+        l.stop_grace_s
+    );
+    if l.gpus.is_empty() {
+        let _ = writeln!(
+            o,
+            "  gpus       none: the idle baseline and memory-reserve steps are left out"
+        );
+    } else {
+        let _ = writeln!(
+            o,
+            "  gpus       {}; keep {} MiB free after an arm is ready; idle baseline at most {} MiB used",
+            l.gpus.join(", "),
+            l.memory_reserve_mib,
+            l.idle_baseline_max_mib
+        );
+    }
+}
+
+impl Plan {
+    /// `[[lanes]]`: every lane with its settings, its incumbent and the arms scheduled on it, in
+    /// the order they run there.
+    fn render_lanes(&self, o: &mut String) {
+        let c = &self.campaign;
+        let lanes = c.lanes();
+        let _ = writeln!(
+            o,
+            "lanes        {} lane(s); each runs its arms one at a time, the lanes side by side (longest arm first, to the least-loaded lane; a speculative arm beside its control; an incumbent on its own lane)",
+            lanes.len()
+        );
+        for (l, q) in lanes.iter().zip(&self.schedule.lanes) {
+            render_lane(o, &format!("lane {:<7}", l.id), &l.lane);
+            let _ = writeln!(
+                o,
+                "  incumbent  {}",
+                l.incumbent.as_deref().map_or(
+                    "none (a qualification lane: nothing to stop or restore)".to_string(),
+                    |i| format!("{i} (stopped first, restored exactly afterwards)")
+                )
+            );
+            let _ = writeln!(
+                o,
+                "  schedule   {} arm(s), {} steps expected",
+                q.arms.len(),
+                q.steps()
+            );
+            for (n, a) in q.arms.iter().enumerate() {
+                let _ = writeln!(
+                    o,
+                    "    {}. {} ({} steps): {}",
+                    n + 1,
+                    a.arm,
+                    a.steps,
+                    a.why.words()
+                );
+            }
+        }
+        if c.multi_lane() {
+            let _ = writeln!(
+                o,
+                "  note       running several lanes is not built yet: `bakeoff run` refuses this campaign; the plan below lists every arm's steps in file order, as on one lane"
+            );
+        }
+    }
+}
+
 fn list<T, F: Fn(&T) -> String>(items: &[T], f: F) -> String {
     if items.is_empty() {
         "none".into()
@@ -46,28 +119,10 @@ impl Plan {
         let _ = writeln!(o, "  hardware   {hw}");
         let _ = writeln!(o, "  topology   {}", id.topology);
         let _ = writeln!(o, "  output     {}", id.output.display());
-        let l = &c.lane;
-        let _ = writeln!(
-            o,
-            "lane         {} (health {}, ready within {} s, stop grace {} s)",
-            l.base_url(),
-            l.health_path,
-            l.ready_timeout_s,
-            l.stop_grace_s
-        );
-        if l.gpus.is_empty() {
-            let _ = writeln!(
-                o,
-                "  gpus       none: the idle baseline and memory-reserve steps are left out"
-            );
+        if c.fleet.is_empty() {
+            render_lane(&mut o, "lane        ", &c.lane);
         } else {
-            let _ = writeln!(
-                o,
-                "  gpus       {}; keep {} MiB free after an arm is ready; idle baseline at most {} MiB used",
-                l.gpus.join(", "),
-                l.memory_reserve_mib,
-                l.idle_baseline_max_mib
-            );
+            self.render_lanes(&mut o);
         }
         let w = &c.workload;
         let _ = writeln!(

@@ -21,6 +21,7 @@ mod loader;
 mod paths;
 pub mod plan;
 mod resume;
+pub mod schedule;
 pub mod spec;
 mod validate;
 

@@ -361,6 +361,9 @@ pub struct Plan {
     pub steps: Vec<PlanStep>,
     /// The suites the gate steps run, as read when the plan was made.
     pub suites: Vec<SuiteDigest>,
+    /// Which lane each arm runs on, in what order (one lane: every arm, in file order).
+    #[serde(skip)]
+    pub schedule: super::schedule::Schedule,
 }
 
 /// A suite a gate runs: where it comes from, the SHA-256 of its bytes and how many cases (tools)
@@ -442,6 +445,7 @@ pub fn plan(c: &Campaign) -> Plan {
         arm_steps(&mut b, c, arm, items);
     }
     restoration_steps(&mut b, c);
+    let schedule = schedule(c, &b.steps);
     Plan {
         campaign: c.clone(),
         request: RequestContract {
@@ -453,7 +457,36 @@ pub fn plan(c: &Campaign) -> Plan {
         },
         steps: b.steps,
         suites: suite_digests(c),
+        schedule,
     }
+}
+
+/// The arms over the campaign's lanes, each weighed by its arm steps in the plan.
+fn schedule(c: &Campaign, steps: &[PlanStep]) -> super::schedule::Schedule {
+    use super::schedule::{assign, ArmLoad, LaneSlot};
+    let lanes: Vec<LaneSlot> = c
+        .lanes()
+        .into_iter()
+        .map(|l| LaneSlot {
+            address: l.lane.address(),
+            id: l.id,
+            incumbent: l.incumbent,
+        })
+        .collect();
+    let arms: Vec<ArmLoad> = c
+        .arms
+        .iter()
+        .map(|a| ArmLoad {
+            id: a.id.clone(),
+            steps: steps
+                .iter()
+                .filter(|s| s.phase == Phase::Arm && s.arm.as_deref() == Some(a.id.as_str()))
+                .count(),
+            paired_with: a.speculative.as_ref().map(|s| s.control.clone()),
+            bound_to: c.bound_lane(a),
+        })
+        .collect();
+    assign(&lanes, &arms)
 }
 
 /// The plan's steps as they are added, numbered in order.

@@ -154,6 +154,13 @@ fn what_to_run(args: &RunArgs) -> Result<Option<(Campaign, PathBuf, bool)>> {
         print!("{}", campaign::plan(&c).render(&Mask::from_process_env(&c)));
         return Ok(None);
     }
+    if c.multi_lane() {
+        return Err(refuse(format!(
+            "campaign {} declares {} lanes: running arms over several lanes is not built yet (`--dry-run` prints the lanes and the schedule); for now, run it with one lane",
+            c.campaign.id,
+            c.lanes().len()
+        )));
+    }
     // Its campaign loads from any directory (the bundle records absolute paths), and a file
     // that changed is refused above, even for a bundle with nothing left to run.
     let bundle = super::absolute(&bundle);

@@ -31,6 +31,7 @@ mod campaign {
 mod client;
 mod decide;
 mod engine;
+mod fleet;
 mod history;
 mod history_campaigns;
 mod gate {

@@ -5,9 +5,11 @@ use super::arms::{Arm, Role};
 use super::gates::Gates;
 use super::hashing::{canonical_json, hex_sha256};
 use super::identity::{Identity, Lane};
+use super::lanes::{names_port, LaneEntry, NamedLane, SINGLE_LANE_ID};
 use super::recipes::EnvValue;
 use super::workload::Workload;
 use crate::evidence::Policy;
+use crate::lane::recipe::At;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -17,8 +19,14 @@ use std::path::PathBuf;
 pub struct Campaign {
     /// `[campaign]`: identity and output.
     pub campaign: Identity,
-    /// `[lane]`: where every arm runs, one at a time.
+    /// `[lane]`: where every arm runs, one at a time. With `[[lanes]]` instead, load sets it to
+    /// the incumbent's lane (the one the restoration steps act on).
+    #[serde(default = "Lane::unset")]
     pub lane: Lane,
+    /// `[[lanes]]`: several lanes, arms spread over them (empty with `[lane]`; see
+    /// [`Campaign::lanes`] for both forms as one list).
+    #[serde(rename = "lanes", default, skip_serializing_if = "Vec::is_empty")]
+    pub fleet: Vec<LaneEntry>,
     /// `[workload]`: the matched workload every arm gets.
     pub workload: Workload,
     /// `[gates]`: which pass/fail checks run, and their parameters.
@@ -127,5 +135,74 @@ impl Campaign {
             }
         }
         out
+    }
+}
+
+/// The lanes, both forms as one list.
+impl Campaign {
+    /// Every lane, in file order: the one `[lane]` (id [`SINGLE_LANE_ID`], the incumbent's), or
+    /// each `[[lanes]]` table.
+    pub fn lanes(&self) -> Vec<NamedLane> {
+        if self.fleet.is_empty() {
+            let incumbent = self
+                .arms
+                .iter()
+                .find(|a| a.role == Role::Incumbent)
+                .map(|a| a.id.clone());
+            return vec![NamedLane {
+                id: SINGLE_LANE_ID.into(),
+                incumbent,
+                lane: self.lane.clone(),
+            }];
+        }
+        self.fleet
+            .iter()
+            .map(|e| NamedLane {
+                id: e.id.clone(),
+                incumbent: e.incumbent.clone(),
+                lane: e.lane(),
+            })
+            .collect()
+    }
+
+    /// The lane an arm's own start command ties it to when there are several: the one lane whose
+    /// port the command names on every lane it could start on (a literal `--port 8001` in a
+    /// process argv). None when the command follows the lane (a reference arm) or names no
+    /// lane's port, and always with one lane.
+    pub fn bound_lane(&self, arm: &Arm) -> Option<String> {
+        let lanes = self.lanes();
+        if lanes.len() < 2 {
+            return None;
+        }
+        let argvs: Vec<Vec<String>> = lanes
+            .iter()
+            .map(|l| {
+                let at = At {
+                    campaign_id: &self.campaign.id,
+                    arm_id: &arm.id,
+                    host: &l.lane.host,
+                    port: l.lane.port,
+                    gpus: &l.lane.gpus,
+                    stop_grace_s: l.lane.stop_grace_s,
+                };
+                arm.recipe()
+                    .command(&at)
+                    .map(|c| c.start.argv)
+                    .unwrap_or_default()
+            })
+            .collect();
+        let named: Vec<&NamedLane> = lanes
+            .iter()
+            .filter(|l| argvs.iter().all(|argv| names_port(argv, l.lane.port)))
+            .collect();
+        match named.as_slice() {
+            [one] => Some(one.id.clone()),
+            _ => None,
+        }
+    }
+
+    /// Whether the campaign runs on more than one lane (evidence names then carry the lane).
+    pub fn multi_lane(&self) -> bool {
+        self.fleet.len() > 1
     }
 }

@@ -68,23 +68,43 @@ pub struct Lane {
     pub stop_grace_s: u64,
 }
 
-fn default_host() -> String {
+pub(super) fn default_host() -> String {
     "127.0.0.1".into()
 }
-fn default_idle_max() -> u64 {
+pub(super) fn default_idle_max() -> u64 {
     1024
 }
-fn default_health() -> String {
+pub(super) fn default_health() -> String {
     "/health".into()
 }
-fn default_ready_timeout() -> u64 {
+pub(super) fn default_ready_timeout() -> u64 {
     600
 }
-fn default_stop_grace() -> u64 {
+pub(super) fn default_stop_grace() -> u64 {
     30
 }
 
 impl Lane {
+    /// The placeholder `[lane]` of a campaign that declares `[[lanes]]` instead (load replaces it
+    /// with the incumbent's lane, and refuses a file with neither).
+    pub fn unset() -> Lane {
+        Lane {
+            host: default_host(),
+            port: 0,
+            gpus: Vec::new(),
+            memory_reserve_mib: 0,
+            idle_baseline_max_mib: default_idle_max(),
+            health_path: default_health(),
+            ready_timeout_s: default_ready_timeout(),
+            stop_grace_s: default_stop_grace(),
+        }
+    }
+
+    /// `host:port`.
+    pub fn address(&self) -> String {
+        format!("{}:{}", self.host, self.port)
+    }
+
     /// `http://host:port`.
     pub fn base_url(&self) -> String {
         if self.host.contains(':') {

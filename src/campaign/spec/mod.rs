@@ -10,6 +10,7 @@ mod campaign;
 mod gates;
 mod hashing;
 mod identity;
+mod lanes;
 mod promotion;
 mod recipes;
 mod workload;
@@ -20,6 +21,7 @@ pub use campaign::{Campaign, HistoryTable, Source};
 pub use gates::{Gates, PreflightGate, QualityGate, RetrievalGate, ToolsGate};
 pub use hashing::{canonical_json, hex_sha256};
 pub use identity::{Identity, Lane};
+pub use lanes::{LaneEntry, NamedLane, SINGLE_LANE_ID};
 pub use promotion::PromotionTable;
 pub use recipes::{
     ContainerRecipe, EndpointRecipe, EnvValue, ProcessRecipe, ReferenceRecipe, SlurmRecipe, Volume,

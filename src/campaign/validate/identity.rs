@@ -1,9 +1,9 @@
-//! `[campaign]` and `[lane]`.
+//! `[campaign]` and one lane's settings (`[lane]`, or each `[[lanes]]` table: lanes.rs).
 
 use super::common::{is_id, limits, p, within};
-use crate::campaign::diag::Reporter;
+use crate::campaign::diag::{FieldPath, Reporter};
 use crate::campaign::paths::resolve;
-use crate::campaign::spec::Campaign;
+use crate::campaign::spec::{Campaign, Lane};
 use std::collections::HashSet;
 use std::path::Path;
 
@@ -37,22 +37,23 @@ pub(super) fn identity(c: &mut Campaign, dir: &Path, r: &mut Reporter) {
     };
 }
 
-pub(super) fn lane(c: &mut Campaign, r: &mut Reporter) {
-    let l = &c.lane;
+/// The checks of one lane's settings: `[lane]` (`at` = `lane`) or a `[[lanes]]` table (`at` =
+/// `lanes[i]`).
+pub(super) fn lane_settings(l: &Lane, at: &FieldPath, r: &mut Reporter) {
     if l.host.is_empty()
         || l.host.contains("://")
         || l.host.contains('/')
         || l.host.contains(char::is_whitespace)
     {
         r.error(
-            &p("lane.host"),
+            &at.key("host"),
             format!("`{}` is not a host name or address", l.host),
             "give the host only, e.g. \"127.0.0.1\" (no scheme, port or path)",
         );
     }
     if l.port == 0 {
         r.error(
-            &p("lane.port"),
+            &at.key("port"),
             "port 0 is not a port",
             "give a port number from 1 to 65535",
         );
@@ -61,14 +62,14 @@ pub(super) fn lane(c: &mut Campaign, r: &mut Reporter) {
     for (i, g) in l.gpus.iter().enumerate() {
         if !(g.starts_with("GPU-") || g.starts_with("MIG-")) || g.contains(char::is_whitespace) {
             r.error(
-                &p("lane.gpus").index(i),
+                &at.key("gpus").index(i),
                 format!("`{g}` is not a GPU UUID"),
                 "list the UUIDs `nvidia-smi -L` prints (\"GPU-…\" or \"MIG-…\"), not indexes",
             );
         }
         if !seen.insert(g) {
             r.error(
-                &p("lane.gpus").index(i),
+                &at.key("gpus").index(i),
                 format!("`{g}` is listed twice"),
                 "list each GPU once",
             );
@@ -76,30 +77,30 @@ pub(super) fn lane(c: &mut Campaign, r: &mut Reporter) {
     }
     if !l.health_path.starts_with('/') {
         r.error(
-            &p("lane.health_path"),
+            &at.key("health_path"),
             format!("`{}` is not a path", l.health_path),
             "give a path starting with `/`, e.g. \"/health\"",
         );
     }
     if l.ready_timeout_s == 0 {
         r.error(
-            &p("lane.ready_timeout_s"),
+            &at.key("ready_timeout_s"),
             "must be positive",
             "give the seconds an arm may take to become ready, e.g. 600",
         );
     }
     let secs = [
-        ("lane.ready_timeout_s", l.ready_timeout_s, 1),
-        ("lane.stop_grace_s", l.stop_grace_s, 0),
+        ("ready_timeout_s", l.ready_timeout_s, 1),
+        ("stop_grace_s", l.stop_grace_s, 0),
     ];
     for (f, v, lo) in secs {
         if v > limits::SECONDS {
-            within(r, &p(f), v, lo, limits::SECONDS, "seconds");
+            within(r, &at.key(f), v, lo, limits::SECONDS, "seconds");
         }
     }
     within(
         r,
-        &p("lane.memory_reserve_mib"),
+        &at.key("memory_reserve_mib"),
         l.memory_reserve_mib,
         0,
         limits::MIB,
@@ -107,7 +108,7 @@ pub(super) fn lane(c: &mut Campaign, r: &mut Reporter) {
     );
     within(
         r,
-        &p("lane.idle_baseline_max_mib"),
+        &at.key("idle_baseline_max_mib"),
         l.idle_baseline_max_mib,
         0,
         limits::MIB,

@@ -8,6 +8,7 @@ mod common;
 mod container;
 mod gates;
 mod identity;
+mod lanes;
 mod open_loop;
 mod policy;
 mod recipes;
@@ -29,7 +30,7 @@ pub(super) fn resolve_and_validate(
     let mut r = Reporter::new(file, index);
     let dir = c.source.dir.clone();
     identity::identity(c, &dir, &mut r);
-    identity::lane(c, &mut r);
+    lanes::lanes(c, &mut r);
     sources::sources(c, &dir, &mut r);
     workload::workload(c, &mut r);
     open_loop::open_loop(c, &mut r);
@@ -38,6 +39,7 @@ pub(super) fn resolve_and_validate(
         arms::arm(c, i, &dir, &mut r);
     }
     arms::across_arms(c, &mut r);
+    lanes::bound_arms(c, &mut r);
     workload::long_context(c, &mut r);
     policy::policy(c, &mut r);
     policy::promotion(c, &mut r);

@@ -1,0 +1,100 @@
+//! `[[lanes]]`: several lanes, each with an id, where it is, and the incumbent that serves it
+//! today (none on a qualification lane). `[lane]` stays the one-lane form; [`Campaign::lanes`]
+//! (campaign.rs) gives both forms as one list.
+
+use super::identity::{
+    default_health, default_host, default_idle_max, default_ready_timeout, default_stop_grace, Lane,
+};
+use serde::{Deserialize, Serialize};
+
+/// The id the one lane of a `[lane]` campaign has in the schedule (never in a file name: names
+/// carry the lane only when there are several).
+pub const SINGLE_LANE_ID: &str = "lane";
+
+/// One `[[lanes]]` table: the keys of `[lane]`, plus `id` and `incumbent`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LaneEntry {
+    /// Lowercase letters, digits and `-`; tags the lane's evidence and progress lines.
+    pub id: String,
+    /// The id of the `[[arms]]` incumbent that serves this lane today (stopped first, restored
+    /// exactly afterwards); absent on a qualification lane.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incumbent: Option<String>,
+    #[serde(default = "default_host")]
+    pub host: String,
+    pub port: u16,
+    #[serde(default)]
+    pub gpus: Vec<String>,
+    #[serde(default)]
+    pub memory_reserve_mib: u64,
+    #[serde(default = "default_idle_max")]
+    pub idle_baseline_max_mib: u64,
+    #[serde(default = "default_health")]
+    pub health_path: String,
+    #[serde(default = "default_ready_timeout")]
+    pub ready_timeout_s: u64,
+    #[serde(default = "default_stop_grace")]
+    pub stop_grace_s: u64,
+}
+
+impl LaneEntry {
+    /// The lane's settings in `[lane]`'s shape.
+    pub fn lane(&self) -> Lane {
+        Lane {
+            host: self.host.clone(),
+            port: self.port,
+            gpus: self.gpus.clone(),
+            memory_reserve_mib: self.memory_reserve_mib,
+            idle_baseline_max_mib: self.idle_baseline_max_mib,
+            health_path: self.health_path.clone(),
+            ready_timeout_s: self.ready_timeout_s,
+            stop_grace_s: self.stop_grace_s,
+        }
+    }
+}
+
+/// A lane of the campaign, either form.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NamedLane {
+    pub id: String,
+    /// The incumbent arm serving it today; None on a qualification lane.
+    pub incumbent: Option<String>,
+    pub lane: Lane,
+}
+
+/// Whether an argument is the port, `NAME=PORT` (`--port=8001`) or `HOST:PORT` (`0.0.0.0:8001`).
+/// A `HOST:PORT:CPORT` publish (a container's, whose host side follows the lane) is not.
+pub(super) fn names_port(argv: &[String], port: u16) -> bool {
+    let p = port.to_string();
+    argv.iter().any(|a| {
+        a == &p
+            || a.strip_suffix(p.as_str()).is_some_and(|head| {
+                head.ends_with('=') || (head.ends_with(':') && head.matches(':').count() == 1)
+            })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::names_port;
+
+    #[test]
+    fn a_port_is_named_alone_after_equals_or_after_a_host() {
+        let argv = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        for named in [
+            &["--port", "8001"][..],
+            &["--port=8001"][..],
+            &["--bind", "0.0.0.0:8001"][..],
+        ] {
+            assert!(names_port(&argv(named), 8001), "{named:?}");
+        }
+        for not in [
+            &["--port", "18001"][..],
+            &["--publish", "127.0.0.1:9000:8001"][..],
+            &["--threads", "80010"][..],
+        ] {
+            assert!(!names_port(&argv(not), 8001), "{not:?}");
+        }
+    }
+}
