@@ -102,6 +102,23 @@ error_budget_pct = 0
         self.t.path(name)
     }
 
+    /// `bakeoff run` of the same campaign into `again/` (refused while the lane record or a
+    /// failed rollback's mark says the lane is not the bundle's).
+    fn run_again(&self) -> Output {
+        let campaign = self.t.path("campaign.toml");
+        let out = self.folder("again");
+        bakeoff(
+            &self.locks,
+            &[
+                "run",
+                campaign.to_str().unwrap(),
+                "--output",
+                out.to_str().unwrap(),
+                "--no-progress",
+            ],
+        )
+    }
+
     fn serves(&self) -> Option<String> {
         listener_model(self.t.port)
     }
@@ -275,16 +292,7 @@ fn promotion_refusals_dry_run_rollback_and_keep() {
     assert_eq!(code(&o), 2, "{}", text(&o));
     assert!(text(&o).contains("drift"), "{}", text(&o));
     // A campaign declaring the old incumbent is refused by the lane record.
-    let o = bakeoff(
-        &l.locks,
-        &[
-            "run",
-            l.t.path("campaign.toml").to_str().unwrap(),
-            "--output",
-            l.folder("again").to_str().unwrap(),
-            "--no-progress",
-        ],
-    );
+    let o = l.run_again();
     assert_eq!(code(&o), 2, "{}", text(&o));
     assert!(
         text(&o).contains("lane record says") && text(&o).contains("--accept-lane-drift"),
@@ -397,16 +405,7 @@ fn promotion_killed_at_each_point_is_recovered() {
     let o = bakeoff(&l.locks, &["lane", "status", &l.t.port.to_string()]);
     assert_eq!(code(&o), 4, "{}", text(&o));
     assert!(text(&o).contains("ROLLBACK FAILED"), "{}", text(&o));
-    let o = bakeoff(
-        &l.locks,
-        &[
-            "run",
-            l.t.path("campaign.toml").to_str().unwrap(),
-            "--output",
-            l.folder("again").to_str().unwrap(),
-            "--no-progress",
-        ],
-    );
+    let o = l.run_again();
     assert_eq!(code(&o), 2, "{}", text(&o));
     assert!(text(&o).contains("ROLLBACK FAILED"), "{}", text(&o));
     let o = l.promote(&["--confirm"]);
