@@ -4,7 +4,7 @@
 //! has no change point. The smallest campaign that runs: two arms, one smoke gate, three warm
 //! requests (about 2 s a campaign on the 2-core VM).
 
-use crate::support::campaign::{cleanup, reference_arm, run, text, Camp};
+use crate::support::campaign::{cleanup, run, text, Camp, Small};
 use std::process::Command;
 use std::time::Instant;
 
@@ -12,32 +12,17 @@ const RUNS: usize = 30;
 const STEP_AT: usize = 20;
 
 fn campaign(t: &Camp) -> std::path::PathBuf {
-    let mut s = t.head("history-acceptance", "");
-    s.push_str(
-        r#"
-[workload]
-ranking_priority = ["ttft"]
-matched_prompt_tokens = 64
-max_tokens = 4
-warm_repetitions = 3
-concurrency = [1]
-
-[gates]
-preflight = ["smoke"]
-
-[policy]
-required_gates = ["smoke", "restoration"]
-
-[history]
-db = "history.sqlite"
-"#,
-    );
-    for (id, role) in [("inc", "incumbent"), ("cand", "candidate")] {
-        s.push_str(&reference_arm(id, role, id, ""));
-    }
-    let p = t.path("campaign.toml");
-    std::fs::write(&p, s).unwrap();
-    p
+    let small = Small {
+        ranking: r#""ttft""#,
+        max_tokens: 4,
+        tables: "[history]\ndb = \"history.sqlite\"\n",
+        ..Small::default()
+    };
+    t.write_small(
+        "history-acceptance",
+        &small,
+        &[("inc", "incumbent"), ("cand", "candidate")],
+    )
 }
 
 #[test]

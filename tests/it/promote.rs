@@ -34,27 +34,8 @@ struct Lane {
     inc: Option<Child>,
 }
 
-impl Lane {
-    /// A campaign (`inc` the incumbent, serving) with `arms` (id, profile), run to its bundle.
-    fn new(arms: &[(&str, &str)]) -> Lane {
-        let t = Camp::new();
-        t.profile("inc", INC);
-        let mut s = t.head("promo", "");
-        s.push_str(
-            r#"
-[workload]
-ranking_priority = ["ttft", "decode_tokens_per_second"]
-matched_prompt_tokens = 32
-max_tokens = 8
-warm_repetitions = 3
-concurrency = [1]
-
-[gates]
-preflight = ["smoke"]
-
-[policy]
-required_gates = ["smoke", "restoration"]
-
+/// The bake of every test: short, at a rate a 2-core machine keeps.
+const PROMOTION: &str = r#"
 [promotion]
 bake_s = 1.5
 interval_s = 0.5
@@ -64,14 +45,24 @@ failure_limit = 1
 ttft_p95_within_pct = 400
 decode_tok_s_within_pct = 90
 error_budget_pct = 0
-"#,
-        );
-        s.push_str(&reference_arm("inc", "incumbent", "inc", ""));
+"#;
+
+impl Lane {
+    /// A campaign (`inc` the incumbent, serving) with `arms` (id, profile), run to its bundle.
+    fn new(arms: &[(&str, &str)]) -> Lane {
+        let t = Camp::new();
+        t.profile("inc", INC);
+        let mut all = vec![("inc", "incumbent")];
         for (id, body) in arms {
             t.profile(id, body);
-            s.push_str(&reference_arm(id, "candidate", id, ""));
+            all.push((*id, "candidate"));
         }
-        std::fs::write(t.path("campaign.toml"), s).unwrap();
+        let small = Small {
+            prompt: 32,
+            tables: PROMOTION,
+            ..Small::default()
+        };
+        t.write_small("promo", &small, &all);
         let locks = t.path("locks");
         let inc = Some(t.start_incumbent("inc"));
         let o = bakeoff(

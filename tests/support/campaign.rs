@@ -531,3 +531,86 @@ pub fn one_error_in_file(
 pub fn one_error(text: &str, needle: (&str, usize), field: &str) -> String {
     one_error_in_file(text, needle, field).1
 }
+
+/// The `[workload]`, `[gates]` and `[policy]` tables of a small reference-engine campaign: the
+/// smoke gate only, restoration required, a few requests per arm. For tests that need a campaign
+/// to run in seconds (promotion, history, open-loop and workload-source tests).
+pub struct Small<'a> {
+    /// The body of `ranking_priority = [...]`.
+    pub ranking: &'a str,
+    pub prompt: u32,
+    pub max_tokens: u32,
+    pub reps: u32,
+    /// The body of `concurrency = [...]`.
+    pub concurrency: &'a str,
+    /// Lines inside `[workload]`, after the keys above.
+    pub workload: &'a str,
+    /// `[workload.sampling] ignore_eos = true`.
+    pub ignore_eos: bool,
+    /// Further tables (`[workload.open_loop]`, `[promotion]`, `[history]`, ...).
+    pub tables: &'a str,
+}
+
+impl Default for Small<'_> {
+    fn default() -> Self {
+        Small {
+            ranking: r#""ttft", "decode_tokens_per_second""#,
+            prompt: 64,
+            max_tokens: 8,
+            reps: 3,
+            concurrency: "1",
+            workload: "",
+            ignore_eos: false,
+            tables: "",
+        }
+    }
+}
+
+impl Small<'_> {
+    pub fn toml(&self) -> String {
+        let sampling = if self.ignore_eos {
+            "[workload.sampling]\nignore_eos = true\n"
+        } else {
+            ""
+        };
+        format!(
+            r#"
+[workload]
+ranking_priority = [{}]
+matched_prompt_tokens = {}
+max_tokens = {}
+warm_repetitions = {}
+concurrency = [{}]
+{}
+{sampling}{}
+[gates]
+preflight = ["smoke"]
+
+[policy]
+required_gates = ["smoke", "restoration"]
+"#,
+            self.ranking,
+            self.prompt,
+            self.max_tokens,
+            self.reps,
+            self.concurrency,
+            self.workload,
+            self.tables
+        )
+    }
+}
+
+impl Camp {
+    /// `campaign.toml` from [`Camp::head`], `small` and a reference arm per `(id, role)` (each
+    /// with the profile of its own name).
+    pub fn write_small(&self, id: &str, small: &Small, arms: &[(&str, &str)]) -> PathBuf {
+        let mut s = self.head(id, "");
+        s.push_str(&small.toml());
+        for (arm, role) in arms {
+            s.push_str(&reference_arm(arm, role, arm, ""));
+        }
+        let p = self.path("campaign.toml");
+        std::fs::write(&p, s).unwrap();
+        p
+    }
+}

@@ -20,31 +20,19 @@ fn multiturn() -> PathBuf {
 fn write(t: &Camp, profile: &str, workload: &str, tables: &str) -> PathBuf {
     t.profile("inc", profile);
     t.profile("cand", profile);
-    let mut s = t.head("open-loop", "");
-    s.push_str(&format!(
-        r#"
-[workload]
-ranking_priority = ["ttft", "decode_tokens_per_second"]
-matched_prompt_tokens = 64
-max_tokens = 16
-warm_repetitions = 2
-concurrency = [1]
-{workload}
-[workload.sampling]
-ignore_eos = true
-{tables}
-[gates]
-preflight = ["smoke"]
-
-[policy]
-required_gates = ["smoke", "restoration"]
-"#
-    ));
-    s.push_str(&reference_arm("inc", "incumbent", "inc", ""));
-    s.push_str(&reference_arm("cand", "candidate", "cand", ""));
-    let p = t.path("campaign.toml");
-    std::fs::write(&p, s).unwrap();
-    p
+    let small = Small {
+        max_tokens: 16,
+        reps: 2,
+        workload,
+        ignore_eos: true,
+        tables,
+        ..Small::default()
+    };
+    t.write_small(
+        "open-loop",
+        &small,
+        &[("inc", "incumbent"), ("cand", "candidate")],
+    )
 }
 
 fn keys(v: &Value) -> BTreeSet<String> {

@@ -25,31 +25,18 @@ fn sample() -> PathBuf {
 fn write(t: &Camp, workload: &str, tables: &str) -> PathBuf {
     t.profile("inc", PROFILE);
     t.profile("cand", PROFILE);
-    let mut s = t.head("sources", "");
-    s.push_str(&format!(
-        r#"
-[workload]
-ranking_priority = ["ttft", "decode_tokens_per_second"]
-matched_prompt_tokens = 64
-max_tokens = 8
-warm_repetitions = 3
-concurrency = [1, 2]
-{workload}
-[workload.sampling]
-ignore_eos = true
-{tables}
-[gates]
-preflight = ["smoke"]
-
-[policy]
-required_gates = ["smoke", "restoration"]
-"#
-    ));
-    s.push_str(&reference_arm("inc", "incumbent", "inc", ""));
-    s.push_str(&reference_arm("cand", "candidate", "cand", ""));
-    let p = t.path("campaign.toml");
-    std::fs::write(&p, s).unwrap();
-    p
+    let small = Small {
+        concurrency: "1, 2",
+        workload,
+        ignore_eos: true,
+        tables,
+        ..Small::default()
+    };
+    t.write_small(
+        "sources",
+        &small,
+        &[("inc", "incumbent"), ("cand", "candidate")],
+    )
 }
 
 /// The request lines of an arm's timing steps, by evidence file, in plan order.
