@@ -6,7 +6,10 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use crate::support::exclusive as serial;
+// Shared, not exclusive: these tests assert what happens on a fault, not timing figures, so two
+// run at once (their campaigns are on their own ports, lock folders and temp dirs); no timing
+// test (exclusive) runs beside them.
+use crate::support::shared;
 
 const FAST: &str = "ttft_ms = 10\ndecode_tok_s = 400\ncontext_tokens = 4096";
 /// A slow decode: the arm's timing steps take seconds, time to act during the arm.
@@ -14,7 +17,7 @@ const SLOW: &str = "ttft_ms = 10\ndecode_tok_s = 20\ncontext_tokens = 4096";
 
 #[test]
 fn a_second_run_on_the_lane_is_refused_naming_the_first() {
-    let _g = serial();
+    let _g = shared();
     let t = Camp::new();
     let file = t.write_profiled(&[("inc", FAST), ("a", SLOW)]);
     let locks = t.path("locks");
@@ -110,7 +113,7 @@ fn done_steps_have_files(b: &Path) -> usize {
 
 #[test]
 fn evidence_that_cannot_be_written_stops_the_arm_and_restores() {
-    let _g = serial();
+    let _g = shared();
     let t = Camp::new();
     let file = t.write_profiled(&[("inc", FAST), ("a", SLOW), ("b", FAST)]);
     let mut run = t.spawn_run("inc", &file, None);
@@ -166,7 +169,7 @@ fn evidence_that_cannot_be_written_stops_the_arm_and_restores() {
 
 #[test]
 fn a_failed_restoration_says_why_what_serves_and_how_to_restart() {
-    let _g = serial();
+    let _g = shared();
     let t = Camp::new();
     let file = t.write_profiled(&[("inc", FAST), ("a", FAST)]);
     let mut run = t.spawn_run("inc", &file, None);
@@ -196,7 +199,7 @@ fn a_failed_restoration_says_why_what_serves_and_how_to_restart() {
 
 #[test]
 fn a_profile_edited_between_stop_and_restore_fails_the_identity_naming_it() {
-    let _g = serial();
+    let _g = shared();
     let t = Camp::new();
     let file = t.write_profiled(&[("inc", FAST), ("a", SLOW)]);
     let mut run = t.spawn_run("inc", &file, None);
@@ -273,7 +276,7 @@ fn fill(p: &Path) {
 
 #[test]
 fn a_disk_that_fills_and_stays_full_leaves_the_incumbent_serving() {
-    let _g = serial();
+    let _g = shared();
     let t = Camp::new();
     let Some(disk) = Tmpfs::mount(&t.path("disk"), "8m") else {
         eprintln!("SKIPPED: cannot mount a tmpfs here (needs root); the unwritable-file test above covers the runner's handling");
@@ -311,7 +314,7 @@ fn a_disk_that_fills_and_stays_full_leaves_the_incumbent_serving() {
 
 #[test]
 fn a_disk_full_for_a_second_never_leaves_a_complete_bundle_with_a_missing_file() {
-    let _g = serial();
+    let _g = shared();
     let t = Camp::new();
     let Some(disk) = Tmpfs::mount(&t.path("disk"), "4m") else {
         eprintln!("SKIPPED: cannot mount a tmpfs here (needs root); the unwritable-file test above covers the runner's handling");
@@ -416,7 +419,7 @@ fn a_disk_full_for_a_second_never_leaves_a_complete_bundle_with_a_missing_file()
 
 #[test]
 fn a_restoration_whose_proof_cannot_be_written_is_unproven_never_passed() {
-    let _g = serial();
+    let _g = shared();
     let t = Camp::new();
     let file = t.write_profiled(&[("inc", FAST), ("a", FAST)]);
     let mut run = t.spawn_run("inc", &file, None);
@@ -469,7 +472,7 @@ fn a_restoration_whose_proof_cannot_be_written_is_unproven_never_passed() {
 
 #[test]
 fn sigint_during_the_restorations_last_step_exits_130_interrupted() {
-    let _g = serial();
+    let _g = shared();
     let t = Camp::new();
     let file = t.write_profiled(&[("inc", FAST), ("a", FAST)]);
     let marker = t.path("paused");

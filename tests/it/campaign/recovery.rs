@@ -13,7 +13,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::support::exclusive as serial;
+// Shared, not exclusive: these tests assert what happens on a fault, not timing figures, so two
+// run at once (their campaigns are on their own ports, lock folders and temp dirs); no timing
+// test (exclusive) runs beside them.
+use crate::support::shared;
 
 const FAST: &str = "ttft_ms = 10\ndecode_tok_s = 400\ncontext_tokens = 4096";
 /// A slow decode: the candidate's timing steps take seconds, time to kill bakeoff while it serves.
@@ -216,7 +219,7 @@ fn resume_completes(s: &Setup) -> String {
 
 #[test]
 fn sigkill_while_a_candidate_serves_then_resume_restores_and_completes() {
-    let _g = serial();
+    let _g = shared();
     let mut s = Setup::start(SLOW);
     let (pid, pgid) = killed_while_the_candidate_serves(&mut s);
     let err = resume_completes(&s);
@@ -239,7 +242,7 @@ fn sigkill_while_a_candidate_serves_then_resume_restores_and_completes() {
 
 #[test]
 fn sigkill_during_the_incumbent_stop_then_resume_restores_and_completes() {
-    let _g = serial();
+    let _g = shared();
     let mut s = Setup::start(FAST);
     let run = s.run(Some("incumbent-stopped"));
     let marker = s.t.path("paused");
@@ -259,7 +262,7 @@ fn sigkill_during_the_incumbent_stop_then_resume_restores_and_completes() {
 
 #[test]
 fn sigkill_during_restoration_then_resume_restores_and_completes() {
-    let _g = serial();
+    let _g = shared();
     let mut s = Setup::start(FAST);
     let run = s.run(Some("restoration-launched"));
     let marker = s.t.path("paused");
@@ -289,7 +292,7 @@ fn sigkill_during_restoration_then_resume_restores_and_completes() {
 
 #[test]
 fn recover_alone_puts_the_incumbent_back() {
-    let _g = serial();
+    let _g = shared();
     let mut s = Setup::start(SLOW);
     let (pid, pgid) = killed_while_the_candidate_serves(&mut s);
     let o = bakeoff(&s.locks, &["recover", s.b.to_str().unwrap()])
@@ -329,7 +332,7 @@ fn recover_alone_puts_the_incumbent_back() {
 
 #[test]
 fn a_pid_reused_by_another_process_is_not_killed() {
-    let _g = serial();
+    let _g = shared();
     let mut s = Setup::start(SLOW);
     let (pid, _) = killed_while_the_candidate_serves(&mut s);
     // The candidate ends; its pid is then "given" to another process: the journal's pid is made
@@ -378,7 +381,7 @@ fn a_pid_reused_by_another_process_is_not_killed() {
 
 #[test]
 fn sigkill_before_the_pid_is_recorded_finds_the_arm_by_argv_and_start_time() {
-    let _g = serial();
+    let _g = shared();
     let mut s = Setup::start(SLOW);
     let run = s.run(Some("launch-unrecorded"));
     let marker = s.t.path("paused");
@@ -463,7 +466,7 @@ fn from(s: &Setup, cwd: &Path, args: &[&str]) -> std::process::Output {
 
 #[test]
 fn recover_and_resume_from_another_directory_put_the_lane_back_and_complete() {
-    let _g = serial();
+    let _g = shared();
     let mut s = Setup::start(SLOW);
     let pid = killed_relative_run(&mut s);
     let b = s.b.to_str().unwrap().to_string();
@@ -521,7 +524,7 @@ fn resume_refused(s: &Setup, bundle: &str) -> String {
 
 #[test]
 fn resume_of_a_copied_bundle_from_another_directory_names_a_moved_file_then_completes() {
-    let _g = serial();
+    let _g = shared();
     let mut s = Setup::start(SLOW);
     let pid = killed_relative_run(&mut s);
     // The bundle is copied elsewhere (the candidate still serves the lane).
