@@ -391,6 +391,7 @@ fn context_files(db: &str, bundle: &Path) -> Result<(Files, Vec<String>)> {
         store: store.describe(),
         written_at: crate::clock::wall_rfc3339(),
         lines: history::context::verdict_lines(&cx.lines, &cx.drifting),
+        informational: history::context::informational_lines(&cx.lines),
         trend: Some(names::HISTORY_TREND.into()),
     };
     let files = vec![

@@ -1,6 +1,8 @@
 //! `history-context.json`: what the history store said about a run, as plain lines. `bakeoff
 //! run` with a history store writes it before the verdict is rendered; the report reads its
-//! lines into the verdict's limitations (never its ranking) and links the trend page it names.
+//! lines (what lies beyond the history's spread) into the verdict's limitations (never its
+//! ranking), and shows its informational lines (what lies within) beside the link to the trend
+//! page it names.
 //! The history itself is not read here: the bundle carries what was said, so `bakeoff report
 //! DIR` re-derives the same documents without the database.
 
@@ -16,9 +18,13 @@ pub struct HistoryContext {
     pub store: String,
     /// When it was computed (RFC 3339).
     pub written_at: String,
-    /// Each a limitation of the verdict: an arm's figures today against its own history, a lane
-    /// whose control drifts.
+    /// Each a limitation of the verdict: an arm's figure today beyond its own history's spread,
+    /// a lane whose control drifts.
     pub lines: Vec<String>,
+    /// What lies within the history's spread (an arm whose figures today look like its last
+    /// runs): shown beside the trend link in `report.html`, never a limitation.
+    #[serde(default)]
+    pub informational: Vec<String>,
     /// The trend page in the bundle (`history-trend.html`), when one was written.
     pub trend: Option<String>,
 }

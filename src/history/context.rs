@@ -124,35 +124,191 @@ pub fn drifting_lanes(series: &[Series], lines: &[Line]) -> Vec<String> {
 }
 
 /// The verdict's limitation lines: each `@c1` figure of an arm beyond its history's spread (the
-/// figures the run prints), one line for an arm whose figures all lie within it, and each lane
-/// whose control drifts. Arms without enough history get none.
+/// figures the run prints), then each lane whose control drifts. A figure within its spread is
+/// no limitation: it says the run looks like its history ([`informational_lines`]). Arms without
+/// enough history get none.
 pub fn verdict_lines(lines: &[Line], drifting: &[String]) -> Vec<String> {
-    let mut out = Vec::new();
+    let mut out: Vec<String> = lines
+        .iter()
+        .filter(|l| l.beyond && l.figure.ends_with("@c1"))
+        .map(|l| format!("History: {}.", l.text()))
+        .collect();
+    out.extend(drifting.iter().map(|d| {
+        format!("History: {d}; every arm measured there today shares the drift, so compare them with that in mind.")
+    }));
+    out
+}
+
+/// One line per arm whose `@c1` figures lie (some or all) within its history's spread: shown
+/// beside the trend link and printed, never a limitation of the verdict.
+pub fn informational_lines(lines: &[Line]) -> Vec<String> {
     let mut arms: Vec<(&str, &str)> = Vec::new();
     for l in lines {
         if !arms.iter().any(|(a, _)| *a == l.arm) {
             arms.push((&l.arm, &l.role));
         }
     }
+    let mut out = Vec::new();
     for (arm, role) in arms {
         let mine: Vec<&Line> = lines
             .iter()
             .filter(|l| l.arm == arm && l.figure.ends_with("@c1"))
             .collect();
-        let beyond: Vec<&&Line> = mine.iter().filter(|l| l.beyond).collect();
-        if beyond.is_empty() {
-            if let Some(l) = mine.first() {
-                out.push(format!(
-                    "History: {role} `{arm}`: its {} single-stream figures today lie within its last {} runs on this GPU and lane.",
-                    mine.len(),
-                    l.runs
-                ));
-            }
-        }
-        out.extend(beyond.iter().map(|l| format!("History: {}.", l.text())));
+        let within: Vec<&&Line> = mine.iter().filter(|l| !l.beyond).collect();
+        let Some(l) = within.first() else { continue };
+        let names: Vec<&str> = within.iter().map(|l| l.figure.as_str()).collect();
+        let which = match (within.len() == mine.len(), within.len()) {
+            (true, 1) => format!("its single-stream figure ({}) today lies", names[0]),
+            (true, n) => format!("its {n} single-stream figures today lie"),
+            (false, 1) => format!("its other single-stream figure ({}) today lies", names[0]),
+            (false, _) => format!(
+                "its other single-stream figures ({}) today lie",
+                names.join(", ")
+            ),
+        };
+        out.push(format!(
+            "History: {role} `{arm}`: {which} within its last {} runs on this GPU and lane.",
+            l.runs
+        ));
     }
-    out.extend(drifting.iter().map(|d| {
-        format!("History: {d}; every arm measured there today shares the drift, so compare them with that in mind.")
-    }));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::series::{Key, Point};
+
+    /// A series of `arm`'s `figure` on one lane: the earlier runs' values, then today's (`d-now`).
+    fn series(arm: &str, role: &str, figure: &str, earlier: &[f64], today: f64) -> Series {
+        let point = |i: usize, v: f64| Point {
+            digest: if i == earlier.len() {
+                "d-now".into()
+            } else {
+                format!("d-{i}")
+            },
+            campaign_id: "c".into(),
+            started_at: format!("2026-11-{:02}T00:00:00Z", i + 1),
+            path: String::new(),
+            role: role.into(),
+            value: v,
+            lo: None,
+            hi: None,
+            n: 8,
+            facts: Default::default(),
+        };
+        let mut points: Vec<Point> = earlier
+            .iter()
+            .enumerate()
+            .map(|(i, v)| point(i, *v))
+            .collect();
+        points.push(point(earlier.len(), today));
+        Series {
+            key: Key {
+                figure: figure.into(),
+                recipe: format!("{arm}|vllm|m||"),
+                gpu_model: "NVIDIA H200".into(),
+                lane: "10.0.0.5:8000".into(),
+            },
+            points,
+        }
+    }
+
+    const LAST8: [f64; 10] = [30.0, 30.0, 47.0, 47.5, 48.0, 47.2, 47.8, 47.4, 47.6, 47.3];
+
+    #[test]
+    fn a_figure_beyond_its_spread_is_a_limitation_in_the_issues_words() {
+        let s = [
+            series("inc", "incumbent", "ttft_p50@c1", &LAST8, 51.0),
+            series(
+                "inc",
+                "incumbent",
+                "decode_tok_s_p50@c1",
+                &[400.0, 401.0, 399.0],
+                400.5,
+            ),
+            series(
+                "cand",
+                "candidate",
+                "ttft_p50@c1",
+                &[40.0, 41.0, 40.5],
+                40.7,
+            ),
+            // A concurrency level beyond its spread is printed in the store's terms, not a limitation.
+            series(
+                "cand",
+                "candidate",
+                "ttft_p50@c4",
+                &[60.0, 61.0, 60.5],
+                90.0,
+            ),
+        ];
+        let ls = lines(&s, "d-now");
+        let inc = &ls[0];
+        // Only the last 8 runs count: the two 30 ms runs before them are not its spread.
+        assert_eq!((inc.runs, inc.lo, inc.hi), (8, 47.0, 48.0));
+        assert!(inc.beyond && inc.worse);
+        assert_eq!(
+            inc.text(),
+            "incumbent `inc` ttft_p50@c1 today 51.0 ms; its last 8 runs on this GPU and lane 47.0–48.0 ms: +7 %, beyond its history's spread"
+        );
+        let drift = drifting_lanes(&s, &ls);
+        assert_eq!(
+            drift,
+            ["lane 10.0.0.5:8000: its incumbent `inc` drifts from its own history (ttft_p50@c1 +7 %)"]
+        );
+        let v = verdict_lines(&ls, &drift);
+        assert_eq!(
+            v,
+            [
+                "History: incumbent `inc` ttft_p50@c1 today 51.0 ms; its last 8 runs on this GPU and lane 47.0–48.0 ms: +7 %, beyond its history's spread.",
+                "History: lane 10.0.0.5:8000: its incumbent `inc` drifts from its own history (ttft_p50@c1 +7 %); every arm measured there today shares the drift, so compare them with that in mind.",
+            ]
+        );
+        // Within the spread: informational only, never in the verdict.
+        assert_eq!(
+            informational_lines(&ls),
+            [
+                "History: incumbent `inc`: its other single-stream figure (decode_tok_s_p50@c1) today lies within its last 3 runs on this GPU and lane.",
+                "History: candidate `cand`: its single-stream figure (ttft_p50@c1) today lies within its last 3 runs on this GPU and lane.",
+            ]
+        );
+        assert!(v.iter().all(|l| !l.contains("within")));
+    }
+
+    #[test]
+    fn a_candidate_beyond_its_spread_names_no_lane_and_short_histories_say_nothing() {
+        let s = [
+            series(
+                "cand",
+                "candidate",
+                "ttft_p50@c1",
+                &[40.0, 41.0, 40.5],
+                35.0,
+            ),
+            // Two earlier runs: below MIN_HISTORY, no line at all.
+            series("inc", "incumbent", "ttft_p50@c1", &[47.0, 48.0], 90.0),
+        ];
+        let ls = lines(&s, "d-now");
+        assert_eq!(ls.len(), 1);
+        // Faster than ever is beyond its spread too (not worse): still a limitation, no drift.
+        assert!(ls[0].beyond && !ls[0].worse);
+        let drift = drifting_lanes(&s, &ls);
+        assert!(drift.is_empty());
+        let v = verdict_lines(&ls, &drift);
+        assert_eq!(v.len(), 1);
+        assert!(
+            v[0].starts_with(
+                "History: candidate `cand` ttft_p50@c1 today 35.0 ms; its last 3 runs"
+            ),
+            "{v:?}"
+        );
+        assert!(
+            v[0].ends_with("-14 %, beyond its history's spread."),
+            "{v:?}"
+        );
+        assert!(informational_lines(&ls).is_empty());
+        // A run not in the series has no line.
+        assert!(lines(&s, "d-other").is_empty());
+    }
 }

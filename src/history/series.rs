@@ -249,3 +249,31 @@ pub fn bundles(store: &mut Store, f: &Filter) -> Result<Vec<BundleRow>> {
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Facts;
+
+    #[test]
+    fn a_change_point_names_each_recorded_fact_that_changed() {
+        let before = Facts {
+            engine_version: "0.10.1".into(),
+            driver: "570.86".into(),
+            image: String::new(),
+            program: "1a2b3c4d5e6f".into(),
+        };
+        let after = Facts {
+            engine_version: "0.11.0".into(),
+            image: "vllm@sha256:ab12".into(),
+            ..before.clone()
+        };
+        assert_eq!(
+            after.changes_from(&before),
+            [
+                "engine version 0.10.1 → 0.11.0",
+                "image (none) → vllm@sha256:ab12"
+            ]
+        );
+        assert!(before.changes_from(&before).is_empty());
+    }
+}

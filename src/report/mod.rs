@@ -248,8 +248,8 @@ fn render(bundle: &Path, force: bool) -> anyhow::Result<Verdict> {
     let doc = summary::build(&v, &b.result, &b.manifest);
     let md = markdown::render(&v, &b.result, &doc);
     let mut page = html::render(&v, &b.result, &b.series, &doc);
-    if let Some(t) = b.history.as_ref().and_then(|h| h.trend.as_deref()) {
-        page = with_trend_link(page, bundle, t);
+    if let Some(h) = &b.history {
+        page = with_history(page, bundle, h);
     }
     let table = csv::campaign(bundle, &b.result);
     crate::evidence::write_atomic(
@@ -263,23 +263,42 @@ fn render(bundle: &Path, force: bool) -> anyhow::Result<Verdict> {
     Ok(v)
 }
 
-/// `report.html` with a link to the run's trend page in the bundle (relative: it works wherever
-/// the bundle folder is opened), placed before the limitations the history added.
-fn with_trend_link(page: String, bundle: &Path, trend: &str) -> String {
-    // A plain file name in the bundle only: the file is evidence, not a pointer elsewhere.
-    let plain = !trend.contains('/') && trend != "." && trend != "..";
-    let there = plain && bundle.join(trend).is_file();
-    let p = if there {
-        format!(
-            "<p id=\"history-trend\">History: this run beside its earlier runs on this GPU and lane: <a href=\"{0}\">{0}</a>.</p>",
-            chartkit::esc(trend)
-        )
-    } else {
-        format!(
-            "<p id=\"history-trend\">History: the trend page {} is missing from this bundle.</p>",
-            chartkit::esc(trend)
-        )
-    };
+/// `report.html` with what the history said beside the verdict: the link to the run's trend
+/// page in the bundle (relative: it works wherever the bundle folder is opened) and the
+/// informational lines (figures within their history's spread), placed before the limitations
+/// (where the lines beyond it are).
+fn with_history(
+    page: String,
+    bundle: &Path,
+    h: &crate::evidence::history::HistoryContext,
+) -> String {
+    let mut p = String::new();
+    if let Some(trend) = h.trend.as_deref() {
+        // A plain file name in the bundle only: the file is evidence, not a pointer elsewhere.
+        let plain = !trend.contains('/') && trend != "." && trend != "..";
+        let there = plain && bundle.join(trend).is_file();
+        p += &if there {
+            format!(
+                "<p id=\"history-trend\">History: this run beside its earlier runs on this GPU and lane: <a href=\"{0}\">{0}</a>.</p>",
+                chartkit::esc(trend)
+            )
+        } else {
+            format!(
+                "<p id=\"history-trend\">History: the trend page {} is missing from this bundle.</p>",
+                chartkit::esc(trend)
+            )
+        };
+    }
+    if !h.informational.is_empty() {
+        p += "<ul id=\"history-within\">";
+        for l in &h.informational {
+            p += &format!("<li>{}</li>", chartkit::esc(l));
+        }
+        p += "</ul>";
+    }
+    if p.is_empty() {
+        return page;
+    }
     for at in ["<h2>Limitations</h2>", "</body>"] {
         if let Some(i) = page.find(at) {
             let mut out = page;

@@ -116,7 +116,7 @@ fn thirty_campaigns_find_the_slower_profile_at_run_20_and_nothing_else() {
 }
 
 /// The run where the incumbent got slower: its line and its lane's drift are limitations of the
-/// verdict, report.html links the trend page in the bundle (this run the last of 21 points), and
+/// verdict (the unchanged candidate's line, within its spread, is not), report.html links the trend page in the bundle (this run the last of 21 points), and
 /// the verdict without the history (the same bundle re-rendered without its history files) has
 /// the same ranking, decision and headline, field for field, and the same other limitations.
 fn history_in_the_verdict(t: &Camp, out: &std::path::Path) {
@@ -140,6 +140,19 @@ fn history_in_the_verdict(t: &Camp, out: &std::path::Path) {
             .any(|l| l.contains("its incumbent `inc` drifts from its own history")),
         "{lim:?}"
     );
+    // The candidate, unchanged, lies within its spread: informational (history-context.json,
+    // report.html), not a limitation.
+    assert!(
+        lim.iter().all(|l| !l.contains("`cand`")),
+        "a within-spread line became a limitation: {lim:?}"
+    );
+    let cx = json(&out.join("history-context.json"));
+    assert!(
+        cx["informational"]
+            .to_string()
+            .contains("History: candidate `cand`: its"),
+        "{cx}"
+    );
     let md = std::fs::read_to_string(out.join("publication-summary.md")).unwrap();
     assert!(
         md.contains("History: incumbent `inc` ttft_p50@c1 today"),
@@ -150,6 +163,7 @@ fn history_in_the_verdict(t: &Camp, out: &std::path::Path) {
         page.contains("<a href=\"history-trend.html\">"),
         "no link to the trend"
     );
+    assert!(page.contains("<li>History: candidate `cand`: its"));
     let trend = std::fs::read_to_string(out.join("history-trend.html")).unwrap();
     assert!(trend.contains("21 runs;"), "the trend page lacks this run");
 

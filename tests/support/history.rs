@@ -7,6 +7,7 @@
 use bakeoff::evidence::result::{ArmResult, ArmStatus, CampaignResult, Stat, TimingRecord};
 use bakeoff::history::changepoint::Params;
 use bakeoff::history::series::{self, Filter};
+use bakeoff::history::sql::Value;
 use bakeoff::history::{self, Added, DbSpec, Store};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -280,36 +281,77 @@ pub fn db_arg(db: &DbSpec) -> String {
     }
 }
 
-/// Four processes add overlapping sets of 12 bundles at once (each bundle by two of them):
-/// every process succeeds, each bundle is there once with each of its arms and figures once.
+/// Four processes add overlapping sets of 12 bundles at once (each bundle by two of them, in
+/// opposite orders, so the two race for it): every process succeeds, exactly one says it added
+/// each bundle (the other finds it present), and each bundle is there once, whole: both its arms
+/// and every figure of its summary, none twice.
 pub fn concurrent_writers(db: &DbSpec, dir: &Path) {
-    let dirs: Vec<String> = (0..12)
-        .map(|n| bundle(dir, &Run::new(n, 50.0, 40.0)).display().to_string())
+    let dirs: Vec<PathBuf> = (0..12)
+        .map(|n| bundle(dir, &Run::new(n, 50.0 + n as f64, 40.0)))
+        .collect();
+    let sums: Vec<history::Summary> = dirs
+        .iter()
+        .map(|d| history::summarize(d).unwrap())
         .collect();
     // The schema is created by the first open; the writers then race on the bundles only.
     drop(Store::open(db).unwrap());
     let kids: Vec<_> = (0..4)
         .map(|k| {
+            let mut mine: Vec<&PathBuf> = dirs[k * 2..k * 2 + 6].iter().collect();
+            if k % 2 == 1 {
+                mine.reverse();
+            }
             Command::new(super::BIN)
                 .args(["history", "add", "--db", &db_arg(db)])
-                .args(&dirs[k * 2..k * 2 + 6])
+                .args(mine)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
                 .spawn()
                 .unwrap()
         })
         .collect();
-    for mut k in kids {
-        assert!(k.wait().unwrap().success(), "a concurrent writer failed");
+    let mut said = String::new();
+    for k in kids {
+        let o = k.wait_with_output().unwrap();
+        assert!(
+            o.status.success(),
+            "a concurrent writer failed: {}",
+            super::text(&o)
+        );
+        said += &String::from_utf8_lossy(&o.stdout);
     }
-    let mut s = Store::open(db).unwrap();
-    assert_eq!(count(&mut s), 12);
-    for (table, want) in [("bundles", 12), ("arms", 24)] {
-        let n = s
-            .query(&format!("SELECT COUNT(*) FROM {table}"), &[])
-            .unwrap()[0][0]
-            .int();
-        assert_eq!(n, Some(want), "{table}");
+    for s in &sums {
+        let short = &s.digest[..12];
+        let added = said
+            .lines()
+            .filter(|l| l.starts_with("added") && l.contains(short))
+            .count();
+        assert_eq!(added, 1, "bundle {short} added {added} times: {said}");
     }
-    let figs = s
+    let mut st = Store::open(db).unwrap();
+    assert_eq!(count(&mut st), 12);
+    let n = |st: &mut Store, sql: &str, d: &str| {
+        st.query(sql, &[Value::text(d)]).unwrap()[0][0]
+            .int()
+            .unwrap()
+    };
+    for s in &sums {
+        let figures: usize = s.arms.iter().map(|a| a.figures.len()).sum();
+        assert!(figures >= 4, "{s:?}");
+        for (sql, want) in [
+            ("SELECT COUNT(*) FROM bundles WHERE digest = ?", 1),
+            ("SELECT COUNT(*) FROM arms WHERE digest = ?", 2),
+            ("SELECT COUNT(*) FROM figures WHERE digest = ?", figures),
+        ] {
+            assert_eq!(
+                n(&mut st, sql, &s.digest),
+                want as i64,
+                "{sql} ({})",
+                &s.digest[..12]
+            );
+        }
+    }
+    let figs = st
         .query(
             "SELECT COUNT(*), COUNT(DISTINCT digest || arm || figure) FROM figures",
             &[],
@@ -355,10 +397,14 @@ pub fn context_of_a_new_run(db: &DbSpec, dir: &Path) {
             )),
             "{v:?}"
         );
+        // The candidate within its spread: informational, not a limitation.
+        assert!(v.iter().all(|l| !l.contains("`cand`")), "{v:?}");
+        let info = history::context::informational_lines(&cx.lines);
         assert!(
-            v.iter()
-                .any(|l| l.starts_with("History: candidate `cand`: its")),
-            "{v:?}"
+            info.iter()
+                .any(|l| l.starts_with("History: candidate `cand`: its")
+                    && l.contains("within its last 4 runs")),
+            "{info:?}"
         );
     };
     check(&mut s);

@@ -306,3 +306,112 @@ fn the_headline_shows_each_declared_concurrency_level_and_names_the_ranked_one()
     );
     assert!(!html.contains("95% CI"), "{html}");
 }
+
+/// A bundle with a history context (as `bakeoff run --history` writes it before rendering): the
+/// lines beyond the history's spread are limitations of a summary that still validates, the
+/// lines within it are not (they sit beside the trend link in report.html), the ranking is the
+/// one without the history, and re-rendering from the bundle alone gives the same documents.
+/// A trend page named but absent is said to be missing, never linked.
+#[test]
+fn the_history_context_informs_the_limitations_and_not_the_ranking() {
+    use bakeoff::evidence::history::{self as hist, HistoryContext};
+    let read = |d: &std::path::Path, f: &str| std::fs::read(d.join(f)).unwrap();
+    let r = fixture::seed();
+    let plain = tempfile::tempdir().unwrap();
+    fixture::write_bundle(plain.path(), &r);
+    bakeoff::report::render_all(plain.path()).unwrap();
+    let without: Value =
+        serde_json::from_slice(&read(plain.path(), "decision-summary.json")).unwrap();
+
+    let d = tempfile::tempdir().unwrap();
+    fixture::write_bundle(d.path(), &r);
+    let beyond = "History: incumbent `inc` ttft_p50@c1 today 51.0 ms; its last 8 runs on this GPU and lane 47.0–48.0 ms: +7 %, beyond its history's spread.";
+    let drift = "History: lane 10.0.0.5:8000: its incumbent `inc` drifts from its own history (ttft_p50@c1 +7 %); every arm measured there today shares the drift, so compare them with that in mind.";
+    let within = "History: candidate `cand`: its 5 single-stream figures today lie within its last 8 runs on this GPU and lane.";
+    let cx = HistoryContext {
+        schema: hist::SCHEMA.into(),
+        store: "/var/lib/bakeoff/history.sqlite".into(),
+        written_at: "2026-12-01T10:00:00Z".into(),
+        lines: vec![beyond.into(), drift.into()],
+        informational: vec![within.into()],
+        trend: Some("history-trend.html".into()),
+    };
+    hist::write(d.path(), &cx).unwrap();
+    std::fs::write(d.path().join("history-trend.html"), "<html>trend</html>").unwrap();
+    manifest::write(d.path()).unwrap();
+    bakeoff::report::render_all(d.path()).unwrap();
+
+    let s: Value = serde_json::from_slice(&read(d.path(), "decision-summary.json")).unwrap();
+    assert!(schema_errors(&s).is_empty(), "{:?}", schema_errors(&s));
+    let lim: Vec<&str> = s["limitations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_str().unwrap())
+        .collect();
+    let theirs: Vec<&str> = lim
+        .iter()
+        .copied()
+        .filter(|l| l.starts_with("History:"))
+        .collect();
+    assert_eq!(theirs, [beyond, drift]);
+    let mut rest = s["limitations"].clone();
+    rest.as_array_mut()
+        .unwrap()
+        .retain(|l| !l.as_str().unwrap().starts_with("History:"));
+    assert_eq!(rest, without["limitations"]);
+    for field in [
+        "decision",
+        "headline_results",
+        "gates",
+        "failures",
+        "identity",
+    ] {
+        assert_eq!(s[field], without[field], "{field} changed with the history");
+    }
+    let md = String::from_utf8(read(d.path(), "publication-summary.md")).unwrap();
+    assert!(
+        md.contains(beyond) && md.contains("drifts from its own history"),
+        "{md}"
+    );
+    assert!(!md.contains("`cand`: its 5"), "{md}");
+    let page = String::from_utf8(read(d.path(), "report.html")).unwrap();
+    assert!(page.contains("<a href=\"history-trend.html\">history-trend.html</a>"));
+    let li = page
+        .find("<li>History: candidate `cand`: its 5")
+        .expect("the within line is shown");
+    assert!(
+        li < page.find("<h2>Limitations</h2>").unwrap(),
+        "shown apart from the limitations"
+    );
+    assert!(manifest::verify(d.path(), None).unwrap().1.is_empty());
+
+    // `bakeoff report DIR` again: the bundle alone gives the same verdict.
+    let first: Vec<Vec<u8>> = [
+        "decision-summary.json",
+        "publication-summary.md",
+        "report.html",
+    ]
+    .iter()
+    .map(|f| read(d.path(), f))
+    .collect();
+    bakeoff::report::render_all(d.path()).unwrap();
+    for (f, b) in [
+        "decision-summary.json",
+        "publication-summary.md",
+        "report.html",
+    ]
+    .iter()
+    .zip(first)
+    {
+        assert_eq!(read(d.path(), f), b, "{f} differs on a re-render");
+    }
+
+    // The trend page gone: no link to a file that is not there.
+    std::fs::remove_file(d.path().join("history-trend.html")).unwrap();
+    manifest::write(d.path()).unwrap();
+    bakeoff::report::render_all(d.path()).unwrap();
+    let page = String::from_utf8(read(d.path(), "report.html")).unwrap();
+    assert!(!page.contains("href=\"history-trend.html\""));
+    assert!(page.contains("the trend page history-trend.html is missing from this bundle"));
+}
