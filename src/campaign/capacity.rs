@@ -87,7 +87,7 @@ impl CapacityStep {
             _ => String::new(),
         };
         format!(
-            "capacity under SLO {}: open-loop probes ({} arrivals) {search}, at most {} probe(s) up to {} req/s, {per}, {} prompt + {} max tokens{}; a probe breaks above {} % failed; the client's overload signals end the search (client-bound)",
+            "capacity under SLO {}: open-loop probes ({} arrivals) {search}, at most {} probe(s) up to {} req/s, {per}, {} prompt + {} max tokens{}; a probe breaks above {} % failed; a probe the client itself could not drive ends the search (client-bound)",
             self.slo
                 .iter()
                 .map(|l| l.to_string())

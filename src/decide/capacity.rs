@@ -3,32 +3,9 @@
 //! client was the limit is never the arm's figure: the bracket is then open above the held rate,
 //! and the words say the client bound it.
 
-use super::metric::Measure;
-use super::text::num;
+pub use super::metric::capacity_measure as measure;
+use super::metric::num;
 use crate::evidence::result::{ArmResult, CapacityRecord};
-
-/// The arm's capacity: the held rate (0 when no probe held), in the bracket [held, broken)
-/// (unbounded above when nothing broke or the client was the limit). None without a capacity
-/// step, or when the client was the limit before any probe held.
-pub fn measure(arm: &ArmResult) -> Option<Measure> {
-    let c = arm.capacity.as_ref()?;
-    if c.held_rate_per_s.is_none() && c.client_bound_rate_per_s.is_some() {
-        return None;
-    }
-    if c.held_rate_per_s.is_none() && c.broken_rate_per_s.is_none() {
-        return None;
-    }
-    let held = c.held_rate_per_s.unwrap_or(0.0);
-    let upper = match c.client_bound_rate_per_s {
-        Some(_) => f64::INFINITY,
-        None => c.broken_rate_per_s.unwrap_or(f64::INFINITY),
-    };
-    Some(Measure {
-        value: held,
-        ci95: Some([held, upper]),
-        stat: None,
-    })
-}
 
 /// The capacity in words: "held 4.5 req/s, broke at 6 req/s (ttft p95 <= 100 ms: 231.2 ms)";
 /// "held 12 req/s; client-bound above it: …, not the arm's capacity"; "not measured".

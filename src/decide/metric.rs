@@ -386,7 +386,39 @@ pub fn measure_at(arm: &ArmResult, m: RankingMetric, level: Option<u64>) -> Opti
             .goodput?
             .goodput_req_s
             .map(Measure::plain),
-        RankingMetric::Capacity => super::capacity::measure(arm),
+        RankingMetric::Capacity => capacity_measure(arm),
+    }
+}
+
+/// The arm's capacity: the held rate (0 when no probe held), in the bracket [held, broken)
+/// (unbounded above when nothing broke or the client was the limit). None without a capacity
+/// step, or when the client was the limit before any probe held.
+pub fn capacity_measure(arm: &ArmResult) -> Option<Measure> {
+    let c = arm.capacity.as_ref()?;
+    if c.held_rate_per_s.is_none() && c.client_bound_rate_per_s.is_some() {
+        return None;
+    }
+    if c.held_rate_per_s.is_none() && c.broken_rate_per_s.is_none() {
+        return None;
+    }
+    let held = c.held_rate_per_s.unwrap_or(0.0);
+    let upper = match c.client_bound_rate_per_s {
+        Some(_) => f64::INFINITY,
+        None => c.broken_rate_per_s.unwrap_or(f64::INFINITY),
+    };
+    Some(Measure {
+        value: held,
+        ci95: Some([held, upper]),
+        stat: None,
+    })
+}
+
+/// A number the way the reports print it: one decimal below 10,000, none above.
+pub fn num(x: f64) -> String {
+    if x.abs() >= 10_000.0 {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.1}")
     }
 }
 

@@ -13,14 +13,9 @@ use crate::evidence::result::{ArmResult, ArmStatus, CampaignResult};
 use crate::evidence::{GateName, GateStatus, Policy, RankingMetric, RestorationStatus};
 use std::collections::BTreeMap;
 
-/// A number the way the reports print it: one decimal below 10,000, none above.
-pub fn num(x: f64) -> String {
-    if x.abs() >= 10_000.0 {
-        format!("{x:.0}")
-    } else {
-        format!("{x:.1}")
-    }
-}
+/// A number the way the reports print it (defined with the metrics, which the capacity words
+/// share).
+pub use super::metric::num;
 
 fn ordinal(i: usize) -> &'static str {
     ["first", "second", "third", "fourth", "fifth", "sixth"]
