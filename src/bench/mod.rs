@@ -7,6 +7,7 @@
 //! decide, report or cli code), never prints (notes go to an `observe::Observer`) and holds no
 //! command-line types.
 
+pub mod capacity;
 pub mod conv;
 pub mod line;
 pub mod observe;

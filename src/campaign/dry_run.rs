@@ -157,6 +157,9 @@ impl Plan {
                 super::plan::warmup_words(ol.warmup, ol.warmup_secs),
             );
         }
+        if let Some(k) = super::capacity::CapacityStep::of(w) {
+            let _ = writeln!(o, "  capacity   {}", k.describe());
+        }
         let s = &w.sampling;
         let _ = writeln!(
             o,
@@ -469,6 +472,7 @@ fn describe(c: &Campaign, step: &PlanStep) -> String {
                 format!("; SLO {} (and goodput)", list(slo, |l| l.to_string()))
             }
         ),
+        StepKind::Capacity(k) => k.describe(),
         StepKind::LongContextTiming {
             prompt_tokens,
             max_tokens,

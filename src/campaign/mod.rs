@@ -12,6 +12,7 @@
 //!
 //! The runner that executes a [`Plan`] is `crate::run`; the checkpoint format lives here.
 
+pub mod capacity;
 pub mod checkpoint;
 pub mod command;
 mod diag;

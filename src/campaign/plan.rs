@@ -94,6 +94,8 @@ pub enum StepKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         open_loop: Option<OpenLoopStep>,
     },
+    /// The arm's capacity under SLOs (`[workload.capacity]`): adaptive open-loop probes.
+    Capacity(super::capacity::CapacityStep),
     /// Needle retrieval at the arm's long-context target.
     Retrieval {
         profile: String,
@@ -148,6 +150,7 @@ impl StepKind {
             StepKind::MemoryReserve { .. } => "memory-reserve",
             StepKind::Preflight { .. } => "preflight",
             StepKind::Timing { .. } => "timing",
+            StepKind::Capacity(_) => "capacity",
             StepKind::Retrieval { .. } => "retrieval",
             StepKind::LongContextTiming { .. } => "long-context-timing",
             StepKind::Tools { .. } => "tools",
@@ -559,6 +562,9 @@ fn arm_steps(b: &mut Builder, c: &Campaign, arm: &super::Arm, items: bool) {
         b.arm(id, StepKind::Preflight { gates }, None);
     }
     timing_steps(b, c, id, items);
+    if let Some(k) = super::capacity::CapacityStep::of(&c.workload) {
+        b.arm(id, StepKind::Capacity(k), None);
+    }
     if let (Some(rg), Some((profile, tokens))) = (&c.gates.retrieval, c.long_context_target(arm)) {
         let retrieval = StepKind::Retrieval {
             profile: profile.to_string(),

@@ -99,6 +99,17 @@ pub const GOODPUT: Descriptor = Descriptor {
     measured: "successful requests per second whose own TTFT, ITL and E2E met every SLO limit of the level (vLLM's goodput), at the priority concurrency level",
 };
 
+pub const CAPACITY: Descriptor = Descriptor {
+    metric: RankingMetric::Capacity,
+    unit: "req/s",
+    unit_key: "req_s",
+    direction: Direction::HigherIsBetter,
+    words: "capacity under the SLOs",
+    short: "capacity",
+    key: "capacity",
+    measured: "the highest open-loop request rate at which every capacity SLO held and failures stayed under the share (`[workload.capacity]`), bracketed by the lowest rate that broke; a rate at which the client was the limit is never the arm's",
+};
+
 /// The descriptor of `m`.
 pub fn descriptor(m: RankingMetric) -> &'static Descriptor {
     match m {
@@ -108,6 +119,7 @@ pub fn descriptor(m: RankingMetric) -> &'static Descriptor {
         RankingMetric::Concurrency => &CONCURRENCY,
         RankingMetric::E2e => &E2E,
         RankingMetric::Goodput => &GOODPUT,
+        RankingMetric::Capacity => &CAPACITY,
     }
 }
 
@@ -163,7 +175,8 @@ impl Descriptor {
             RankingMetric::E2e => t.e2e_ms,
             RankingMetric::UsableContextAndKv
             | RankingMetric::Concurrency
-            | RankingMetric::Goodput => None,
+            | RankingMetric::Goodput
+            | RankingMetric::Capacity => None,
         }
     }
 }
@@ -172,7 +185,8 @@ impl Descriptor {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Measure {
     pub value: f64,
-    /// The interval of the median (see `Stat::ci95`: 95 % only when its coverage says so).
+    /// The interval of the median (see `Stat::ci95`: 95 % only when its coverage says so); for
+    /// capacity (no `stat`), the bracket [held, broken) its true value lies in (`decide::capacity`).
     pub ci95: Option<[f64; 2]>,
     /// The median's statistic, for the metrics measured per request: what the interval is.
     pub stat: Option<Stat>,
@@ -372,6 +386,39 @@ pub fn measure_at(arm: &ArmResult, m: RankingMetric, level: Option<u64>) -> Opti
             .goodput?
             .goodput_req_s
             .map(Measure::plain),
+        RankingMetric::Capacity => capacity_measure(arm),
+    }
+}
+
+/// The arm's capacity: the held rate (0 when no probe held), in the bracket [held, broken)
+/// (unbounded above when nothing broke or the client was the limit). None without a capacity
+/// step, or when the client was the limit before any probe held.
+pub fn capacity_measure(arm: &ArmResult) -> Option<Measure> {
+    let c = arm.capacity.as_ref()?;
+    if c.held_rate_per_s.is_none() && c.client_bound_rate_per_s.is_some() {
+        return None;
+    }
+    if c.held_rate_per_s.is_none() && c.broken_rate_per_s.is_none() {
+        return None;
+    }
+    let held = c.held_rate_per_s.unwrap_or(0.0);
+    let upper = match c.client_bound_rate_per_s {
+        Some(_) => f64::INFINITY,
+        None => c.broken_rate_per_s.unwrap_or(f64::INFINITY),
+    };
+    Some(Measure {
+        value: held,
+        ci95: Some([held, upper]),
+        stat: None,
+    })
+}
+
+/// A number the way the reports print it: one decimal below 10,000, none above.
+pub fn num(x: f64) -> String {
+    if x.abs() >= 10_000.0 {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.1}")
     }
 }
 

@@ -5,6 +5,7 @@
 //! the campaign module: the policy is the one `campaign-result.json` records.
 
 pub mod cache;
+pub mod capacity;
 pub mod eligibility;
 pub mod metric;
 pub mod policy;

@@ -16,10 +16,15 @@ use crate::evidence::RankingMetric;
 use std::collections::BTreeMap;
 
 /// Whether two measures tie: overlapping intervals of the median (order-statistic CIs or ranges),
-/// or a relative difference within `tol`.
+/// overlapping capacity brackets [held, broken) (half-open: an arm that held where the other
+/// broke is ahead), or a relative difference within `tol`.
 pub fn ties(a: Measure, b: Measure, tol: f64) -> bool {
     if let (Some(x), Some(y)) = (a.ci95, b.ci95) {
-        if x[0] <= y[1] && y[0] <= x[1] {
+        let bracket = a.stat.is_none() && b.stat.is_none();
+        if bracket && x[0] < y[1] && y[0] < x[1] {
+            return true;
+        }
+        if !bracket && x[0] <= y[1] && y[0] <= x[1] {
             return true;
         }
     }

@@ -13,14 +13,9 @@ use crate::evidence::result::{ArmResult, ArmStatus, CampaignResult};
 use crate::evidence::{GateName, GateStatus, Policy, RankingMetric, RestorationStatus};
 use std::collections::BTreeMap;
 
-/// A number the way the reports print it: one decimal below 10,000, none above.
-pub fn num(x: f64) -> String {
-    if x.abs() >= 10_000.0 {
-        format!("{x:.0}")
-    } else {
-        format!("{x:.1}")
-    }
-}
+/// A number the way the reports print it (defined with the metrics, which the capacity words
+/// share).
+pub use super::metric::num;
 
 fn ordinal(i: usize) -> &'static str {
     ["first", "second", "third", "fourth", "fifth", "sixth"]
@@ -50,6 +45,9 @@ fn unit(m: RankingMetric) -> &'static str {
 }
 
 fn value_text(arm: &ArmResult, m: RankingMetric, level: Option<u64>) -> String {
+    if m == RankingMetric::Capacity {
+        return super::capacity::text(arm);
+    }
     let over = over_requests(arm, m, level);
     match measure_at(arm, m, level) {
         Some(v) => match v.stat {
@@ -88,7 +86,7 @@ pub fn over_requests(arm: &ArmResult, m: RankingMetric, level: Option<u64>) -> S
             }
             (t, t.requests_ok, format!(" at C{k}"))
         }
-        RankingMetric::UsableContextAndKv => return String::new(),
+        RankingMetric::UsableContextAndKv | RankingMetric::Capacity => return String::new(),
     };
     let sent = t.requests_ok + t.requests_failed;
     if t.requests_failed > 0 {
@@ -207,8 +205,23 @@ pub fn reason(
         .runner_up
         .as_ref()
         .and_then(|id| r.arm(id))
-        .and_then(|a| Some((a.label_or_id(), measure_at(a, m, lvl)?)))
-        .map(|(l, v)| format!("; next best {l} at {} {}", num(v.value), unit(m)))
+        .and_then(|a| Some((a, measure_at(a, m, lvl)?)))
+        .map(|(a, v)| match m {
+            // The loser's bracket and what broke it, not a point value.
+            RankingMetric::Capacity => {
+                format!(
+                    "; next best {}: {}",
+                    a.label_or_id(),
+                    super::capacity::text(a)
+                )
+            }
+            _ => format!(
+                "; next best {} at {} {}",
+                a.label_or_id(),
+                num(v.value),
+                unit(m)
+            ),
+        })
         .unwrap_or_default();
     let won = format!(
         "{} priority, {} ({}{next})",
@@ -559,7 +572,11 @@ pub fn arm_decisions(
                 .map(|k| format!("ranked {k} of {n} eligible"))
                 .unwrap_or_default();
             let failure = elig.failures.iter().find(|f| f.arm == a.id);
-            let (text, lab) = arm_text(r, a, &st, failure, pol, &ranked);
+            let (mut text, lab) = arm_text(r, a, &st, failure, pol, &ranked);
+            // A capacity ranking states each arm's bracket and what broke it.
+            if prios.contains(&RankingMetric::Capacity) && a.capacity.is_some() {
+                text = format!("{text}; capacity: {}", super::capacity::text(a));
+            }
             ArmVerdict {
                 id: a.id.clone(),
                 label: a.label_or_id(),

@@ -125,6 +125,45 @@ pub struct GoodputRecord {
     pub goodput_req_s: Option<f64>,
 }
 
+/// An arm's capacity under SLOs (`[workload.capacity]`, its `<arm>-capacity.json`): the
+/// highest probed rate that held, the lowest that broke and what broke it, or the rate at which
+/// the client was the limit (then nothing above the held rate is the arm's figure).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct CapacityRecord {
+    pub evidence: String,
+    /// Requests per second of the highest probe at which every SLO held and failures stayed
+    /// under the share; None when none did.
+    pub held_rate_per_s: Option<f64>,
+    /// The lowest probed rate that broke; None when none did.
+    pub broken_rate_per_s: Option<f64>,
+    /// What broke it: the SLO checks in words, or the failed share.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub broken_by: Option<String>,
+    /// The client's own overload signals fired at this rate (the capacity is client-bound).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_bound_rate_per_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_bound_because: Option<String>,
+    pub stopped_because: String,
+    /// Every probe, in the order run.
+    pub probes: Vec<CapacityProbeRecord>,
+}
+
+/// One capacity probe: its rate, what it achieved and how it was judged.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct CapacityProbeRecord {
+    pub rate_per_s: f64,
+    /// `held`, `broken` or `client-bound`.
+    pub outcome: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub because: Option<String>,
+    pub requests_ok: u64,
+    pub requests_failed: u64,
+    pub achieved_rate_per_s: Option<f64>,
+    pub goodput: Option<GoodputRecord>,
+    pub slo: Vec<SloCheckRecord>,
+}
+
 /// How much of an arm's timed prompt tokens its engine served from its prefix cache, summed over
 /// its timing step files' requests (`usage.prompt_tokens_details.cached_tokens`). Derived from
 /// the step files when the bundle is read, never trusted from a summary.
@@ -188,6 +227,9 @@ pub struct ArmResult {
     /// Absent in results without them. Recorded and reported; the ranking does not read them.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub rates: BTreeMap<String, TimingRecord>,
+    /// Capacity under SLOs (`[workload.capacity]`); absent without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<CapacityRecord>,
     /// Long-context retrieval request(s): actual prompt tokens and decode at that length.
     pub long_context: Option<LongContextRecord>,
     pub gates: Vec<GateRecord>,

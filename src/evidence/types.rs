@@ -202,6 +202,8 @@ str_enum! {
         E2e = "e2e",
         /// Requests per second meeting every SLO limit at the priority level (`[[workload.slo]]`).
         Goodput = "goodput",
+        /// The highest request rate every capacity SLO held at (`[workload.capacity]`).
+        Capacity = "capacity",
     }
 }
 

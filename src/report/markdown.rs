@@ -200,6 +200,7 @@ pub fn render(v: &Verdict, r: &CampaignResult, summary: &DecisionSummary) -> Str
         );
     }
     o.push_str(&open_loop_rows(r));
+    o.push_str(&capacity_rows(r));
     let _ = writeln!(o, "\n## Failures\n");
     if v.failures.is_empty() {
         let _ = writeln!(o, "None.");
@@ -305,6 +306,45 @@ pub fn open_loop_rows(r: &CampaignResult) -> String {
                 cell(&t.evidence)
             );
         }
+    }
+    o
+}
+
+/// The `## Capacity under SLOs` section (`[workload.capacity]`): per arm, the highest probed
+/// rate that held, the lowest that broke and the limit that broke it, the rate at which the
+/// client was the limit (that figure is the client's, not the arm's), and every probe with its
+/// goodput; empty when no arm ran the step.
+pub fn capacity_rows(r: &CampaignResult) -> String {
+    let mut o = String::new();
+    if r.arms.iter().all(|a| a.capacity.is_none()) {
+        return o;
+    }
+    let _ = writeln!(
+        o,
+        "\n## Capacity under SLOs\n\nThe highest open-loop request rate at which every capacity SLO held and failures stayed under the share, and the lowest rate that broke (`[workload.capacity]`); an arm's capacity lies between the two. A rate at which the client's own overload signals fired is the client's limit, never the arm's capacity.\n\n| arm | held req/s | broken req/s | broken by | client-bound at req/s | probes (rate: outcome, goodput req/s) | evidence |\n|---|---:|---:|---|---:|---|---|"
+    );
+    let dash = |x: Option<f64>| x.map(num).unwrap_or_else(|| "—".into());
+    for a in &r.arms {
+        let Some(c) = &a.capacity else { continue };
+        let probes: Vec<String> = c
+            .probes
+            .iter()
+            .map(|p| {
+                let g = p.goodput.and_then(|g| g.goodput_req_s);
+                format!("{}: {}, {}", num(p.rate_per_s), p.outcome, dash(g))
+            })
+            .collect();
+        let _ = writeln!(
+            o,
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            cell(&a.id),
+            dash(c.held_rate_per_s),
+            dash(c.broken_rate_per_s),
+            cell(c.broken_by.as_deref().unwrap_or("—")),
+            dash(c.client_bound_rate_per_s),
+            cell(&probes.join("; ")),
+            cell(&c.evidence)
+        );
     }
     o
 }

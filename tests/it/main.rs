@@ -18,6 +18,7 @@ mod bench_load;
 mod campaign {
     mod availability;
     mod bounds;
+    mod capacity;
     mod dry_run;
     mod example;
     mod faults;

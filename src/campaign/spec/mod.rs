@@ -7,6 +7,7 @@
 
 mod arms;
 mod campaign;
+mod capacity;
 mod gates;
 mod hashing;
 mod identity;
@@ -18,6 +19,7 @@ mod workload;
 pub use crate::lane::{Recipe, RecipeKind};
 pub use arms::{Arm, Role, Speculative};
 pub use campaign::{Campaign, HistoryTable, Source};
+pub use capacity::{Capacity, DEFAULT_PROBE_REQUESTS};
 pub use gates::{Gates, PreflightGate, QualityGate, RetrievalGate, ToolsGate};
 pub use hashing::{canonical_json, hex_sha256};
 pub use identity::{Identity, Lane};

@@ -66,6 +66,9 @@ pub struct Workload {
     /// `[workload.open_loop]`: open-loop timed steps, one per rate, after the concurrency levels.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub open_loop: Option<OpenLoop>,
+    /// `[workload.capacity]`: a capacity step per arm, after its timing steps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<super::Capacity>,
 }
 
 /// `[workload.open_loop]`: warm timed steps whose requests start at a rate regardless of
@@ -267,6 +270,21 @@ impl Workload {
     /// entries were validated at load; one that does not parse is left out.
     pub fn slo_at(&self, level: u32) -> Vec<crate::metrics::slo::SloLimit> {
         self.slo_where(|e| e.concurrency.is_none_or(|c| c == level))
+    }
+
+    /// The SLO limits of the capacity search: `[workload.capacity] slo`, else the
+    /// `[[workload.slo]]` entries for every level. Validated at load; one that does not parse is
+    /// left out.
+    pub fn slo_capacity(&self) -> Vec<crate::metrics::slo::SloLimit> {
+        match &self.capacity {
+            Some(c) if !c.slo.is_empty() => c
+                .slo
+                .iter()
+                .filter_map(|e| crate::metrics::slo::SloLimit::parse_list(e).ok())
+                .flatten()
+                .collect(),
+            _ => self.slo_open_loop(),
+        }
     }
 
     /// The SLO limits of an open-loop step: the entries for every level.

@@ -4,6 +4,7 @@
 //! Every problem becomes one diagnostic at the line of the field it is about; all are collected.
 
 mod arms;
+mod capacity;
 mod common;
 mod container;
 mod gates;
@@ -34,6 +35,7 @@ pub(super) fn resolve_and_validate(
     sources::sources(c, &dir, &mut r);
     workload::workload(c, &mut r);
     open_loop::open_loop(c, &mut r);
+    capacity::capacity(c, &mut r);
     gates::gates(c, &dir, &mut r);
     for i in 0..c.arms.len() {
         arms::arm(c, i, &dir, &mut r);

@@ -1,5 +1,6 @@
 //! One file per step kind (see run/step.rs for the dispatch), and what the gate steps share.
 
+pub mod capacity;
 pub mod gpu;
 pub mod incumbent;
 pub mod lifecycle;

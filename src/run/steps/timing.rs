@@ -86,7 +86,7 @@ async fn size_work(
 }
 
 /// The timed input of `requests` requests at `concurrency`, their indices reserved on the arm.
-fn input(
+pub(super) fn input(
     cx: &mut Cx,
     arm: &Arm,
     target: Target,
@@ -128,44 +128,11 @@ pub async fn run(cx: &mut Cx, arm: &Arm, s: &PlanStep, live: &mut Option<Live>) 
         unreachable!("dispatched on Timing")
     };
     let ev_name = s.evidence.as_str();
+    if let Some(failed) = ensure_work(cx, arm, live, prompt_tokens, ev_name).await {
+        return failed;
+    }
     let l = live.as_mut().expect("ready");
     let target = l.target();
-    if l.work.is_none() {
-        match size_work(cx, arm, &target, prompt_tokens as u64).await {
-            Guarded::Cancelled => return Done::cancelled(),
-            Guarded::Panicked(m) => {
-                return Done::new(Outcome::Fatal(fail(FailureClass::Crash, m, ev_name)), None)
-            }
-            Guarded::Done(Err(e)) => {
-                let f = if l.crashed() {
-                    l.crash_failure("prompt sizing", ev_name)
-                } else {
-                    fail(FailureClass::Compatibility, e.clone(), ev_name)
-                };
-                let ev = json!({"error": e});
-                return Done::new(Outcome::Fatal(f), Some(ev));
-            }
-            Guarded::Done(Ok((m, work))) => {
-                let w = &mut cx.rec.result().workload;
-                if w.source.is_none() {
-                    w.source = cx
-                        .plan
-                        .request
-                        .source
-                        .as_ref()
-                        .and_then(|s| serde_json::to_value(s).ok());
-                }
-                if let Some(list) = timing_work::item_list(&work) {
-                    if let Some(e) = same_items(cx, arm, list) {
-                        let f = fail(FailureClass::Compatibility, e.clone(), ev_name);
-                        return Done::new(Outcome::Fatal(f), Some(json!({"error": e})));
-                    }
-                }
-                l.prompt = Some(Arc::new(m));
-                l.work = Some(work);
-            }
-        }
-    }
     let mut work = l.work.clone().expect("sized above");
     if let (timed::StepWork::Items { first_item: f, .. }, Some(first)) = (&mut work, first_item) {
         *f = first;
@@ -250,6 +217,59 @@ pub async fn run(cx: &mut Cx, arm: &Arm, s: &PlanStep, live: &mut Option<Live>) 
     Done::ok(ev)
 }
 
+/// Sizes what the arm's timed steps send, once per launch (the first timed step does it; a
+/// resumed run's first timed step may be a later one). Some(done) when the sizing failed.
+pub(super) async fn ensure_work(
+    cx: &mut Cx,
+    arm: &Arm,
+    live: &mut Option<Live>,
+    prompt_tokens: u32,
+    ev_name: &str,
+) -> Option<Done> {
+    let l = live.as_mut().expect("ready");
+    let target = l.target();
+    if l.work.is_none() {
+        match size_work(cx, arm, &target, prompt_tokens as u64).await {
+            Guarded::Cancelled => return Some(Done::cancelled()),
+            Guarded::Panicked(m) => {
+                return Some(Done::new(
+                    Outcome::Fatal(fail(FailureClass::Crash, m, ev_name)),
+                    None,
+                ))
+            }
+            Guarded::Done(Err(e)) => {
+                let f = if l.crashed() {
+                    l.crash_failure("prompt sizing", ev_name)
+                } else {
+                    fail(FailureClass::Compatibility, e.clone(), ev_name)
+                };
+                let ev = json!({"error": e});
+                return Some(Done::new(Outcome::Fatal(f), Some(ev)));
+            }
+            Guarded::Done(Ok((m, work))) => {
+                let w = &mut cx.rec.result().workload;
+                if w.source.is_none() {
+                    w.source = cx
+                        .plan
+                        .request
+                        .source
+                        .as_ref()
+                        .and_then(|s| serde_json::to_value(s).ok());
+                }
+                if let Some(list) = timing_work::item_list(&work) {
+                    if let Some(e) = same_items(cx, arm, list) {
+                        let f = fail(FailureClass::Compatibility, e.clone(), ev_name);
+                        return Some(Done::new(Outcome::Fatal(f), Some(json!({"error": e}))));
+                    }
+                }
+                l.prompt = Some(Arc::new(m));
+                l.work = Some(work);
+            }
+        }
+    }
+    None
+}
+
 /// Files a timed step's record in the arm's result: cold, warm c1, a level above 1, or an
 /// open-loop step keyed by its rate (and notes the matched prompt's reported tokens).
 fn file_record(
@@ -305,7 +325,7 @@ fn same_items(cx: &mut Cx, arm: &Arm, list: Vec<serde_json::Value>) -> Option<St
 
 /// The level's SLO verdict and goodput (`bench::slo::judge`, the judge `bakeoff bench` uses),
 /// in the evidence's records.
-fn slo_records(
+pub(super) fn slo_records(
     limits: &[crate::metrics::slo::SloLimit],
     out: &timed::TimingOutput,
 ) -> (Vec<SloCheckRecord>, GoodputRecord) {
