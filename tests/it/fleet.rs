@@ -425,3 +425,46 @@ fn one_lanes_table_runs_exactly_like_lane() {
 fn text_of(o: &std::process::Output) -> String {
     text(o)
 }
+
+/// An arm that fails on one lane fails there only: its lane goes on with its next arm, the other
+/// lane is untouched, and the campaign completes with the failure in its verdict.
+#[test]
+fn an_arm_failing_on_one_lane_leaves_the_other_arms_running() {
+    let _g = shared();
+    let t = Camp::new();
+    for p in ["inc", "b", "c"] {
+        t.profile(p, FAST);
+    }
+    t.profile(
+        "a",
+        &format!("fail_at_startup = \"no such device\"\n{FAST}"),
+    );
+    let f = t.write(
+        &[("inc", "inc"), ("a", "a"), ("b", "b"), ("c", "c")],
+        "",
+        "",
+    );
+    let text = std::fs::read_to_string(&f).unwrap();
+    let p1 = free_port();
+    std::fs::write(&f, as_lanes(&text, &[("g1", p1)])).unwrap();
+    let mut live = t.spawn_run("inc", &f, None);
+    let (_, r) = live.end_with(0);
+    let b = live.bundle.clone();
+    assert_eq!(listener_model(t.port).as_deref(), Some("inc"));
+    live.cleanup();
+    verify(&b);
+    assert_eq!(r["complete"], true, "{r:#}");
+    // a and c on g1, inc and b on g0: a failed, c after it on the same lane still ran.
+    assert_eq!(
+        r["lanes"][1]["arms"],
+        serde_json::json!(["a", "c"]),
+        "{r:#}"
+    );
+    assert_eq!(arm(&r, "a")["status"], "failed", "{r:#}");
+    for id in ["inc", "b", "c"] {
+        assert_eq!(arm(&r, id)["status"], "completed", "{id}: {r:#}");
+    }
+    let d = json(&b.join("decision-summary.json"));
+    let failures = d["failures"].to_string();
+    assert!(failures.contains("lanes/g1/a-"), "{d:#}");
+}
