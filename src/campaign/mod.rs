@@ -18,6 +18,7 @@ pub mod command;
 mod diag;
 mod dry_run;
 pub mod fingerprint;
+pub mod lane_plan;
 mod loader;
 mod paths;
 pub mod plan;
@@ -28,6 +29,7 @@ mod validate;
 
 pub use command::{shell_quote, CommandLine, LaunchCommand, Mask, StopMethod, SELF_PROGRAM};
 pub use diag::{CampaignError, Diagnostic};
+pub use lane_plan::{lane_campaign, lane_plan};
 pub use loader::{load, parse};
 pub use plan::{plan, Phase, Plan, PlanStep, RequestContract, RunState, StepKind, WorkSource};
 pub use resume::{load_bundle, BundleCampaign, Refusal};

@@ -39,6 +39,15 @@ pub fn run(a: CompareArgs) -> anyhow::Result<()> {
     // Each bundle is verified and its summary cross-checked against its step files first.
     let x = crate::report::load_checked(&a.a, a.force)?;
     let y = crate::report::load_checked(&a.b, a.force)?;
+    for (dir, b) in [(&a.a, &x), (&a.b, &y)] {
+        if !b.result.lanes.is_empty() {
+            anyhow::bail!(
+                "{} is a multi-lane bundle ({} lanes): `bakeoff compare` of multi-lane bundles is not built yet (docs/fleet.md)",
+                dir.display(),
+                b.result.lanes.len()
+            );
+        }
+    }
     let mut c = crate::report::compare::compare(&x.result, &y.result, a.force)?;
     if let Some(l) = &a.label_a {
         c.a = l.clone();

@@ -25,6 +25,7 @@ pub mod promote;
 pub mod recover;
 pub mod report;
 pub mod run;
+mod run_fleet;
 pub mod selftest;
 pub mod selftest_floor;
 pub mod selftest_source;
@@ -83,11 +84,37 @@ pub(crate) fn bundle_campaign(
     dir: &std::path::Path,
     command: &str,
 ) -> anyhow::Result<crate::campaign::BundleCampaign> {
-    crate::campaign::load_bundle(dir, command).map_err(|r| {
+    let multi = |n: usize| -> anyhow::Error {
+        Exit::with(
+            2,
+            format!(
+                "bundle {} ran its campaign over {n} lanes: `{command}` of a multi-lane bundle is not built yet (docs/fleet.md); each lane's folder (lanes/<lane>/launch-journal.json) lists what its run started",
+                dir.display()
+            ),
+        )
+        .into()
+    };
+    if let Some(n) = lanes_of_bundle(dir) {
+        return Err(multi(n));
+    }
+    let b = crate::campaign::load_bundle(dir, command).map_err(|r| {
         for d in &r.diagnostics {
             use std::io::Write as _;
             let _ = writeln!(std::io::stderr(), "{d}");
         }
-        Exit::with(2, r.message).into()
-    })
+        anyhow::Error::from(Exit::with(2, r.message))
+    })?;
+    // A lane's own folder of a multi-lane bundle: its campaign copy is the whole campaign.
+    if b.campaign.multi_lane() {
+        return Err(multi(b.campaign.lanes().len()));
+    }
+    Ok(b)
+}
+
+/// The lanes of a multi-lane bundle (its `campaign-result.json` lists them); None for a one-lane
+/// bundle or one without a readable result.
+pub(crate) fn lanes_of_bundle(dir: &std::path::Path) -> Option<usize> {
+    let b = std::fs::read(dir.join(crate::evidence::bundle::RESULT)).ok()?;
+    let r: crate::evidence::result::CampaignResult = serde_json::from_slice(&b).ok()?;
+    (!r.lanes.is_empty()).then_some(r.lanes.len())
 }

@@ -42,7 +42,7 @@ pub struct RunArgs {
 }
 
 /// Refused before anything started: exit 2 with `msg`.
-fn refuse(msg: impl Into<String>) -> anyhow::Error {
+pub(super) fn refuse(msg: impl Into<String>) -> anyhow::Error {
     super::Exit::with(2, msg).into()
 }
 
@@ -94,6 +94,15 @@ pub fn run(args: RunArgs) -> Result<()> {
     let Some((c, bundle, resume)) = what_to_run(&args)? else {
         return Ok(());
     };
+    if c.multi_lane() {
+        let ask = super::run_fleet::Ask {
+            history: args.history.clone(),
+            accept_lane_drift: args.accept_lane_drift,
+            progress: printer(false),
+            ended,
+        };
+        return super::run_fleet::run(ask, c, bundle);
+    }
     let purpose = if resume {
         Purpose::Resume
     } else {
@@ -116,7 +125,12 @@ pub fn run(args: RunArgs) -> Result<()> {
         .history
         .clone()
         .or_else(|| session.plan.campaign.history_db());
-    ended(&session.bundle, &outcome, history.as_deref());
+    ended(
+        &session.bundle,
+        &outcome,
+        history.as_deref(),
+        &session.bundle,
+    );
     drop(rt);
     drop(session);
     if outcome.interrupted.is_some() {
@@ -153,13 +167,6 @@ fn what_to_run(args: &RunArgs) -> Result<Option<(Campaign, PathBuf, bool)>> {
         }
         print!("{}", campaign::plan(&c).render(&Mask::from_process_env(&c)));
         return Ok(None);
-    }
-    if c.multi_lane() {
-        return Err(refuse(format!(
-            "campaign {} declares {} lanes: running arms over several lanes is not built yet (`--dry-run` prints the lanes and the schedule); for now, run it with one lane",
-            c.campaign.id,
-            c.lanes().len()
-        )));
     }
     // Its campaign loads from any directory (the bundle records absolute paths), and a file
     // that changed is refused above, even for a bundle with nothing left to run.
@@ -222,15 +229,23 @@ async fn execute(
             cancel: rx,
             notes: session.notes(),
             recovery: session.recovery.clone(),
+            logs_beside: None,
         },
     )
     .await
 }
 
 /// The run's last words: the verdict documents written, each arm, the restoration (and the
-/// restored incumbent's pid, said only here), the verdict, the root digest, the arms against
-/// their history (with `--history` or `[history] db`), the time, the bundle.
-fn ended(bundle: &Path, outcome: &runner::Outcome, history: Option<&str>) {
+/// restored incumbent's pid, said only here; `restored_in`: the folder holding
+/// `restoration-launch.json`, the bundle or its incumbent lane's), the verdict, the root
+/// digest, the arms against their history (with `--history` or `[history] db`), the time, the
+/// bundle.
+pub(super) fn ended(
+    bundle: &Path,
+    outcome: &runner::Outcome,
+    history: Option<&str>,
+    restored_in: &Path,
+) {
     // With a history store, this run's figures against its own history go into the bundle
     // first (history-context.json, history-trend.html): the verdict rendered next lists them
     // as limitations and links the trend; its ranking is decided without them.
@@ -248,20 +263,27 @@ fn ended(bundle: &Path, outcome: &runner::Outcome, history: Option<&str>) {
         }
     };
     let r = &outcome.result;
+    let lane_of = |id: &str| {
+        r.lanes
+            .iter()
+            .find(|l| l.arms.iter().any(|a| a == id))
+            .map(|l| format!(" on lane {}", l.id))
+            .unwrap_or_default()
+    };
     for a in &r.arms {
         let f = a
             .failure
             .as_ref()
             .map(|f| format!(" — {}: {}", f.class, f.detail))
             .unwrap_or_default();
-        say!("  arm {:<24} {:?}{f}", a.id, a.status);
+        say!("  arm {:<24} {:?}{}{f}", a.id, a.status, lane_of(&a.id));
     }
     if let Some(rest) = &r.restoration {
         say!("  restoration {}: {}", rest.status, rest.detail);
         // The pid goes stale when the process stops: it is said here, never in the documents.
         use crate::evidence::RestorationStatus as R;
         if matches!(rest.status, R::Passed | R::Unproven) {
-            if let Some(p) = restored_pid(bundle) {
+            if let Some(p) = restored_pid(restored_in) {
                 say!("  the restored incumbent keeps serving as pid {p} (its own process group): stop it with `kill -TERM -- -{p}`");
             }
         }
@@ -285,8 +307,13 @@ fn ended(bundle: &Path, outcome: &runner::Outcome, history: Option<&str>) {
         }
     }
     let t = &outcome.timing;
+    let summed = if r.lanes.is_empty() {
+        String::new()
+    } else {
+        format!(" (each summed over the {} lanes)", r.lanes.len())
+    };
     say!(
-        "bakeoff run: {:.1} s total; engines starting/stopping {:.1} s, measurement {:.1} s, bakeoff overhead {:.2} s ({:.2}%)",
+        "bakeoff run: {:.1} s total; engines starting/stopping {:.1} s, measurement {:.1} s, bakeoff overhead {:.2} s ({:.2}%){summed}",
         t.total_ms / 1e3,
         t.engine_lifecycle_ms / 1e3,
         t.measurement_ms / 1e3,
@@ -330,7 +357,7 @@ fn already_complete(bundle: &Path) -> bool {
 
 /// Shows the runner's notes: a bar on a terminal, else one line per step with an estimate of the
 /// time left (from this invocation's pace).
-fn printer(bar: bool) -> Notify {
+pub(super) fn printer(bar: bool) -> Notify {
     let t0 = Instant::now();
     let bar = bar.then(|| {
         let b = indicatif::ProgressBar::new(0);

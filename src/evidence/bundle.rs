@@ -48,6 +48,23 @@ pub fn recovery(invocation: u32) -> String {
     format!("recovery-{invocation}.json")
 }
 
+/// The folder of a multi-lane bundle that holds one folder per lane.
+pub const LANES_DIR: &str = "lanes";
+
+/// A lane's folder in a multi-lane bundle (`lanes/<lane>`, relative to the bundle): the lane's own
+/// run, with every file a one-lane bundle holds (its result, checkpoint, launch journal, plan,
+/// step evidence, its own manifest). The arms' evidence names carry the lane by this folder:
+/// `lanes/g1/fast-timing-4k-c1-warm.json`. A one-lane bundle has no such folder.
+pub fn lane_dir(lane: &str) -> String {
+    format!("{LANES_DIR}/{lane}")
+}
+
+/// What a lane folder's raw logs sit beside: `<bundle>.<lane>` (so `<bundle>.<lane>.logs/`
+/// and `<bundle>.<lane>.incumbent.log`): beside the whole bundle, never in it.
+pub fn lane_beside(bundle: &Path, lane: &str) -> PathBuf {
+    sibling(bundle, lane)
+}
+
 /// An arm step's evidence: `<arm>-<step>[-<shape>].json`, e.g. `fast-timing-4k-c1-warm.json`.
 pub fn step_file(arm: &str, step: &str, shape: Option<&str>) -> String {
     match shape {

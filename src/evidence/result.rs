@@ -39,6 +39,30 @@ pub struct CampaignResult {
     /// `legacy_policy_from_campaign_copy`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<Policy>,
+    /// The lanes of a multi-lane campaign (docs/fleet.md): each lane's folder, address, incumbent
+    /// and arms in the order they ran there. Empty (and not written) for a one-lane campaign.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lanes: Vec<LaneRun>,
+}
+
+/// One lane of a multi-lane campaign, as it ran.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct LaneRun {
+    pub id: String,
+    /// `host:port`.
+    pub address: String,
+    /// The incumbent arm serving it (stopped, measured and restored there); None: a
+    /// qualification lane.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incumbent: Option<String>,
+    /// The lane's folder in the bundle (`lanes/<id>`): its own run's result, checkpoint, launch
+    /// journal and evidence; every evidence name of its arms starts with it.
+    pub folder: String,
+    /// Its arms, in the order they ran.
+    pub arms: Vec<String>,
+    pub complete: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incomplete_reason: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]

@@ -104,6 +104,13 @@ pub fn summarize(dir: &Path) -> Result<Summary> {
                 bundle::RESULT
             )
         })?;
+    if !r.lanes.is_empty() {
+        bail!(
+            "{} is a multi-lane bundle ({} lanes): the history of multi-lane bundles is not built yet (its series are keyed by one lane; docs/fleet.md)",
+            dir.display(),
+            r.lanes.len()
+        );
+    }
     let env = read_json(dir, bundle::ENVIRONMENT).unwrap_or(J::Null);
     let ck = read_json(dir, bundle::CHECKPOINT).unwrap_or(J::Null);
     let decision = read_json(dir, bundle::DECISION_SUMMARY).unwrap_or(J::Null);

@@ -47,6 +47,9 @@ impl Cx {
         let rec = Recorder::open(
             &plan,
             opts.bundle.clone(),
+            opts.logs_beside
+                .clone()
+                .unwrap_or_else(|| opts.bundle.clone()),
             mask.clone(),
             opts.resume,
             opts.notify.clone(),

@@ -1,14 +1,22 @@
 //! The records a new run starts from: `campaign-result.json`'s first state (identity, workload,
 //! one entry per arm) and `environment.json` (what the run ran on).
 
-use crate::campaign::Campaign;
+use crate::campaign::{Campaign, Plan};
 use crate::evidence::result::{ArmResult, CampaignResult, SloGate, SpecRecord, WorkloadRecord};
 use crate::telemetry::host;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
-/// The result record a new run starts from: identity, workload, one entry per arm.
-pub fn new_result(c: &Campaign) -> CampaignResult {
+/// The result record a new run starts from: identity, workload, one entry per arm the plan runs
+/// (every arm of a one-lane campaign; a lane's arms on a multi-lane one).
+pub fn new_result(plan: &Plan) -> CampaignResult {
+    let c = &plan.campaign;
+    let ran = plan.arm_ids();
+    let arms: Vec<&crate::campaign::Arm> = c
+        .arms
+        .iter()
+        .filter(|a| ran.contains(&a.id.as_str()))
+        .collect();
     let mut r = CampaignResult::new(&c.campaign.id);
     r.started_at = crate::clock::wall_rfc3339();
     let inc = c.incumbent();
@@ -56,20 +64,19 @@ pub fn new_result(c: &Campaign) -> CampaignResult {
     // The policy the verdict follows, recorded so the verdict is a function of the bundle alone.
     r.policy = Some(c.policy.clone());
     // An endpoint measured without certificate verification is a limitation of the verdict.
-    for a in &c.arms {
+    for a in &arms {
         if let Some(n) = a.recipe().limitation(&a.id) {
             if !r.notes.contains(&n) {
                 r.notes.push(n);
             }
         }
     }
-    r.measurement_path = if c.arms.iter().any(|a| a.recipe().routed()) {
+    r.measurement_path = if arms.iter().any(|a| a.recipe().routed()) {
         "routed".into()
     } else {
         "online-direct".into()
     };
-    r.arms = c
-        .arms
+    r.arms = arms
         .iter()
         .map(|a| ArmResult {
             id: a.id.clone(),

@@ -15,14 +15,7 @@ pub fn check(c: &Campaign, accept_drift: bool) -> Result<Option<String>, String>
     let Some(rec) = resident::read(&c.lane.host, c.lane.port)? else {
         return Ok(None);
     };
-    if rec.state == LaneState::RollbackFailed {
-        return Err(format!(
-            "{}; nothing runs on this lane until it is resolved: start the resident by hand ({}), then `bakeoff lane resolve {}` proves it serves and clears the mark",
-            rec.summary(),
-            if rec.restart.is_empty() { "as you usually do".to_string() } else { rec.restart.join("; ") },
-            c.lane.port
-        ));
-    }
+    rollback_failed(c, &rec)?;
     let inc = c.incumbent();
     let same = rec.resident.argv_env_hash == c.argv_env_hash(inc);
     if !rec.current() {
@@ -48,6 +41,34 @@ pub fn check(c: &Campaign, accept_drift: bool) -> Result<Option<String>, String>
     Err(format!(
         "{what}; declare the resident as the incumbent, or pass --accept-lane-drift to run anyway (recorded as a limitation)"
     ))
+}
+
+/// The lane record's word before a campaign runs arms on one of its qualification lanes (no
+/// incumbent: nothing is stopped, restored or recorded there): a failed rollback refuses, as on
+/// any lane; a record naming a resident is a note (the port itself must be free: the
+/// preconditions refuse a busy one).
+pub fn check_qualification(c: &Campaign) -> Result<Option<String>, String> {
+    let Some(rec) = resident::read(&c.lane.host, c.lane.port)? else {
+        return Ok(None);
+    };
+    rollback_failed(c, &rec)?;
+    Ok(Some(format!(
+        "the lane record of qualification lane {} says {}; the campaign neither stops nor restores anything there and leaves the record as it is",
+        c.lane.address(),
+        rec.summary()
+    )))
+}
+
+fn rollback_failed(c: &Campaign, rec: &LaneRecord) -> Result<(), String> {
+    if rec.state == LaneState::RollbackFailed {
+        return Err(format!(
+            "{}; nothing runs on this lane until it is resolved: start the resident by hand ({}), then `bakeoff lane resolve {}` proves it serves and clears the mark",
+            rec.summary(),
+            if rec.restart.is_empty() { "as you usually do".to_string() } else { rec.restart.join("; ") },
+            c.lane.port
+        ));
+    }
+    Ok(())
 }
 
 /// The record of `arm` serving the lane as `pid` (None: not a local process), set by `set_by`.

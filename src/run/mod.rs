@@ -16,6 +16,8 @@
 mod arm;
 mod context;
 mod first_records;
+pub mod fleet;
+mod fleet_merge;
 mod guard;
 pub mod journal;
 pub mod lanerecord;
@@ -62,6 +64,9 @@ pub struct Options {
     /// What a resumed run found of a dead invocation on the lane and did about it
     /// ([`recover::leftovers`], run before the preconditions): recorded when the bundle opens.
     pub recovery: Option<recover::Recovery>,
+    /// Where the raw engine logs and the held-back space go: beside this path (None: beside
+    /// the bundle). A lane folder of a multi-lane bundle keeps them beside the whole bundle.
+    pub logs_beside: Option<PathBuf>,
 }
 
 pub struct Outcome {
@@ -404,7 +409,11 @@ impl<S: Steps> Runner<S> {
         (self.cx.notify)(Note::Finished);
         let total_ms = self.t0.elapsed().as_secs_f64() * 1e3;
         let reason = self.interrupted.as_deref().or(self.halted.as_deref());
-        let (mut complete, timing) = self.cx.rec.close(reason, total_ms, self.cx.lane_has_gpus());
+        let restores = self.cx.plan.restores();
+        let (mut complete, timing) =
+            self.cx
+                .rec
+                .close(reason, total_ms, self.cx.lane_has_gpus(), restores);
         // A disk that was full for a moment (another process's log, a filler) may have refused
         // the final result or the manifest: try again for a few seconds, so that the bundle is
         // sealed and says why it is incomplete, rather than being left with the in-run result.

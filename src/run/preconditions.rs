@@ -17,11 +17,32 @@ pub enum PortState {
 
 /// Checks that must pass before anything is launched. Each error is one line.
 pub fn preconditions(plan: &Plan, bundle: &Path, resume: bool) -> Result<PortState, String> {
+    preconditions_beside(plan, bundle, bundle, resume)
+}
+
+/// [`preconditions`] for a bundle whose raw logs go beside `beside` (a lane folder of a
+/// multi-lane bundle: beside the whole bundle, never in it).
+pub fn preconditions_beside(
+    plan: &Plan,
+    bundle: &Path,
+    beside: &Path,
+    resume: bool,
+) -> Result<PortState, String> {
     let c = &plan.campaign;
     // Suites load before any arm starts.
     suites(plan)?;
     if lane::port_free(&c.lane.host, c.lane.port) {
-        return output_ok(bundle, resume).map(|_| PortState::Free);
+        return output_ok(bundle, beside, resume).map(|_| PortState::Free);
+    }
+    if !plan.restores() {
+        let who = procnet::find_listeners(c.lane.port)
+            .first()
+            .map(|l| format!(" (pid {})", l.pid))
+            .unwrap_or_default();
+        return Err(format!(
+            "port {}:{} of a qualification lane (no incumbent) is in use{who}; nothing may serve it before the campaign: stop it or give the lane another port",
+            c.lane.host, c.lane.port
+        ));
     }
     let inc = c.incumbent();
     let listeners = procnet::find_listeners(c.lane.port);
@@ -42,11 +63,11 @@ pub fn preconditions(plan: &Plan, bundle: &Path, resume: bool) -> Result<PortSta
             l.cmdline.join(" ")
         )));
     }
-    output_ok(bundle, resume)?;
+    output_ok(bundle, beside, resume)?;
     Ok(PortState::Incumbent(l.clone()))
 }
 
-fn output_ok(bundle: &Path, resume: bool) -> Result<(), String> {
+fn output_ok(bundle: &Path, beside: &Path, resume: bool) -> Result<(), String> {
     // Output directory: creatable, writable, and not an existing bundle unless resuming.
     if bundle.exists() && !bundle.is_dir() {
         return Err(format!(
@@ -79,7 +100,7 @@ fn output_ok(bundle: &Path, resume: bool) -> Result<(), String> {
         )
     })?;
     let _ = std::fs::remove_file(&probe);
-    let d = bundle::logs_dir(bundle);
+    let d = bundle::logs_dir(beside);
     std::fs::create_dir_all(&d).map_err(|e| {
         format!(
             "cannot create {} ({e}) next to the output directory; give a writable --output",

@@ -15,6 +15,9 @@ use std::path::{Path, PathBuf};
 
 pub struct Recorder {
     dir: PathBuf,
+    /// The path the raw logs and the held-back space sit beside (the bundle itself, or the
+    /// whole bundle for a lane folder of a multi-lane one).
+    beside: PathBuf,
     mask: Mask,
     result: CampaignResult,
     ck: Checkpoint,
@@ -49,6 +52,7 @@ impl Recorder {
     pub fn open(
         plan: &Plan,
         dir: PathBuf,
+        beside: PathBuf,
         mask: Mask,
         resume: bool,
         notify: super::Notify,
@@ -64,10 +68,11 @@ impl Recorder {
             let mut ck = Checkpoint::new(plan);
             // A fresh campaign: its own place to start the prompt nonce numbers.
             ck.nonce_base = Some(crate::workload::filler::random_nonce_base());
-            (ck, first_records::new_result(&plan.campaign))
+            (ck, first_records::new_result(plan))
         };
         let mut rec = Recorder {
             dir,
+            beside,
             mask,
             result,
             ck,
@@ -100,7 +105,7 @@ impl Recorder {
             )?;
         }
         let bytes = super::reserve::size(plan.steps.len());
-        match super::reserve::Reserve::take(&bundle::space_reserve(&rec.dir), bytes) {
+        match super::reserve::Reserve::take(&bundle::space_reserve(&rec.beside), bytes) {
             Ok(r) => rec.reserve = Some(r),
             Err(e) => rec.warn(&format!(
                 "could not hold back {} KiB beside the bundle for its final result ({e}); on a disk that fills, the bundle may keep a result that says `running`",
@@ -122,6 +127,11 @@ impl Recorder {
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// What the raw engine logs sit beside (`bundle::logs_dir`, `bundle::incumbent_log`).
+    pub fn beside(&self) -> &Path {
+        &self.beside
     }
 
     pub fn invocation(&self) -> u32 {
@@ -312,11 +322,14 @@ impl Recorder {
         self.reserve.take().map(|r| r.release()).is_some()
     }
 
+    /// `restores`: the plan restores an incumbent (a qualification lane of a multi-lane
+    /// campaign has none, so no restoration is needed for it to be complete).
     pub fn close(
         &mut self,
         interrupted: Option<&str>,
         total_ms: f64,
         lane_has_gpus: bool,
+        restores: bool,
     ) -> (bool, InvocationTiming) {
         let missing = missing_files(&self.dir, &self.result);
         let r = &mut self.result;
@@ -325,10 +338,10 @@ impl Recorder {
             .arms
             .iter()
             .all(|a| matches!(a.status, ArmStatus::Completed | ArmStatus::Failed));
-        let restored = r
-            .restoration
-            .as_ref()
-            .is_some_and(|x| x.status == RestorationStatus::Passed);
+        let restored = !restores
+            || r.restoration
+                .as_ref()
+                .is_some_and(|x| x.status == RestorationStatus::Passed);
         let complete = all_end && restored && interrupted.is_none() && missing.is_empty();
         r.complete = complete;
         let unproven = r

@@ -238,6 +238,7 @@ pub async fn recover(
         cancel: rx,
         notes,
         recovery: None,
+        logs_beside: None,
     };
     let complete = std::fs::read(dir.join(bundle::RESULT))
         .ok()

@@ -8,11 +8,11 @@
 //!                                                                         ─▶ Session (plan, lock, …)
 //! ```
 
-use super::preconditions::{preconditions, PortState};
+use super::preconditions::{preconditions, preconditions_beside, PortState};
 use super::recover::{self, Recovery};
 use crate::campaign::{self, Campaign, Plan};
 use crate::lane::lock::{Holder, LaneLock};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Why a session starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,6 +126,45 @@ pub fn begin_with(
         bundle,
         lock,
         recovery,
+        port,
+        lane_note,
+    })
+}
+
+/// One lane of a multi-lane campaign ready to run (`run::fleet`): `plan` is the lane's
+/// (`campaign::lane_plan`), `dir` its folder of the bundle, `beside` what its raw logs sit
+/// beside. The lane's lock is taken and its lane record checked as for a one-lane run (a
+/// qualification lane's record only for a failed rollback: nothing is stopped or restored
+/// there), then its preconditions (its port free, or serving the incumbent on the incumbent's
+/// lane).
+pub fn begin_lane(
+    plan: Plan,
+    dir: PathBuf,
+    beside: &Path,
+    accept_drift: bool,
+) -> Result<Session, Refused> {
+    let c = &plan.campaign;
+    let lock = LaneLock::acquire(
+        &c.lane.host,
+        c.lane.port,
+        &Holder {
+            pid: std::process::id(),
+            campaign_id: c.campaign.id.clone(),
+            bundle: dir.clone(),
+            started_at: crate::clock::wall_rfc3339(),
+        },
+    )?;
+    let lane_note = if plan.restores() {
+        super::lanerecord::check(c, accept_drift)?
+    } else {
+        super::lanerecord::check_qualification(c)?
+    };
+    let port = Some(preconditions_beside(&plan, &dir, beside, false)?);
+    Ok(Session {
+        plan,
+        bundle: dir,
+        lock,
+        recovery: None,
         port,
         lane_note,
     })

@@ -154,6 +154,7 @@ async fn go(dir: &Path, mut fake: Fake, resume: bool) -> Ran {
         cancel: rx,
         notes: vec![],
         recovery: None,
+        logs_beside: None,
     };
     let mut fake = fake;
     let out = run_with_fake(plan.clone(), opts, &mut fake).await;

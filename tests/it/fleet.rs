@@ -1,9 +1,10 @@
 //! Fleet campaigns (docs/fleet.md): `[[lanes]]` beside `[lane]`, the schedule `--dry-run`
-//! prints, the errors of a bad lane list, and a one-table `[[lanes]]` campaign running exactly
-//! as its `[lane]` twin. Running arms over several lanes is not built yet: `run` refuses it.
+//! prints, the errors of a bad lane list, a one-table `[[lanes]]` campaign running exactly as
+//! its `[lane]` twin, and several lanes running side by side into one bundle (a signal reaching
+//! every lane; what is not built for such bundles refusing them).
 
 use crate::support::campaign::*;
-use crate::support::exclusive;
+use crate::support::{exclusive, shared};
 use std::path::Path;
 
 const FAST: &str = "ttft_ms = 10\ndecode_tok_s = 400\ncontext_tokens = 4096";
@@ -79,22 +80,277 @@ fn dry_run_prints_each_lane_and_its_arms() {
     assert!(block("g2").contains("1. b ("), "{out}");
 }
 
+/// A qualification lane whose port something already serves is refused before anything
+/// starts: exit 2, no bundle, no logs folder, and the incumbent's lane untouched.
 #[test]
-fn running_several_lanes_is_refused_before_anything_starts() {
+fn a_busy_qualification_lane_is_refused_before_anything_starts() {
     let t = Camp::new();
     t.profile("inc", FAST);
     t.profile("a", FAST);
     let f = t.write(&[("inc", "inc"), ("a", "a")], "", "");
     let text = std::fs::read_to_string(&f).unwrap();
-    std::fs::write(&f, as_lanes(&text, &[("g1", free_port())])).unwrap();
-    let o = run(&[f.to_str().unwrap()]);
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let p1 = busy.local_addr().unwrap().port();
+    std::fs::write(&f, as_lanes(&text, &[("g1", p1)])).unwrap();
+    let o = run_command(&t.path("locks"), &[f.to_str().unwrap()])
+        .output()
+        .unwrap();
     let out = text_of(&o);
     assert_eq!(o.status.code(), Some(2), "{out}");
     assert!(
-        out.contains("declares 2 lanes: running arms over several lanes is not built yet"),
+        out.contains(&format!(
+            "lane g1: port 127.0.0.1:{p1} of a qualification lane (no incumbent) is in use"
+        )),
         "{out}"
     );
     assert!(!t.bundle().exists(), "nothing is written: {out}");
+    assert!(!t.path("out.g0.logs").exists(), "{out}");
+    drop(busy);
+}
+
+/// Seconds since the epoch of a `YYYY-MM-DDTHH:MM:SSZ` label (the checkpoint's `finished_at`).
+fn epoch_s(label: &str) -> f64 {
+    let n = |r: std::ops::Range<usize>| label[r].parse::<i64>().unwrap();
+    let (y, m, d) = (n(0..4), n(5..7), n(8..10));
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    (days * 86_400 + n(11..13) * 3600 + n(14..16) * 60 + n(17..19)) as f64
+}
+
+/// The span of a lane's arm steps in its checkpoint: from the first arm step's start (its end
+/// less its wall time) to the last one's end, seconds since the epoch (1 s resolution).
+fn arm_span(lane_dir: &Path) -> (f64, f64) {
+    let ck = json(&lane_dir.join("checkpoint.json"));
+    let mut span = (f64::MAX, f64::MIN);
+    for s in ck["steps"].as_array().unwrap() {
+        let (Some(at), Some(ms)) = (s["finished_at"].as_str(), s["wall_ms"].as_f64()) else {
+            continue;
+        };
+        if s["arm"].is_null()
+            || s["step"] == "stop-incumbent"
+            || s["evidence"].as_str().unwrap().starts_with("restoration-")
+        {
+            continue;
+        }
+        let end = epoch_s(at);
+        span = (span.0.min(end - ms / 1e3), span.1.max(end));
+    }
+    assert!(span.0 < span.1, "no arm step in {}", lane_dir.display());
+    span
+}
+
+/// A campaign over two lanes (the incumbent's and a qualification lane) runs both at once into
+/// one bundle: every arm completes on its scheduled lane, its evidence names carry the lane,
+/// the bundle verifies and renders, the verdict covers every arm, the incumbent is restored on
+/// its lane and nothing is left on the other; the lanes' arm spans overlap in the checkpoints'
+/// own timestamps. The commands not built for multi-lane bundles refuse it.
+#[test]
+fn two_lanes_run_side_by_side_into_one_bundle() {
+    // The overlap is read from wall-clock stamps: nothing else times beside it.
+    let _g = exclusive();
+    let t = Camp::new();
+    // Each arm takes a while to start, so that a lane's arms last long enough to show overlap
+    // beyond the stamps' 1 s resolution.
+    let slow_start = format!("startup_ms = 1500\n{FAST}");
+    for p in ["inc", "a", "b", "c"] {
+        t.profile(p, &slow_start);
+    }
+    let f = t.write(
+        &[("inc", "inc"), ("a", "a"), ("b", "b"), ("c", "c")],
+        "",
+        "",
+    );
+    let text = std::fs::read_to_string(&f).unwrap();
+    let p1 = free_port();
+    std::fs::write(&f, as_lanes(&text, &[("g1", p1)])).unwrap();
+    let t0 = std::time::Instant::now();
+    let mut live = t.spawn_run("inc", &f, None);
+    let (e, r) = live.end_with(0);
+    let wall = t0.elapsed().as_secs_f64();
+    let b = live.bundle.clone();
+    let out = text_of(&e.out);
+    // The incumbent serves its lane again; nothing serves the qualification lane.
+    assert_eq!(listener_model(t.port).as_deref(), Some("inc"), "{out}");
+    assert!(
+        bakeoff::lane::procnet::find_listeners(p1).is_empty(),
+        "{out}"
+    );
+    live.cleanup();
+    verify(&b);
+    assert_eq!(r["complete"], true, "{r:#}");
+    assert_eq!(r["restoration"]["status"], "passed", "{r:#}");
+    assert_eq!(
+        r["restoration"]["evidence"], "lanes/g0/restoration-identity.json",
+        "{r:#}"
+    );
+    // inc on its lane; a → g1, b → g0, c → g1 (equal lengths: least loaded, lane order).
+    let lanes = r["lanes"].as_array().unwrap();
+    assert_eq!(lanes.len(), 2, "{r:#}");
+    assert_eq!(lanes[0]["id"], "g0");
+    assert_eq!(lanes[0]["incumbent"], "inc");
+    assert_eq!(lanes[0]["arms"], serde_json::json!(["inc", "b"]));
+    assert_eq!(lanes[1]["id"], "g1");
+    assert!(lanes[1]["incumbent"].is_null());
+    assert_eq!(lanes[1]["arms"], serde_json::json!(["a", "c"]));
+    for (id, lane) in [("inc", "g0"), ("a", "g1"), ("b", "g0"), ("c", "g1")] {
+        let a = arm(&r, id);
+        assert_eq!(a["status"], "completed", "{id}: {a:#}");
+        let ev = a["evidence"].as_array().unwrap();
+        assert!(!ev.is_empty(), "{id}");
+        for e in ev {
+            let e = e.as_str().unwrap();
+            assert!(e.starts_with(&format!("lanes/{lane}/{id}-")), "{id}: {e}");
+            assert!(b.join(e).is_file(), "{e}");
+        }
+        assert!(
+            a["warm"]["evidence"]
+                .as_str()
+                .unwrap()
+                .starts_with(&format!("lanes/{lane}/")),
+            "{a:#}"
+        );
+        assert!(out.contains(&format!("on lane {lane}")), "{out}");
+    }
+    // Progress lines are tagged with their lane.
+    assert!(out.contains("lane g1: arm "), "{out}");
+    assert!(out.contains("lane g0: arm "), "{out}");
+    // The qualification lane stopped and restored nothing.
+    assert!(!b.join("lanes/g1/incumbent-shutdown.json").exists());
+    assert!(!b.join("lanes/g1/restoration-launch.json").exists());
+    assert!(b.join("lanes/g0/incumbent-shutdown.json").is_file());
+    // No raw log inside the bundle: each lane's sit beside it.
+    assert!(t.path("out.g0.logs").is_dir() && t.path("out.g1.logs").is_dir());
+    // One verdict over every arm.
+    let d = json(&b.join("decision-summary.json"));
+    let mut ids: Vec<&str> = d["arms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["id"].as_str().unwrap())
+        .collect();
+    ids.sort_unstable();
+    assert_eq!(ids, vec!["a", "b", "c", "inc"], "{d:#}");
+    assert!(b.join("publication-summary.md").is_file());
+    // Side by side, from the evidence: the lanes' arm spans overlap by more than the stamps'
+    // resolution (one after the other they would overlap by at most 1 s).
+    let (s0, e0) = arm_span(&b.join("lanes/g0"));
+    let (s1, e1) = arm_span(&b.join("lanes/g1"));
+    let overlap = e0.min(e1) - s0.max(s1);
+    eprintln!(
+        "lane g0 arms {:.1} s, lane g1 arms {:.1} s, overlap {overlap:.1} s, run {wall:.1} s",
+        e0 - s0,
+        e1 - s1
+    );
+    assert!(overlap >= 2.0, "g0 {s0}..{e0}, g1 {s1}..{e1}");
+    // `bakeoff report` renders it again and it still verifies.
+    let o = std::process::Command::new(BIN)
+        .arg("report")
+        .arg(&b)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text_of(&o));
+    verify(&b);
+    // What is not built for multi-lane bundles says so.
+    let locks = t.path("locks");
+    let refused = |args: &[&str], code: i32, says: &str| {
+        let o = bakeoff_command(&locks, args).output().unwrap();
+        let out = text_of(&o);
+        assert_eq!(o.status.code(), Some(code), "{args:?}: {out}");
+        assert!(out.contains(says), "{args:?}: {out}");
+    };
+    let bs = b.to_str().unwrap();
+    refused(
+        &["run", "--resume", bs, "--no-progress"],
+        2,
+        "`bakeoff run --resume` of a multi-lane bundle is not built yet",
+    );
+    refused(
+        &["recover", bs],
+        2,
+        "`bakeoff recover` of a multi-lane bundle is not built yet",
+    );
+    // A lane's own folder is no bundle of its own to recover or resume.
+    refused(
+        &["recover", b.join("lanes/g1").to_str().unwrap()],
+        2,
+        "`bakeoff recover` of a multi-lane bundle is not built yet",
+    );
+    refused(
+        &["compare", bs, bs],
+        1,
+        "`bakeoff compare` of multi-lane bundles is not built yet",
+    );
+    let db = t.path("history.sqlite");
+    refused(
+        &["history", "--db", db.to_str().unwrap(), "add", bs],
+        1,
+        "the history of multi-lane bundles is not built yet",
+    );
+    refused(
+        &["promote", bs],
+        2,
+        "`bakeoff promote` of a multi-lane bundle is not built yet",
+    );
+    // The lane still serves the incumbent the test cleaned up: nothing above touched a lane.
+    assert!(bakeoff::lane::procnet::find_listeners(p1).is_empty());
+}
+
+/// SIGINT while both lanes run arms: every lane stops its arm, the incumbent's lane restores
+/// it, the run exits 130 with a sealed bundle that says it was interrupted, and nothing is left
+/// serving the qualification lane.
+#[test]
+fn sigint_reaches_every_lane_and_the_incumbent_is_restored() {
+    let _g = shared();
+    let t = Camp::new();
+    let slow_start = format!("startup_ms = 1000\n{FAST}");
+    for p in ["inc", "a", "b"] {
+        t.profile(p, &slow_start);
+    }
+    let f = t.write(&[("inc", "inc"), ("a", "a"), ("b", "b")], "", "");
+    let text = std::fs::read_to_string(&f).unwrap();
+    let p1 = free_port();
+    std::fs::write(&f, as_lanes(&text, &[("g1", p1)])).unwrap();
+    let mut live = t.spawn_run("inc", &f, None);
+    // Arm `a` is ready on g1 (the incumbent's lane is then measuring `inc`).
+    live.wait_for("lanes/g1/a-ready.json", std::time::Duration::from_secs(60));
+    // SAFETY: signals the bakeoff process this test started.
+    unsafe {
+        libc::kill(live.pid() as i32, libc::SIGINT);
+    }
+    let (e, r) = live.end_with(130);
+    let b = live.bundle.clone();
+    let out = text_of(&e.out);
+    assert_eq!(listener_model(t.port).as_deref(), Some("inc"), "{out}");
+    assert!(
+        bakeoff::lane::procnet::find_listeners(p1).is_empty(),
+        "{out}"
+    );
+    live.cleanup();
+    verify(&b);
+    assert_eq!(r["complete"], false);
+    assert_eq!(r["restoration"]["status"], "passed", "{r:#}");
+    let reason = r["incomplete_reason"].as_str().unwrap();
+    assert!(
+        reason.contains("lane g1: interrupted by SIGINT during a/"),
+        "{reason}"
+    );
+    for l in r["lanes"].as_array().unwrap() {
+        assert_eq!(l["complete"], false, "{l:#}");
+        assert!(
+            l["incomplete_reason"]
+                .as_str()
+                .unwrap()
+                .starts_with("interrupted by SIGINT"),
+            "{l:#}"
+        );
+    }
+    assert_eq!(arm(&r, "a")["status"], "interrupted", "{r:#}");
 }
 
 #[test]
@@ -168,4 +424,47 @@ fn one_lanes_table_runs_exactly_like_lane() {
 
 fn text_of(o: &std::process::Output) -> String {
     text(o)
+}
+
+/// An arm that fails on one lane fails there only: its lane goes on with its next arm, the other
+/// lane is untouched, and the campaign completes with the failure in its verdict.
+#[test]
+fn an_arm_failing_on_one_lane_leaves_the_other_arms_running() {
+    let _g = shared();
+    let t = Camp::new();
+    for p in ["inc", "b", "c"] {
+        t.profile(p, FAST);
+    }
+    t.profile(
+        "a",
+        &format!("fail_at_startup = \"no such device\"\n{FAST}"),
+    );
+    let f = t.write(
+        &[("inc", "inc"), ("a", "a"), ("b", "b"), ("c", "c")],
+        "",
+        "",
+    );
+    let text = std::fs::read_to_string(&f).unwrap();
+    let p1 = free_port();
+    std::fs::write(&f, as_lanes(&text, &[("g1", p1)])).unwrap();
+    let mut live = t.spawn_run("inc", &f, None);
+    let (_, r) = live.end_with(0);
+    let b = live.bundle.clone();
+    assert_eq!(listener_model(t.port).as_deref(), Some("inc"));
+    live.cleanup();
+    verify(&b);
+    assert_eq!(r["complete"], true, "{r:#}");
+    // a and c on g1, inc and b on g0: a failed, c after it on the same lane still ran.
+    assert_eq!(
+        r["lanes"][1]["arms"],
+        serde_json::json!(["a", "c"]),
+        "{r:#}"
+    );
+    assert_eq!(arm(&r, "a")["status"], "failed", "{r:#}");
+    for id in ["inc", "b", "c"] {
+        assert_eq!(arm(&r, id)["status"], "completed", "{id}: {r:#}");
+    }
+    let d = json(&b.join("decision-summary.json"));
+    let failures = d["failures"].to_string();
+    assert!(failures.contains("lanes/g1/a-"), "{d:#}");
 }

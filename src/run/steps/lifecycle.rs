@@ -93,9 +93,9 @@ async fn launch_arm(
     log_name: String,
     purpose: Purpose,
 ) -> Result<Live, Value> {
-    let logs = bundle::logs_dir(cx.rec.dir());
+    let logs = bundle::logs_dir(cx.rec.beside());
     let _ = std::fs::create_dir_all(&logs);
-    let log = bundle::raw_engine_log(cx.rec.dir(), &arm.id);
+    let log = bundle::raw_engine_log(cx.rec.beside(), &arm.id);
     let spec = match launch_spec(cx.c(), arm, &log) {
         Ok(s) => s,
         Err(e) => {

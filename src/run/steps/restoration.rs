@@ -152,7 +152,7 @@ pub async fn launch(cx: &mut Cx) -> Done {
         cx.restore.pid = m.then_some(l.pid);
         return launch_done(cx, ev, m);
     }
-    let log = bundle::incumbent_log(cx.rec.dir());
+    let log = bundle::incumbent_log(cx.rec.beside());
     let spec = match launch_spec(cx.c(), &inc, &log) {
         Ok(s) => s,
         Err(e) => {
@@ -436,7 +436,7 @@ pub fn settle(cx: &mut Cx) {
     rest.detail = if ok {
         "the incumbent serves again from the same recipe, with the declared model and context, and passed a fresh preflight".to_string()
     } else {
-        let log = bundle::incumbent_log(cx.rec.dir());
+        let log = bundle::incumbent_log(cx.rec.beside());
         let restart = match restart_command(cx, &log) {
             Some(c) => format!("; start the incumbent again with: {c}"),
             None => {

@@ -1,0 +1,168 @@
+//! One lane's share of a multi-lane campaign (docs/fleet.md): the campaign as that lane sees it
+//! (`[lane]` = the lane) and its plan (the lane's arms in schedule order, the incumbent's stop
+//! and restoration only on the incumbent's lane). The runner runs each lane's plan unchanged, as
+//! it runs a one-lane campaign's, in the lane's own folder of the bundle.
+//!
+//! Plain data, no I/O.
+
+use super::plan::{plan, Phase, Plan, PlanStep, StepKind};
+use super::schedule::Schedule;
+use super::spec::Campaign;
+
+/// The campaign as lane `lane` runs it: `[lane]` is that lane's table and there is no
+/// `[[lanes]]` list. Every arm stays (the incumbent is still the campaign's, and an arm's
+/// recipe is read by id); only the lane's arms have steps in its plan ([`lane_plan`]). None:
+/// no such lane.
+pub fn lane_campaign(c: &Campaign, lane: &str) -> Option<Campaign> {
+    let entry = c.fleet.iter().find(|e| e.id == lane)?;
+    let mut sub = c.clone();
+    sub.lane = entry.lane();
+    sub.fleet.clear();
+    Some(sub)
+}
+
+/// The plan of lane `lane` of `c` (a `[[lanes]]` campaign): the steps [`plan`] makes for
+/// [`lane_campaign`] (so every lane parameter is this lane's: ready timeout, GPUs, memory
+/// reserve), keeping the setup's idle baseline, the arm steps of the arms `schedule` puts on
+/// the lane (a lane's arms run in file order, as they come in the plan), and the incumbent's stop
+/// and restoration only on the lane that names it; numbered again from 1. Its schedule is the
+/// lane's queue alone. None: no such lane.
+pub fn lane_plan(c: &Campaign, schedule: &Schedule, lane: &str) -> Option<Plan> {
+    let sub = lane_campaign(c, lane)?;
+    let queue = schedule.lanes.iter().find(|q| q.lane == lane)?.clone();
+    let serves_incumbent = queue.incumbent.is_some();
+    let mut p = plan(&sub);
+    let keep = |s: &PlanStep| match s.phase {
+        Phase::Setup => serves_incumbent || matches!(s.kind, StepKind::GpuIdleBaseline { .. }),
+        Phase::Arm => s
+            .arm
+            .as_deref()
+            .is_some_and(|a| queue.arms.iter().any(|q| q.arm == a)),
+        Phase::Restoration => serves_incumbent,
+    };
+    p.steps.retain(keep);
+    for (i, s) in p.steps.iter_mut().enumerate() {
+        s.number = i + 1;
+    }
+    p.schedule = Schedule { lanes: vec![queue] };
+    Some(p)
+}
+
+impl Plan {
+    /// Whether the plan restores an incumbent (every one-lane plan; on a multi-lane campaign,
+    /// only the incumbent's lane: a qualification lane has nothing to stop or restore).
+    pub fn restores(&self) -> bool {
+        self.steps.iter().any(|s| s.phase == Phase::Restoration)
+    }
+
+    /// The arms with steps in this plan (every arm of a one-lane plan; a lane's arms), in order.
+    pub fn arm_ids(&self) -> Vec<&str> {
+        let mut out: Vec<&str> = Vec::new();
+        for s in self.steps.iter().filter(|s| s.phase == Phase::Arm) {
+            if let Some(a) = s.arm.as_deref() {
+                if !out.contains(&a) {
+                    out.push(a);
+                }
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn campaign(gpus: bool) -> Campaign {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("campaign.toml");
+        let arm = |id: &str, role: &str| {
+            format!(
+                "[[arms]]\nid = \"{id}\"\nrole = \"{role}\"\nengine = \"e\"\nmodel = \"m\"\nserved_model = \"m\"\nserved_context = 8192\n[arms.process]\nargv = [\"/bin/sleep\", \"100\"]\n"
+            )
+        };
+        let g = if gpus { "gpus = [\"GPU-1\"]\n" } else { "" };
+        let g2 = if gpus { "gpus = [\"GPU-2\"]\n" } else { "" };
+        let text = format!(
+            "[campaign]\nid = \"lane-plan\"\n[[lanes]]\nid = \"g0\"\nport = 18990\nincumbent = \"inc\"\n{g}[[lanes]]\nid = \"g1\"\nport = 18991\nready_timeout_s = 77\n{g2}[workload]\nranking_priority = [\"ttft\"]\nmatched_prompt_tokens = 64\nmax_tokens = 8\nwarm_repetitions = 2\nconcurrency = [1]\n[gates]\npreflight = [\"smoke\"]\n{}{}{}{}",
+            arm("inc", "incumbent"),
+            arm("a", "candidate"),
+            arm("b", "candidate"),
+            arm("c", "candidate")
+        );
+        std::fs::write(&f, text).unwrap();
+        crate::campaign::load(&f).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn names(p: &Plan) -> Vec<String> {
+        p.steps
+            .iter()
+            .map(|s| format!("{} {}", s.number, s.evidence))
+            .collect()
+    }
+
+    #[test]
+    fn each_lane_plans_its_own_arms_and_only_the_incumbents_lane_restores() {
+        let c = campaign(false);
+        let full = plan(&c);
+        // inc on g0; a → g1, b → g0, c → g1 (equal lengths, least loaded, lane order).
+        let g0 = lane_plan(&c, &full.schedule, "g0").unwrap();
+        let g1 = lane_plan(&c, &full.schedule, "g1").unwrap();
+        assert_eq!(g0.arm_ids(), vec!["inc", "b"]);
+        assert_eq!(g1.arm_ids(), vec!["a", "c"]);
+        assert!(g0.restores() && !g1.restores());
+        assert!(full.restores());
+        let g0n = names(&g0);
+        assert_eq!(g0n.first().unwrap(), "1 incumbent-shutdown.json");
+        assert_eq!(
+            g0n.last().unwrap(),
+            &format!("{} restoration-preflight.json", g0n.len())
+        );
+        assert_eq!(names(&g1).first().unwrap(), "1 a-launch.json");
+        assert!(g1.steps.iter().all(|s| s.phase == Phase::Arm));
+        // Every arm step of the whole plan is on exactly one lane, with the same evidence name.
+        let mut lanes: Vec<&str> = g0
+            .steps
+            .iter()
+            .chain(&g1.steps)
+            .filter(|s| s.phase == Phase::Arm)
+            .map(|s| s.evidence.as_str())
+            .collect();
+        let mut all: Vec<&str> = full
+            .steps
+            .iter()
+            .filter(|s| s.phase == Phase::Arm)
+            .map(|s| s.evidence.as_str())
+            .collect();
+        lanes.sort_unstable();
+        all.sort_unstable();
+        assert_eq!(lanes, all);
+        // The lane's own settings: g1's ready timeout, its address.
+        let ready = g1
+            .steps
+            .iter()
+            .find_map(|s| match &s.kind {
+                StepKind::Ready { timeout_s, .. } => Some(*timeout_s),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(ready, 77);
+        assert_eq!(g1.campaign.lane.port, 18991);
+        assert!(!g1.campaign.multi_lane());
+        assert_eq!(g1.schedule.lanes.len(), 1);
+        assert!(lane_plan(&c, &full.schedule, "nope").is_none());
+    }
+
+    #[test]
+    fn a_qualification_lane_with_gpus_keeps_its_idle_baseline() {
+        let c = campaign(true);
+        let full = plan(&c);
+        let g1 = lane_plan(&c, &full.schedule, "g1").unwrap();
+        assert_eq!(g1.steps[0].evidence, "gpu-idle-baseline.json");
+        assert!(!g1
+            .steps
+            .iter()
+            .any(|s| matches!(s.kind, StepKind::StopIncumbent)));
+        assert_eq!(g1.campaign.lane.gpus, vec!["GPU-2".to_string()]);
+    }
+}

@@ -1,0 +1,88 @@
+//! `bakeoff run FILE` on a campaign with several `[[lanes]]` (docs/fleet.md): every lane taken
+//! (its lock, its lane record, its port), the lanes run side by side into one bundle, one
+//! verdict. Progress is one line per step tagged with its lane (no bar: several lanes would
+//! fight over one). A signal stops every lane's current step; each lane restores what it must
+//! before the run ends (exit 130).
+
+use crate::campaign::Campaign;
+use crate::run::{self as runner, Notify, PortState};
+use anyhow::{Context, Result};
+use std::path::{Path, PathBuf};
+
+/// What `bakeoff run` hands over (its flags, its progress printer and its last words), so that
+/// this file needs nothing of `run.rs`.
+pub struct Ask {
+    pub history: Option<String>,
+    pub accept_lane_drift: bool,
+    pub progress: Notify,
+    pub ended: fn(&Path, &runner::Outcome, Option<&str>, &Path),
+}
+
+fn refuse(msg: impl Into<String>) -> anyhow::Error {
+    super::Exit::with(2, msg).into()
+}
+
+pub fn run(args: Ask, c: Campaign, bundle: PathBuf) -> Result<()> {
+    let history = args.history.clone().or_else(|| c.history_db());
+    if history.is_some() {
+        return Err(refuse(format!(
+            "campaign {} runs over {} lanes: adding a multi-lane bundle to a history store is not built yet (docs/fleet.md); run it without --history and without a [history] table",
+            c.campaign.id,
+            c.lanes().len()
+        )));
+    }
+    let fleet =
+        runner::fleet::begin(&c, bundle, args.accept_lane_drift).map_err(|r| refuse(r.message))?;
+    started(&fleet);
+    let rt = crate::load::pace::client_runtime().context("cannot start the async runtime")?;
+    let outcome = rt.block_on(async {
+        let (tx, rx) = tokio::sync::watch::channel::<Option<&'static str>>(None);
+        super::signals::cancel_on_signals(tx, "run", "stopping every lane's current step")?;
+        runner::fleet::run(&fleet, args.progress.clone(), rx).await
+    })?;
+    let restored_in = runner::fleet::incumbent_folder(&fleet.bundle, &fleet)
+        .unwrap_or_else(|| fleet.bundle.clone());
+    (args.ended)(&fleet.bundle, &outcome, None, &restored_in);
+    drop(rt);
+    drop(fleet);
+    if outcome.interrupted.is_some() {
+        return Err(super::Exit::silent(130).into());
+    }
+    if !outcome.complete {
+        return Err(super::Exit::silent(1).into());
+    }
+    Ok(())
+}
+
+/// What each lane's session found before the run touches it.
+fn started(f: &runner::fleet::Fleet) {
+    let c = &f.plan.campaign;
+    for l in &f.lanes {
+        let s = &l.session;
+        let lane = &s.plan.campaign.lane;
+        if let Some(n) = s.lock.note() {
+            say!("bakeoff run: lane {}: {n}", l.id);
+        }
+        let arms: Vec<&str> = s.plan.arm_ids();
+        let what = match &s.port {
+            Some(PortState::Incumbent(p)) => {
+                format!("incumbent `{}` serves it (pid {})", c.incumbent().id, p.pid)
+            }
+            _ if s.plan.restores() => "free (no incumbent serving)".to_string(),
+            _ => "free (a qualification lane: nothing to stop or restore)".to_string(),
+        };
+        say!(
+            "bakeoff run: lane {} {}:{} is {what}; arms {}",
+            l.id,
+            lane.host,
+            lane.port,
+            arms.join(", ")
+        );
+    }
+    say!(
+        "bakeoff run: campaign {} over {} lanes side by side → {}",
+        c.campaign.id,
+        f.lanes.len(),
+        f.bundle.display()
+    );
+}

@@ -1,0 +1,335 @@
+//! A multi-lane campaign (docs/fleet.md): its lanes run side by side, one arm per lane at a time,
+//! into one bundle.
+//!
+//! ```text
+//! begin: the bundle folder, then per lane (file order): lane_plan ─▶ session::begin_lane
+//!        (its lock, its lane record, its preconditions, its folder lanes/<id>/)
+//! run:   one thread per lane, each the one-lane runner (run::run) over its own plan, Cx and
+//!        Recorder in its folder, all on one cancellation watch
+//!        ─▶ fleet_merge::merge (one campaign-result.json, every arm, the lane in every
+//!           evidence name) ─▶ one manifest over every file of every lane
+//! ```
+//!
+//! Each lane keeps the lane rule as a one-lane run does: its own lock, launch journal and
+//! restoration (the incumbent's lane stops, measures and restores it; a qualification lane has
+//! nothing to stop or restore). A signal reaches every lane (one watch), and each lane's runner
+//! restores before it returns; a lane whose arm fails goes on, as do the others. The verdict is
+//! rendered by the caller from the merged bundle, as for one lane.
+
+use super::fleet_merge::{merge, LaneOutcome};
+use super::session::{self, Refused, Session};
+use super::{Cancel, Note, Notify, Options, Outcome};
+use crate::campaign::checkpoint::InvocationTiming;
+use crate::campaign::{lane_plan, Campaign, Plan};
+use crate::evidence::bundle;
+use crate::evidence::result::LaneRun;
+use anyhow::Result;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// A multi-lane campaign ready to run: every lane's lock is held for as long as this lives.
+pub struct Fleet {
+    /// The whole campaign's plan (its schedule says which lane runs which arm).
+    pub plan: Plan,
+    /// The bundle directory, absolute.
+    pub bundle: PathBuf,
+    pub lanes: Vec<FleetLane>,
+}
+
+/// One lane of a [`Fleet`].
+pub struct FleetLane {
+    pub id: String,
+    /// Its session: its plan, its folder of the bundle, its lock.
+    pub session: Session,
+    /// What its raw logs sit beside (`bundle::lane_beside`).
+    pub beside: PathBuf,
+}
+
+/// Takes every lane of `c` (a `[[lanes]]` campaign with more than one) for a run into `bundle`:
+/// the bundle must be new or empty; each lane's lock, lane record and preconditions as for a
+/// one-lane run. Refused: nothing was touched (the folders made here are removed again).
+pub fn begin(c: &Campaign, bundle: PathBuf, accept_drift: bool) -> Result<Fleet, Refused> {
+    let existed = bundle.exists();
+    if let Ok(mut rd) = std::fs::read_dir(&bundle) {
+        if rd.next().is_some() {
+            return Err(format!(
+                "output directory {} is not empty (an earlier bundle?); give another --output or remove it",
+                bundle.display()
+            )
+            .into());
+        }
+    }
+    let plan = crate::campaign::plan(c);
+    let mut lanes = Vec::new();
+    for l in c.lanes() {
+        let beside = bundle::lane_beside(&bundle, &l.id);
+        let dir = bundle.join(bundle::lane_dir(&l.id));
+        let lp = lane_plan(c, &plan.schedule, &l.id).expect("every lane of the campaign");
+        match session::begin_lane(lp, dir, &beside, accept_drift) {
+            Ok(s) => lanes.push(FleetLane {
+                id: l.id.clone(),
+                session: s,
+                beside,
+            }),
+            Err(mut r) => {
+                // Nothing ran: the empty folders this made go again (locks drop with `lanes`).
+                let made: Vec<PathBuf> = lanes.iter().map(|f| f.beside.clone()).collect();
+                drop(lanes);
+                for b in made.iter().chain([&beside]) {
+                    let _ = std::fs::remove_dir(bundle::logs_dir(b));
+                }
+                if !existed {
+                    let _ = std::fs::remove_dir_all(&bundle);
+                } else {
+                    let _ = std::fs::remove_dir_all(bundle.join(bundle::LANES_DIR));
+                }
+                r.message = format!("lane {}: {}", l.id, r.message);
+                return Err(r);
+            }
+        }
+    }
+    Ok(Fleet {
+        plan,
+        bundle,
+        lanes,
+    })
+}
+
+impl Fleet {
+    /// Lines for the bundle's notes, per lane (a stale lock taken over, a lane record's word).
+    pub fn notes(&self) -> Vec<String> {
+        self.lanes
+            .iter()
+            .flat_map(|l| {
+                l.session
+                    .notes()
+                    .into_iter()
+                    .map(move |n| format!("lane {}: {n}", l.id))
+            })
+            .collect()
+    }
+}
+
+/// `notify` with every line tagged by the lane; a lane's end is not the run's end (the fleet
+/// says [`Note::Finished`] once, when every lane is done).
+fn tagged(notify: &Notify, lane: &str) -> Notify {
+    let n = notify.clone();
+    let lane = lane.to_string();
+    Arc::new(move |note: Note<'_>| match note {
+        Note::Step {
+            done,
+            total,
+            this_run,
+            what,
+        } => {
+            let what = format!("lane {lane}: {what}");
+            n(Note::Step {
+                done,
+                total,
+                this_run,
+                what: &what,
+            })
+        }
+        Note::Warning(m) => n(Note::Warning(&format!("lane {lane}: {m}"))),
+        Note::Finished => {}
+    })
+}
+
+/// What a lane's thread hands back.
+type LaneEnd = Result<Outcome>;
+
+/// Runs every lane at once (one thread and runtime per lane, as a one-lane run has), then
+/// merges their results into the bundle's one `campaign-result.json` and seals it with one
+/// manifest. Never returns before every lane's runner returned (each restores before it does).
+pub async fn run(f: &Fleet, notify: Notify, cancel: Cancel) -> Result<Outcome> {
+    let t0 = Instant::now();
+    let base = first_files(f)?;
+    let mut waiting = Vec::new();
+    for l in &f.lanes {
+        let (tx, rx) = tokio::sync::oneshot::channel::<LaneEnd>();
+        let plan = l.session.plan.clone();
+        let opts = Options {
+            bundle: l.session.bundle.clone(),
+            resume: false,
+            notify: tagged(&notify, &l.id),
+            cancel: cancel.clone(),
+            notes: l.session.notes(),
+            recovery: None,
+            logs_beside: Some(l.beside.clone()),
+        };
+        std::thread::Builder::new()
+            .name(format!("lane-{}", l.id))
+            .spawn(move || {
+                let end = match crate::load::pace::client_runtime() {
+                    Ok(rt) => rt.block_on(super::run(plan, opts)),
+                    Err(e) => Err(anyhow::anyhow!("cannot start the lane's runtime: {e}")),
+                };
+                let _ = tx.send(end);
+            })?;
+        waiting.push(rx);
+    }
+    let mut ends = Vec::new();
+    for rx in waiting {
+        ends.push(rx.await.unwrap_or_else(|_| {
+            Err(anyhow::anyhow!(
+                "the lane's runner stopped without an outcome (a panic)"
+            ))
+        }));
+    }
+    notify(Note::Finished);
+    Ok(seal(f, base, ends, t0))
+}
+
+/// The bundle's own first files (the campaign copy, the environment, the plan with its
+/// schedule) and the result a one-lane run of the whole campaign starts from, written as
+/// `running` so that a bundle left by a dead run says so.
+fn first_files(f: &Fleet) -> Result<crate::evidence::result::CampaignResult> {
+    let c = &f.plan.campaign;
+    let mask = crate::campaign::Mask::from_process_env(c);
+    let write = |name: &str, v: &serde_json::Value| -> Result<()> {
+        let text = serde_json::to_string_pretty(v)? + "\n";
+        crate::evidence::write_atomic(&f.bundle.join(name), mask.scrub(&text).as_bytes())?;
+        Ok(())
+    };
+    std::fs::create_dir_all(&f.bundle)?;
+    let src = std::fs::read(&c.source.path)?;
+    crate::evidence::write_atomic(&f.bundle.join(bundle::CAMPAIGN_COPY), &src)?;
+    write(bundle::ENVIRONMENT, &super::first_records::environment(c))?;
+    let lanes: Vec<serde_json::Value> = f
+        .lanes
+        .iter()
+        .map(|l| serde_json::json!({"lane": l.id, "folder": bundle::lane_dir(&l.id)}))
+        .collect();
+    write(
+        bundle::PLAN,
+        &serde_json::json!({
+            "campaign_id": c.campaign.id,
+            "schedule": f.plan.schedule,
+            "lanes": lanes,
+        }),
+    )?;
+    let mut base = super::first_records::new_result(&f.plan);
+    let running = format!(
+        "running (pid {}): when no such bakeoff process runs, it died before sealing the bundle; each lane's folder says what it started (its launch journal)",
+        std::process::id()
+    );
+    base.incomplete_reason = Some(running.clone());
+    // The lanes are listed from the start, so a bundle left by a dead run is known as a
+    // multi-lane one (the commands not built for those refuse it by this list).
+    base.lanes = f
+        .lanes
+        .iter()
+        .map(|l| {
+            let mut run = lane_run(l);
+            run.incomplete_reason = Some(running.clone());
+            run
+        })
+        .collect();
+    write(bundle::RESULT, &serde_json::to_value(&base)?)?;
+    base.incomplete_reason = None;
+    base.lanes.clear();
+    Ok(base)
+}
+
+/// The lanes' outcomes merged, written and sealed; the run's outcome.
+fn seal(
+    f: &Fleet,
+    base: crate::evidence::result::CampaignResult,
+    ends: Vec<LaneEnd>,
+    t0: Instant,
+) -> Outcome {
+    let mut lanes = Vec::new();
+    let mut interrupted = Vec::new();
+    let (mut engine, mut measure, mut overhead, mut lane_total) = (0.0, 0.0, 0.0, 0.0);
+    for (l, end) in f.lanes.iter().zip(ends) {
+        let run = lane_run(l);
+        match end {
+            Ok(o) => {
+                engine += o.timing.engine_lifecycle_ms;
+                measure += o.timing.measurement_ms;
+                overhead += o.timing.overhead_ms;
+                lane_total += o.timing.total_ms;
+                if let Some(i) = &o.interrupted {
+                    interrupted.push(format!("lane {}: {i}", l.id));
+                }
+                lanes.push(LaneOutcome {
+                    lane: run,
+                    result: Some(o.result),
+                    error: None,
+                });
+            }
+            Err(e) => lanes.push(LaneOutcome {
+                lane: run,
+                result: None,
+                error: Some(format!("{e:#}")),
+            }),
+        }
+    }
+    let mut result = merge(base, lanes);
+    result.updated_at = crate::clock::wall_rfc3339();
+    let c = &f.plan.campaign;
+    let mask = crate::campaign::Mask::from_process_env(c);
+    let written = serde_json::to_string_pretty(&result)
+        .map_err(anyhow::Error::from)
+        .and_then(|t| {
+            crate::evidence::write_atomic(
+                &f.bundle.join(bundle::RESULT),
+                mask.scrub(&(t + "\n")).as_bytes(),
+            )
+        })
+        .and_then(|_| crate::evidence::manifest::write(&f.bundle).map(|_| ()));
+    if let Err(e) = written {
+        result.complete = false;
+        result.incomplete_reason = Some(format!(
+            "the bundle could not be sealed ({e:#}); its lanes' folders hold their evidence"
+        ));
+    }
+    let total_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let timing = InvocationTiming {
+        invocation: 1,
+        started_at: result.started_at.clone(),
+        total_ms,
+        engine_lifecycle_ms: engine,
+        measurement_ms: measure,
+        overhead_ms: overhead,
+        // Of the lanes' own time (lane-seconds): the lanes overlap, so of the wall time it
+        // would say nothing.
+        overhead_fraction: if lane_total > 0.0 {
+            overhead / lane_total
+        } else {
+            0.0
+        },
+        outcome: result
+            .incomplete_reason
+            .clone()
+            .unwrap_or_else(|| "complete".into()),
+    };
+    Outcome {
+        complete: result.complete,
+        interrupted: (!interrupted.is_empty()).then(|| interrupted.join("; ")),
+        result,
+        timing,
+    }
+}
+
+/// The folder of the lane whose incumbent the run restored (where `restoration-launch.json` is).
+pub fn incumbent_folder(bundle_dir: &Path, f: &Fleet) -> Option<PathBuf> {
+    f.lanes
+        .iter()
+        .find(|l| l.session.plan.restores())
+        .map(|l| bundle_dir.join(bundle::lane_dir(&l.id)))
+}
+
+/// A lane's record in the bundle's result, before its outcome is known.
+fn lane_run(l: &FleetLane) -> LaneRun {
+    let queue = &l.session.plan.schedule.lanes[0];
+    LaneRun {
+        id: l.id.clone(),
+        address: queue.address.clone(),
+        incumbent: queue.incumbent.clone(),
+        folder: bundle::lane_dir(&l.id),
+        arms: queue.arms.iter().map(|a| a.arm.clone()).collect(),
+        ..Default::default()
+    }
+}
