@@ -7,6 +7,9 @@ use super::series::{higher_is_better, unit, Series};
 pub const LOOKBACK: usize = 8;
 /// Fewer earlier runs than this: no line (a spread of two runs says little).
 pub const MIN_HISTORY: usize = 3;
+/// How far outside its history's range (a fraction of the history's median) a figure must lie
+/// to be "beyond its history's spread".
+pub const MARGIN: f64 = 0.02;
 
 /// One arm's figure today against its history.
 #[derive(Debug, Clone, PartialEq)]
@@ -74,11 +77,15 @@ pub fn lines(series: &[Series], digest: &str) -> Vec<Line> {
         let (lo, hi) = (v[0], v[v.len() - 1]);
         let med = v[v.len() / 2];
         let pct = (today.value - med) / med.abs().max(f64::MIN_POSITIVE) * 100.0;
-        let beyond = today.value < lo || today.value > hi;
+        // Beyond the range by more than MARGIN of the median: a tight history (a reference
+        // engine's runs agree to 0.1 %) must not turn a 0.1 % wobble into a limitation.
+        let m = MARGIN * med.abs();
+        let (below, above) = (today.value < lo - m, today.value > hi + m);
+        let beyond = below || above;
         let worse = if higher_is_better(&s.key.figure) {
-            today.value < lo
+            below
         } else {
-            today.value > hi
+            above
         };
         out.push(Line {
             arm: s.key.arm().to_string(),
@@ -274,6 +281,31 @@ mod tests {
             ]
         );
         assert!(v.iter().all(|l| !l.contains("within")));
+    }
+
+    #[test]
+    fn a_figure_just_outside_a_tight_range_is_within_the_margin() {
+        // A reference engine's runs agree to 0.1 %: 60.2 against 60.25–60.3 is not a change.
+        let s = [series(
+            "cand",
+            "candidate",
+            "ttft_p50@c1",
+            &[60.25, 60.3, 60.28],
+            60.2,
+        )];
+        let ls = lines(&s, "d-now");
+        assert_eq!(ls.len(), 1);
+        assert!(!ls[0].beyond && !ls[0].worse, "{:?}", ls[0]);
+        assert!(verdict_lines(&ls, &[]).is_empty());
+        // 2 % of the median past the range is beyond it.
+        let s = [series(
+            "cand",
+            "candidate",
+            "ttft_p50@c1",
+            &[60.25, 60.3, 60.28],
+            61.6,
+        )];
+        assert!(lines(&s, "d-now")[0].beyond);
     }
 
     #[test]
