@@ -100,6 +100,23 @@ pub fn merge(mut base: CampaignResult, lanes: Vec<LaneOutcome>) -> CampaignResul
             }
         }
     }
+    // Nothing measures yet how much two lanes' cards differ (a control on every lane, issue 22
+    // item 3): a verdict that ranks arms measured on different lanes says so.
+    let ran: Vec<String> = lanes
+        .iter()
+        .filter(|l| !l.lane.arms.is_empty())
+        .map(|l| format!("{} ({})", l.lane.id, l.lane.arms.join(", ")))
+        .collect();
+    if ran.len() > 1 {
+        let line = format!(
+            "Arms ran on {} lanes: {}. The card-to-card spread between lanes was not measured (no control recipe ran on every lane, docs/fleet.md): a margin between two arms of different lanes may be the lanes' and not the recipes'.",
+            ran.len(),
+            ran.join("; ")
+        );
+        if !base.notes.contains(&line) {
+            base.notes.push(line);
+        }
+    }
     let mut runs = Vec::new();
     for l in lanes {
         let mut run = l.lane;
@@ -215,7 +232,12 @@ mod tests {
             Some("lanes/g0/restoration-identity.json")
         );
         assert!(m.complete && m.incomplete_reason.is_none());
-        assert_eq!(m.notes, vec!["no GPU", "lane g0: only g0"]);
+        assert_eq!(m.notes[..2], ["no GPU", "lane g0: only g0"]);
+        assert_eq!(
+            m.notes[2],
+            "Arms ran on 2 lanes: g0 (inc, b); g1 (a). The card-to-card spread between lanes was not measured (no control recipe ran on every lane, docs/fleet.md): a margin between two arms of different lanes may be the lanes' and not the recipes'."
+        );
+        assert_eq!(m.notes.len(), 3);
         assert_eq!(m.lanes.len(), 2);
         assert!(m.lanes.iter().all(|l| l.complete));
     }

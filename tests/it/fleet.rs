@@ -236,7 +236,16 @@ fn two_lanes_run_side_by_side_into_one_bundle() {
         .collect();
     ids.sort_unstable();
     assert_eq!(ids, vec!["a", "b", "c", "inc"], "{d:#}");
-    assert!(b.join("publication-summary.md").is_file());
+    // Arms of different lanes were ranked against each other with no control on every lane:
+    // the verdict says so, in the decision summary and the publication summary.
+    let unmeasured = "The card-to-card spread between lanes was not measured";
+    assert!(
+        d["limitations"].to_string().contains(unmeasured),
+        "{:#}",
+        d["limitations"]
+    );
+    let md = std::fs::read_to_string(b.join("publication-summary.md")).unwrap();
+    assert!(md.contains(unmeasured), "{md}");
     // Side by side, from the evidence: the lanes' arm spans overlap by more than the stamps'
     // resolution (one after the other they would overlap by at most 1 s).
     let (s0, e0) = arm_span(&b.join("lanes/g0"));
