@@ -99,11 +99,8 @@ pub struct Bracket {
 
 /// The bracket of `done`.
 pub fn bracket(s: &Search, done: &[Probe]) -> Bracket {
-    let held = done
-        .iter()
-        .filter(|p| p.outcome == Outcome::Held)
-        .map(|p| p.rate)
-        .reduce(f64::max);
+    let (held, _) = bracket_rates(done);
+    // The lowest broken rate with what broke it.
     let broken = done
         .iter()
         .filter_map(|p| match &p.outcome {
