@@ -83,16 +83,7 @@ pub fn begin_with(
     purpose: Purpose,
     accept_drift: bool,
 ) -> Result<Session, Refused> {
-    let lock = LaneLock::acquire(
-        &c.lane.host,
-        c.lane.port,
-        &Holder {
-            pid: std::process::id(),
-            campaign_id: c.campaign.id.clone(),
-            bundle: bundle.clone(),
-            started_at: crate::clock::wall_rfc3339(),
-        },
-    )?;
+    let lock = lock_lane(&c, &bundle)?;
     let lane_note = super::lanerecord::check(&c, accept_drift || purpose != Purpose::Run)?;
     let recovery = match purpose {
         Purpose::Resume => Some(recover::leftovers(&bundle, &c).map_err(|e| format!("{e:#}"))?),
@@ -144,16 +135,7 @@ pub fn begin_lane(
     accept_drift: bool,
 ) -> Result<Session, Refused> {
     let c = &plan.campaign;
-    let lock = LaneLock::acquire(
-        &c.lane.host,
-        c.lane.port,
-        &Holder {
-            pid: std::process::id(),
-            campaign_id: c.campaign.id.clone(),
-            bundle: dir.clone(),
-            started_at: crate::clock::wall_rfc3339(),
-        },
-    )?;
+    let lock = lock_lane(c, &dir)?;
     let lane_note = if plan.restores() {
         super::lanerecord::check(c, accept_drift)?
     } else {
@@ -168,4 +150,18 @@ pub fn begin_lane(
         port,
         lane_note,
     })
+}
+
+/// `c`'s lane lock, held by this process for the run writing `bundle`.
+fn lock_lane(c: &Campaign, bundle: &Path) -> Result<LaneLock, String> {
+    LaneLock::acquire(
+        &c.lane.host,
+        c.lane.port,
+        &Holder {
+            pid: std::process::id(),
+            campaign_id: c.campaign.id.clone(),
+            bundle: bundle.to_path_buf(),
+            started_at: crate::clock::wall_rfc3339(),
+        },
+    )
 }
