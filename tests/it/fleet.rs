@@ -175,12 +175,7 @@ fn two_lanes_run_side_by_side_into_one_bundle() {
     let wall = t0.elapsed().as_secs_f64();
     let b = live.bundle.clone();
     let out = text_of(&e.out);
-    // The incumbent serves its lane again; nothing serves the qualification lane.
-    assert_eq!(listener_model(t.port).as_deref(), Some("inc"), "{out}");
-    assert!(
-        bakeoff::lane::procnet::find_listeners(p1).is_empty(),
-        "{out}"
-    );
+    lanes_put_back(&t, p1, &out);
     live.cleanup();
     verify(&b);
     assert_eq!(r["complete"], true, "{r:#}");
@@ -335,11 +330,7 @@ fn sigint_reaches_every_lane_and_the_incumbent_is_restored() {
     let (e, r) = live.end_with(130);
     let b = live.bundle.clone();
     let out = text_of(&e.out);
-    assert_eq!(listener_model(t.port).as_deref(), Some("inc"), "{out}");
-    assert!(
-        bakeoff::lane::procnet::find_listeners(p1).is_empty(),
-        "{out}"
-    );
+    lanes_put_back(&t, p1, &out);
     live.cleanup();
     verify(&b);
     assert_eq!(r["complete"], false);
@@ -476,4 +467,13 @@ fn an_arm_failing_on_one_lane_leaves_the_other_arms_running() {
     let d = json(&b.join("decision-summary.json"));
     let failures = d["failures"].to_string();
     assert!(failures.contains("lanes/g1/a-"), "{d:#}");
+}
+
+/// The incumbent serves its lane (`t.port`) again and nothing serves the qualification lane `p1`.
+fn lanes_put_back(t: &Camp, p1: u16, out: &str) {
+    assert_eq!(listener_model(t.port).as_deref(), Some("inc"), "{out}");
+    assert!(
+        bakeoff::lane::procnet::find_listeners(p1).is_empty(),
+        "{out}"
+    );
 }
