@@ -3,7 +3,7 @@
 //! no-speculation control cannot win. Every reason is a [`FailureItem`] with class,
 //! detail and the evidence file that shows it.
 
-use super::FailureItem;
+use super::{requests, FailureItem};
 use crate::evidence::result::{ArmResult, ArmStatus, CampaignResult, GateRecord, TimingRecord};
 use crate::evidence::{FailureClass, GateStatus, Policy, RankingMetric};
 use std::collections::BTreeMap;
@@ -78,7 +78,12 @@ pub fn assess(
             }
             ArmStatus::Failed | ArmStatus::Completed => {}
         }
-        if let Some(f) = &arm.failure {
+        let within = requests::within_allowance(arm, policy.max_failed_fraction).is_some();
+        if let Some(f) = arm
+            .failure
+            .as_ref()
+            .filter(|f| !(within && only_request_errors(arm, f)))
+        {
             mine.push(item(
                 normalize_class(f.class, &f.detail),
                 f.detail.clone(),
@@ -91,7 +96,11 @@ pub fn assess(
                 arm.evidence.first().cloned(),
             ));
         }
-        for g in arm.gates.iter().filter(|g| g.status == GateStatus::Failed) {
+        for g in arm
+            .gates
+            .iter()
+            .filter(|g| g.status == GateStatus::Failed && !(within && request_errors_only(g)))
+        {
             let class = gate_class(g);
             let dup = mine
                 .iter()
@@ -141,77 +150,45 @@ pub fn assess(
     e
 }
 
+/// A gate whose failed observations all failed on a request error (the engine did not answer;
+/// no answer was wrong). Within the allowance those requests count against `max_failed_fraction`
+/// like any other, not against the gate: the allowance and the gate agree (docs/verdict.md,
+/// "Which requests count").
+fn request_errors_only(g: &GateRecord) -> bool {
+    g.requests
+        .as_ref()
+        .is_some_and(|r| r.failures_are_request_errors)
+}
+
+/// The arm's recorded failure is a gate that failed on request errors only.
+fn only_request_errors(arm: &ArmResult, f: &crate::evidence::result::Failure) -> bool {
+    f.class == FailureClass::Availability
+        && arm
+            .gates
+            .iter()
+            .any(|g| g.evidence.is_some() && g.evidence == f.evidence && request_errors_only(g))
+}
+
 /// The failure class of a failed gate: its own, or `availability` when every failed observation
 /// failed on a request error (HTTP error, connection error, timeout) rather than a wrong answer.
 pub fn gate_class(g: &GateRecord) -> FailureClass {
-    if g.requests
-        .as_ref()
-        .is_some_and(|r| r.failures_are_request_errors)
-    {
+    if request_errors_only(g) {
         FailureClass::Availability
     } else {
         g.name.failure_class()
     }
 }
 
-/// One step's request counts, as the availability check reads them.
-struct StepRequests<'a> {
-    evidence: &'a str,
-    sent: u64,
-    failed: u64,
-    by_class: &'a BTreeMap<String, u64>,
-}
-
-/// Every step of the arm that sent requests and counted them: the timed steps (cold, warm, each
-/// concurrency level, long-context timing) and the gates.
-fn step_requests(arm: &ArmResult) -> Vec<StepRequests<'_>> {
-    let mut v = Vec::new();
-    let timed = arm
-        .cold
-        .iter()
-        .chain(arm.warm.iter())
-        .chain(arm.concurrency.values())
-        .chain(arm.long_context.iter().filter_map(|l| l.timing.as_ref()));
-    for t in timed {
-        v.push(StepRequests {
-            evidence: &t.evidence,
-            sent: t.requests_ok + t.requests_failed,
-            failed: t.requests_failed,
-            by_class: &t.failures_by_class,
-        });
-    }
-    for g in &arm.gates {
-        if let (Some(r), Some(ev)) = (&g.requests, &g.evidence) {
-            v.push(StepRequests {
-                evidence: ev,
-                sent: r.sent,
-                failed: r.failed,
-                by_class: &r.failures_by_class,
-            });
-        }
-    }
-    v
-}
-
-fn percent(x: f64) -> String {
-    let p = x * 100.0;
-    if p == p.round() {
-        format!("{p:.0}%")
-    } else {
-        format!("{p:.1}%")
-    }
-}
-
 /// The availability requirement: the arm's failed requests over all its timed steps and gates,
 /// against `max_fraction`. Some((detail, evidence file with the most failures)) when over it.
 fn availability(arm: &ArmResult, max_fraction: f64) -> Option<(String, Option<String>)> {
-    let steps = step_requests(arm);
+    let steps = requests::steps(arm);
     let sent: u64 = steps.iter().map(|s| s.sent).sum();
     let failed: u64 = steps.iter().map(|s| s.failed).sum();
     if sent == 0 || failed == 0 || failed as f64 / sent as f64 <= max_fraction {
         return None;
     }
-    let mut worst: Option<&StepRequests> = None;
+    let mut worst: Option<&requests::StepRequests> = None;
     let mut parts = Vec::new();
     for s in steps.iter().filter(|s| s.failed > 0) {
         if worst.is_none_or(|w| s.failed > w.failed) {
@@ -234,8 +211,8 @@ fn availability(arm: &ArmResult, max_fraction: f64) -> Option<(String, Option<St
     }
     let detail = format!(
         "{failed} of {sent} requests failed ({}; the policy allows {}): {}",
-        percent(failed as f64 / sent as f64),
-        percent(max_fraction),
+        requests::percent(failed as f64 / sent as f64),
+        requests::percent(max_fraction),
         parts.join("; ")
     );
     Some((detail, worst.map(|w| w.evidence.to_string())))

@@ -10,6 +10,7 @@ pub mod eligibility;
 pub mod metric;
 pub mod policy;
 pub mod rank;
+pub mod requests;
 pub mod slo;
 pub mod text;
 
@@ -108,8 +109,17 @@ pub fn decide(result: &CampaignResult, policy: &Policy) -> Verdict {
     let pol = policy::apply(result, policy, winner.as_deref(), complete, &elig);
     let mut limitations = text::limitations(result, policy, &elig);
     limitations.extend(cache::limitations(result, winner.as_deref()));
-    let reason = text::reason(result, &prios, &tol, winner_pick.as_ref(), &elig);
-    let arms_v = text::arm_decisions(
+    let mut reason = text::reason(result, &prios, &tol, winner_pick.as_ref(), &elig);
+    // Failed requests the allowance let through are said wherever the arm's figures are used.
+    let allowed = |id: &str| {
+        result
+            .arm(id)
+            .and_then(|a| requests::within_allowance(a, policy.max_failed_fraction))
+    };
+    if let Some(d) = winner.as_deref().and_then(allowed) {
+        reason = format!("{} {d}.", reason.trim_end());
+    }
+    let mut arms_v = text::arm_decisions(
         result,
         &prios,
         &tol,
@@ -118,6 +128,11 @@ pub fn decide(result: &CampaignResult, policy: &Policy) -> Verdict {
         &elig,
         &pol,
     );
+    for a in arms_v.iter_mut() {
+        if let Some(d) = allowed(&a.id) {
+            a.decision = format!("{}; {d}", a.decision);
+        }
+    }
     Verdict {
         priorities: prios,
         decided_by: winner_pick.as_ref().and_then(|p| p.decided_by),

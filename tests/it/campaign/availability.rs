@@ -5,7 +5,8 @@
 use crate::support::campaign::*;
 use serde_json::Value;
 
-use crate::support::exclusive as serial;
+// Fault seeds and failure classes, no timing figure: beside other tests that take it too.
+use crate::support::shared as serial;
 
 const FAST: &str = "ttft_ms = 10\ndecode_tok_s = 400\ncontext_tokens = 4096";
 
@@ -166,6 +167,105 @@ fn a_declared_max_failed_fraction_admits_the_arm() {
     // Its figures say over how many requests they were computed.
     let reason = s["decision"]["reason"].as_str().unwrap_or_default();
     assert!(reason.contains("over "), "{s:#}");
+    // The failures the allowance let through are said wherever its figures are used: its arm
+    // decision, the winner's reason when it wins, and the publication summary; the counts are
+    // those of the step files (the same walk as the availability check).
+    let flaky = arm(&r, "flaky");
+    let mut timed: Vec<&Value> = vec![&flaky["warm"]];
+    timed.extend(flaky["cold"].as_object().map(|_| &flaky["cold"]));
+    timed.extend(flaky["concurrency"].as_object().unwrap().values());
+    let failed: u64 = timed
+        .iter()
+        .map(|t| t["requests_failed"].as_u64().unwrap())
+        .sum();
+    assert!(
+        failed > 0,
+        "FLAKY_SEED puts no error in a timed step: {r:#}"
+    );
+    let want = format!("{failed} of ");
+    let tail = "), within the 50% allowance";
+    let dec = s["arms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["id"] == "flaky")
+        .unwrap()["decision"]
+        .as_str()
+        .unwrap();
+    // The disclosure ends the decision text.
+    let said = dec
+        .rfind(&format!("; {want}"))
+        .map(|i| &dec[i + 2..])
+        .filter(|d| d.ends_with(tail))
+        .unwrap_or_else(|| panic!("no disclosure in {dec}"));
+    assert!(said.contains("requests failed (http-status"), "{said}");
+    assert!(
+        said.contains(" at warm") || said.contains(" at C"),
+        "{said}"
+    );
+    if s["decision"]["winner"]
+        .as_str()
+        .unwrap_or_default()
+        .starts_with("flaky")
+    {
+        assert!(reason.contains(said), "{reason}\n{said}");
+    }
+    let md = std::fs::read_to_string(b.join("publication-summary.md")).unwrap();
+    assert!(md.contains(said), "{said}\n{md}");
+    // The incumbent failed nothing: nothing disclosed.
+    let inc = s["arms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["id"] == "inc")
+        .unwrap();
+    assert!(
+        !inc["decision"].as_str().unwrap().contains("allowance"),
+        "{inc:#}"
+    );
+    verify(&b);
+}
+
+/// The allowance and a gate agree: a gate whose only failures are request errors counts those
+/// requests against `max_failed_fraction`, like a timed step's, and does not fail the arm while
+/// the arm's share stays within it (seed 0 fails one tools request, as in the test below).
+#[test]
+fn a_gate_failed_only_by_request_errors_within_the_allowance_is_disclosed_not_failed() {
+    let _g = serial();
+    let t = Camp::new();
+    let (b, r, out) = run_campaign(&t, "max_failed_fraction = 0.5", 0);
+    let flaky = arm(&r, "flaky");
+    let tools = flaky["gates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["name"] == "tools")
+        .unwrap();
+    assert_eq!(tools["status"], "failed", "{tools:#}\n{out}");
+    assert_eq!(
+        tools["requests"]["failures_are_request_errors"], true,
+        "{tools:#}"
+    );
+    let s = json(&b.join("decision-summary.json"));
+    assert!(
+        s["failures"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|f| f["candidate"] != "flaky"),
+        "{s:#}"
+    );
+    let dec = s["arms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["id"] == "flaky")
+        .unwrap()["decision"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(dec.contains("http-status at tools gate"), "{dec}");
+    assert!(dec.contains("within the 50% allowance"), "{dec}");
     verify(&b);
 }
 

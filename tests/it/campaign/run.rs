@@ -6,7 +6,8 @@ use crate::support::campaign;
 use campaign::*;
 use std::time::{Duration, Instant};
 
-use crate::support::exclusive as serial;
+// Faults, signals and failure classes, no timing figure: beside other tests that take it too.
+use crate::support::shared as serial;
 
 const FAST: &str = "ttft_ms = 10\ndecode_tok_s = 400\ncontext_tokens = 4096";
 const SECRET: &str = "sekrit-value-8c1f2a77d3";
