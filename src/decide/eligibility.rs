@@ -131,6 +131,9 @@ pub fn assess(
                 mine.push(item(FailureClass::Availability, detail, evidence));
             }
         }
+        if let Some((detail, evidence)) = super::output_length::failure(arm) {
+            mine.push(item(FailureClass::Compatibility, detail, evidence));
+        }
         let slo = super::slo::violations(result, arm, &mine, &mut e.notes);
         mine.extend(slo);
         if let Some(f) = speculative_regression(result, arm, tol, &mut e.notes) {

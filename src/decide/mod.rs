@@ -8,6 +8,7 @@ pub mod cache;
 pub mod capacity;
 pub mod eligibility;
 pub mod metric;
+pub mod output_length;
 pub mod policy;
 pub mod rank;
 pub mod requests;
@@ -109,6 +110,7 @@ pub fn decide(result: &CampaignResult, policy: &Policy) -> Verdict {
     let pol = policy::apply(result, policy, winner.as_deref(), complete, &elig);
     let mut limitations = text::limitations(result, policy, &elig);
     limitations.extend(cache::limitations(result, winner.as_deref()));
+    limitations.extend(output_length::limitations(&result.arms));
     let mut reason = text::reason(result, &prios, &tol, winner_pick.as_ref(), &elig);
     // Failed requests the allowance let through are said wherever the arm's figures are used.
     let allowed = |id: &str| {
@@ -129,7 +131,8 @@ pub fn decide(result: &CampaignResult, policy: &Policy) -> Verdict {
         &pol,
     );
     for a in arms_v.iter_mut() {
-        if let Some(d) = allowed(&a.id) {
+        let short = result.arm(&a.id).and_then(output_length::flag);
+        for d in short.into_iter().chain(allowed(&a.id)) {
             a.decision = format!("{}; {d}", a.decision);
         }
     }

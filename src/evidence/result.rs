@@ -319,6 +319,31 @@ pub struct TimingRecord {
     /// Open-loop steps: successful measured requests per second over the measured window.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub achieved_rate_per_s: Option<f64>,
+    /// With `ignore_eos`: how many successful requests got fewer completion tokens than asked
+    /// (absent without `ignore_eos`, and in results written before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_length: Option<OutputLength>,
+}
+
+/// A step whose requests each asked for exactly `asked` completion tokens (`ignore_eos`): what
+/// the engine gave. E2E and throughput rest on it: a response that stopped short is faster than
+/// the one asked for.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
+pub struct OutputLength {
+    pub asked: u64,
+    /// Successful requests whose usage reported completion tokens.
+    pub requests: u64,
+    /// Of those, the ones with fewer than `asked`.
+    pub short: u64,
+    /// The fewest completion tokens of any of them.
+    pub min_tokens: Option<u64>,
+    /// Successful requests without usage (their length could not be checked).
+    pub unreported: u64,
+    /// Completion tokens summed, and the part the endpoint reported as reasoning.
+    pub completion_tokens: u64,
+    pub reasoning_tokens: u64,
+    /// Requests that spent tokens reasoning and showed no visible content at all.
+    pub empty_visible: u64,
 }
 
 /// p50 with the interval of the median (and p95, for the reports).

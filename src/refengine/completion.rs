@@ -297,7 +297,9 @@ async fn run(
 ) -> bool {
     let p = &model.profile;
     let prompt_tokens = c.prompt_ids.len();
-    let budget = (c.max_tokens).min(p.context_tokens - prompt_tokens as u64) as usize;
+    let budget = (c.max_tokens)
+        .min(p.context_tokens - prompt_tokens as u64)
+        .min(p.max_output_tokens.unwrap_or(u64::MAX)) as usize;
     let call_id = format!("call_{}", rec.id.rsplit('-').next().unwrap_or("0"));
     let out = generate::generate(
         p,

@@ -79,6 +79,9 @@ pub struct Profile {
     /// engine that degrades under sustained traffic; a promotion's bake must catch it).
     pub slow_after_requests: Option<u64>,
     pub slow_ttft_ms: f64,
+    /// Fault: no answer is longer than N tokens (reasoning included), whatever `max_tokens` and
+    /// `ignore_eos` ask: an engine that does not honor the requested output length.
+    pub max_output_tokens: Option<u64>,
 }
 
 impl Profile {
@@ -109,6 +112,7 @@ impl Profile {
             error_rate: 0.0,
             slow_after_requests: None,
             slow_ttft_ms: 0.0,
+            max_output_tokens: None,
         }
     }
 
@@ -208,6 +212,7 @@ impl Profile {
                     p.slow_after_requests = Some(f.integer(0, u64::MAX >> 8)?)
                 }
                 "slow_ttft_ms" => p.slow_ttft_ms = f.number(0.0, 3_600_000.0)?,
+                "max_output_tokens" => p.max_output_tokens = Some(f.integer(1, u64::MAX >> 8)?),
                 _ => {
                     anyhow::bail!(
                         "{file}:{}: {key}: unknown key; remove it or use one of the known keys: {}",
@@ -262,6 +267,7 @@ pub const KNOWN_KEYS: &[&str] = &[
     "error_rate",
     "slow_after_requests",
     "slow_ttft_ms",
+    "max_output_tokens",
 ];
 
 /// The 1-based line where `key` is set in a flat TOML file (1 when it cannot be found).

@@ -19,6 +19,7 @@ mod campaign {
     mod availability;
     mod bounds;
     mod capacity;
+    mod disclosure;
     mod dry_run;
     mod example;
     mod faults;

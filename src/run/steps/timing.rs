@@ -6,7 +6,7 @@ use super::timing_work;
 use crate::campaign::plan::OpenLoopStep;
 use crate::campaign::{ApiKind, Arm, PlanStep, RunState, StepKind, WorkSource};
 use crate::client::Target;
-use crate::evidence::result::{GoodputRecord, SloCheckRecord, TimingRecord};
+use crate::evidence::result::{GoodputRecord, OutputLength, SloCheckRecord, TimingRecord};
 use crate::evidence::FailureClass;
 use crate::run::arm::{api_key, request_base, Live};
 use crate::run::context::Cx;
@@ -181,6 +181,9 @@ pub async fn run(cx: &mut Cx, arm: &Arm, s: &PlanStep, live: &mut Option<Live>) 
         Some(o) => timed::open_record(ev_name, o, &out.stats),
         None => timed::record(ev_name, concurrency, &out.stats),
     };
+    if ignore_eos {
+        rec.output_length = Some(output_length(&out.ok_metrics, u64::from(max_tokens)));
+    }
     if let Some((checks, goodput)) = slo_rec {
         ev["slo"] = json!(checks);
         ev["goodput"] = json!(goodput);
@@ -388,7 +391,8 @@ pub async fn long_context(cx: &mut Cx, arm: &Arm, s: &PlanStep, live: &mut Optio
     ev["shape"] = json!(format!(
         "long context {prompt_tokens} prompt + {max_tokens} max tokens, ignore_eos, c1"
     ));
-    let rec = timed::record(&s.evidence, 1, &out.stats);
+    let mut rec = timed::record(&s.evidence, 1, &out.stats);
+    rec.output_length = Some(output_length(&out.ok_metrics, u64::from(max_tokens)));
     if let Some(lc) = cx.rec.arm_result(&arm.id).long_context.as_mut() {
         lc.evidence = s.evidence.clone();
         lc.decode_tok_s = rec.decode_tok_s.map(|s| s.p50);
@@ -396,4 +400,27 @@ pub async fn long_context(cx: &mut Cx, arm: &Arm, s: &PlanStep, live: &mut Optio
         lc.timing = Some(rec);
     }
     Done::ok(ev)
+}
+
+/// A step's output length against the `asked` completion tokens, from its successful requests.
+fn output_length(ok: &[crate::metrics::RequestMetrics], asked: u64) -> OutputLength {
+    let mut o = OutputLength {
+        asked,
+        ..Default::default()
+    };
+    for m in ok {
+        let Some(c) = m.completion_tokens else {
+            o.unreported += 1;
+            continue;
+        };
+        o.requests += 1;
+        o.completion_tokens += c;
+        o.short += u64::from(c < asked);
+        o.min_tokens = Some(o.min_tokens.map_or(c, |x| x.min(c)));
+        let r = m.reasoning_tokens.unwrap_or(0);
+        o.reasoning_tokens += r;
+        // No visible content at all: the budget went to reasoning.
+        o.empty_visible += u64::from(r > 0 && m.ttft_ms.is_none());
+    }
+    o
 }
