@@ -79,6 +79,9 @@ pub struct Profile {
     /// engine that degrades under sustained traffic; a promotion's bake must catch it).
     pub slow_after_requests: Option<u64>,
     pub slow_ttft_ms: f64,
+    /// Fault: requests numbered above N call their tool with arguments that are not JSON (tool
+    /// calls that break in service; a promotion's bake canary must catch it).
+    pub tools_break_after_requests: Option<u64>,
 }
 
 impl Profile {
@@ -109,6 +112,7 @@ impl Profile {
             error_rate: 0.0,
             slow_after_requests: None,
             slow_ttft_ms: 0.0,
+            tools_break_after_requests: None,
         }
     }
 
@@ -208,6 +212,9 @@ impl Profile {
                     p.slow_after_requests = Some(f.integer(0, u64::MAX >> 8)?)
                 }
                 "slow_ttft_ms" => p.slow_ttft_ms = f.number(0.0, 3_600_000.0)?,
+                "tools_break_after_requests" => {
+                    p.tools_break_after_requests = Some(f.integer(0, u64::MAX >> 8)?)
+                }
                 _ => {
                     anyhow::bail!(
                         "{file}:{}: {key}: unknown key; remove it or use one of the known keys: {}",
@@ -262,6 +269,7 @@ pub const KNOWN_KEYS: &[&str] = &[
     "error_rate",
     "slow_after_requests",
     "slow_ttft_ms",
+    "tools_break_after_requests",
 ];
 
 /// The 1-based line where `key` is set in a flat TOML file (1 when it cannot be found).
