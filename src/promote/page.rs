@@ -139,7 +139,7 @@ fn plot(f: &Figure, r: &Record) -> Plot {
             datasets.push(d);
         }
     }
-    let mut x = chartkit::axis("linear", "bake interval");
+    let mut x = chartkit::axis("linear", "bake interval, number");
     x["ticks"] = json!({"stepSize": 1, "precision": 0});
     let y = chartkit::zero_axis(f.axis);
     let config = chartkit::config("scatter", f.title, datasets, x, y);
