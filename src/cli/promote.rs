@@ -307,6 +307,15 @@ pub fn report(dir: &Path, force: bool) -> Result<()> {
         println!("limitation: printed with --force from a folder that does not verify\n");
     }
     print!("{}", promote::summary::markdown(&f.rec));
+    let html = dir.join(crate::evidence::bundle::REPORT_HTML);
+    if html.is_file() {
+        println!(
+            "\nthe bake against its thresholds, charted: {}",
+            html.display()
+        );
+    } else {
+        println!("\n(no report.html: the folder was sealed before promotions wrote one)");
+    }
     Ok(())
 }
 

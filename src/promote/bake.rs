@@ -50,6 +50,12 @@ pub async fn run(s: &Source, o: &Options, f: &mut Folder, running: &mut Running)
     let started = Instant::now();
     let length = Duration::from_secs_f64(t.interval_s);
     let slo = s.campaign.workload.slo_at(1);
+    let canary_checks = match super::canary::checks(&s.campaign) {
+        Ok(c) if t.canary_every > 0 => c,
+        Ok(_) => Vec::new(),
+        Err(e) => return BakeEnd::Failed(format!("the bake canary cannot run: {e}")),
+    };
+    let gate_ctx = super::canary::context(&s.campaign, &s.arm, &target);
     let (mut failed, mut passed, mut inconclusive) = (0u32, 0u32, 0u32);
     let mut index = 0;
     (o.say)(&format!(
@@ -60,14 +66,28 @@ pub async fn run(s: &Source, o: &Options, f: &mut Folder, running: &mut Running)
     while started.elapsed() + length <= o.bake + Duration::from_millis(50) {
         index += 1;
         let at = crate::clock::wall_rfc3339();
-        let m = tokio::select! {
-            m = traffic::interval(&target, src.clone(), t.rate, length) => m,
+        // The canary runs beside the interval's traffic, every `canary_every`-th interval.
+        let canary_now = !canary_checks.is_empty() && index % t.canary_every == 0;
+        let measure = async {
+            let traffic = traffic::interval(&target, src.clone(), t.rate, length);
+            if canary_now {
+                let (m, c) = tokio::join!(traffic, super::canary::run(&gate_ctx, &canary_checks));
+                (m, Some(c))
+            } else {
+                (traffic.await, None)
+            }
+        };
+        let (m, canary) = tokio::select! {
+            m = measure => m,
             _ = cancelled(o.cancel.clone()) => {
                 let sig = o.cancel.borrow().unwrap_or("a signal");
                 return BakeEnd::Failed(format!("{sig} arrived during the bake (interval {index})"));
             }
         };
-        let iv = judge(index, at, length, &m, &s.baseline, t, &slo);
+        let mut iv = judge(index, at, length, &m, &s.baseline, t, &slo);
+        if let Some(c) = canary {
+            with_canary(&mut iv, c);
+        }
         (o.say)(&format!("interval {index}: {} ({})", iv.outcome, iv.detail));
         match iv.outcome.as_str() {
             "fail" => failed += 1,
@@ -206,6 +226,22 @@ pub fn judge(
     )
 }
 
+/// Adds the canary's gates to an interval: a failed gate fails it (also an inconclusive one: a
+/// broken tool call is evidence however few requests the traffic had).
+pub fn with_canary(iv: &mut Interval, c: super::canary::Outcome) {
+    iv.checks.extend(c.checks);
+    if c.failures.is_empty() {
+        return;
+    }
+    let failures = c.failures.join("; ");
+    iv.detail = if iv.outcome == "fail" {
+        format!("{}; {failures}", iv.detail)
+    } else {
+        failures
+    };
+    iv.outcome = "fail".into();
+}
+
 #[allow(clippy::too_many_arguments)]
 fn interval(
     index: u32,
@@ -282,5 +318,25 @@ mod tests {
             "failed requests still count"
         );
         assert_eq!(j(&measured(0, 0, 0.0)).outcome, "inconclusive");
+
+        // A failed canary gate fails the interval, also one with too few requests.
+        let canary = |fail: bool| crate::promote::canary::Outcome {
+            checks: vec![serde_json::json!({"check": "canary", "gate": "tools", "met": !fail})],
+            failures: if fail {
+                vec!["canary tools: 0/2 calls valid".into()]
+            } else {
+                vec![]
+            },
+        };
+        let mut few = j(&measured(3, 0, 100.0));
+        with_canary(&mut few, canary(true));
+        assert_eq!(
+            (few.outcome.as_str(), few.detail.as_str()),
+            ("fail", "canary tools: 0/2 calls valid")
+        );
+        let mut ok = j(&measured(10, 0, 110.0));
+        with_canary(&mut ok, canary(false));
+        assert_eq!(ok.outcome, "pass");
+        assert_eq!(ok.checks.last().unwrap()["gate"], "tools");
     }
 }

@@ -14,7 +14,9 @@
 //! hands both here.
 
 pub mod bake;
+pub mod canary;
 pub mod check;
+pub mod page;
 pub mod record;
 pub mod recover;
 pub mod summary;
@@ -141,6 +143,15 @@ pub fn plan_lines(s: &Source, o: &Options, rollback_check: &[String]) -> Vec<Str
             t.min_requests,
             t.failure_limit
         ),
+        match canary::checks(c) {
+            Ok(k) if !k.is_empty() && t.canary_every > 0 => format!(
+                "     with a canary of the {} gate(s) beside the traffic every {} interval(s) (a failed gate fails its interval)",
+                k.iter().map(|x| x.name()).collect::<Vec<_>>().join(" and "),
+                t.canary_every
+            ),
+            Ok(_) => "     no gate canary (the campaign declares no tools or quality gate, or canary_every = 0)".into(),
+            Err(e) => format!("     the gate canary cannot run: {e} (the bake will fail)"),
+        },
         "  7. keep the winner; the lane record names it".into(),
         "rollback plan (any failure in 2-6, a failed bake, --abort, Ctrl-C):".into(),
         format!("  - stop `{}`; start the incumbent `{}` again: {}", s.arm.id, inc.id, cmd(inc)),

@@ -208,14 +208,15 @@ impl Folder {
         let _ = self.save_journal();
     }
 
-    /// Seals the folder: the record, its summary (`summary`), then the manifest (its root
-    /// digest returned).
-    pub fn seal(&mut self, summary: &str) -> Result<String> {
+    /// Seals the folder: the record, its summary (`summary`) and `report.html` (`page`), then
+    /// the manifest (its root digest returned).
+    pub fn seal(&mut self, summary: &str, page: &str) -> Result<String> {
         self.save()?;
         crate::evidence::write_atomic(
             &self.dir.join(bundle::PROMOTION_SUMMARY),
             summary.as_bytes(),
         )?;
+        crate::evidence::write_atomic(&self.dir.join(bundle::REPORT_HTML), page.as_bytes())?;
         let m = crate::evidence::manifest::write(&self.dir)?;
         Ok(m.root_sha256.unwrap_or_default())
     }

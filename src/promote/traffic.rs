@@ -1,14 +1,15 @@
 //! The bake's traffic, the one place a promotion calls the measurement core (`load::`,
 //! `workload::`, `metrics::`): the campaign's request (model, sampling, `max_tokens`, API) with a
 //! prompt of the matched prompt's length in filler words (not re-sized against the endpoint's
-//! tokenizer), sent open loop at the declared rate for one interval.
+//! tokenizer), sent open loop at the declared rate for one interval through `load::session`.
 
 use crate::campaign::{ApiKind, Arm, Campaign};
 use crate::client::{StreamOpts, Target, Trace};
+use crate::load::session::{self, Session, Sink, Telemetry};
 use crate::load::source::{PromptText, RequestSource};
 use crate::load::{Arrival, Mode, Plan};
 use crate::metrics::stats::Distribution;
-use crate::metrics::RequestMetrics;
+use crate::metrics::summary::Collector;
 use crate::workload::request::BodySpec;
 use crate::workload::Endpoint;
 use std::collections::BTreeMap;
@@ -57,66 +58,69 @@ pub fn source(c: &Campaign, arm: &Arm, target: &Target, offset: u64) -> Arc<Requ
     })
 }
 
-/// Sends the bake's traffic for `length` at `rate` requests per second.
+/// Keeps the first failures in words (the interval's detail quotes them).
+struct FirstErrors(Vec<String>);
+
+impl Sink for FirstErrors {
+    fn trace(&mut self, t: Trace, _: &Collector) -> anyhow::Result<()> {
+        if self.0.len() < 3 && !t.warmup {
+            if let Some(e) = &t.error {
+                self.0.push(e.to_string());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Sends the bake's traffic for `length` at `rate` requests per second, through the measurement
+/// session every command that measures runs (`load::session`: traces folded off the runtime
+/// thread, the statistics a campaign's timing steps compute).
 pub async fn interval(
     target: &Target,
     src: Arc<RequestSource>,
     rate: f64,
     length: Duration,
 ) -> Measured {
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Trace>();
-    let plan = Plan {
-        mode: Mode::Open {
-            rate,
-            arrival: Arrival::Constant,
+    let s = Session {
+        target: target.clone(),
+        plan: Plan {
+            mode: Mode::Open {
+                rate,
+                arrival: Arrival::Constant,
+            },
+            requests: None,
+            duration: Some(length),
+            warmup: 0,
+            warmup_duration: None,
+            max_in_flight: Some(64),
         },
-        requests: None,
-        duration: Some(length),
-        warmup: 0,
-        warmup_duration: None,
-        max_in_flight: Some(64),
+        source: src,
+        opts: StreamOpts {
+            timeout: length.max(Duration::from_secs(30)),
+            ..StreamOpts::default()
+        },
+        cancel: None,
+        telemetry: Telemetry::None,
+        seed: 0,
     };
-    let opts = StreamOpts {
-        timeout: length.max(Duration::from_secs(30)),
-        ..StreamOpts::default()
-    };
-    let run = crate::load::run(target.clone(), plan, src, opts, tx).await;
-    let mut m = Measured::default();
-    if let Err(e) = run {
-        m.errors.push(format!("the load could not run: {e}"));
-    }
-    let mut samples: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
-    while let Ok(t) = rx.try_recv() {
-        if t.warmup {
-            continue;
-        }
-        if !t.ok() {
-            m.failed += 1;
-            if m.errors.len() < 3 {
-                if let Some(e) = &t.error {
-                    m.errors.push(e.to_string());
-                }
-            }
-            continue;
-        }
-        m.ok += 1;
-        let r = RequestMetrics::from_trace(&t);
-        for (k, v) in [
-            ("ttft_ms", r.ttft_ms),
-            ("ttfo_ms", r.ttfo_ms),
-            ("e2e_ms", r.e2e_ms),
-            ("itl_ms", r.itl_ms),
-            ("decode_tok_s", r.decode_tok_s),
-        ] {
-            if let Some(v) = v {
-                samples.entry(k).or_default().push(v);
+    let out = match session::run(s, FirstErrors(Vec::new())).await {
+        Ok(o) => o,
+        Err(e) => {
+            return Measured {
+                errors: vec![format!("the load could not run: {e:#}")],
+                ..Measured::default()
             }
         }
+    };
+    let stats = out.stats();
+    let mut errors = out.sink.0;
+    if let Err(e) = &out.window {
+        errors.insert(0, format!("the load could not run: {e}"));
     }
-    for (k, v) in samples {
-        if let Some(d) = Distribution::from_samples(&v, 0) {
-            m.metrics.insert(k.to_string(), d);
-        }
+    Measured {
+        ok: stats.ok,
+        failed: stats.failed,
+        errors,
+        metrics: stats.metrics,
     }
-    m
 }

@@ -9,7 +9,7 @@ use crate::campaign::fingerprint::{changes, fingerprint, Fingerprint};
 use crate::campaign::{Arm, Campaign, Mask};
 use crate::client::Target;
 use crate::evidence::bundle;
-use crate::gates::{self, GateContext};
+use crate::gates;
 use crate::lane::lock::{Holder, LaneLock};
 use crate::lane::resident::{self, LaneState, SetBy};
 use crate::lane::{self, procnet, LaneSpec, Running};
@@ -140,7 +140,8 @@ pub fn finish(f: &mut Folder, phase: Phase, why: String, restart: Vec<String>) -
     f.rec.restart = restart.clone();
     f.rec.ended_at = Some(crate::clock::wall_rfc3339());
     let text = super::summary::markdown(&f.rec);
-    let root_digest = match f.seal(&text) {
+    let page = super::page::render(&f.rec);
+    let root_digest = match f.seal(&text, &page) {
         Ok(d) => d,
         Err(e) => {
             f.rec
@@ -268,7 +269,12 @@ async fn launch_winner(
         json!({"ready": ready, "pid": r.pid()}),
     );
     let (models, ctx) = (ready.model_ids.clone(), ready.context_tokens);
-    if let Err(w) = identity(c, arm, r.pid(), &models, ctx, None, f, "winner-identity") {
+    // A container has no pid of bakeoff's own: what listens on the lane port is proven (the
+    // engine, or docker's proxy), as a restored container incumbent is.
+    let pid = r
+        .pid()
+        .or_else(|| procnet::find_listeners(c.lane.port).first().map(|l| l.pid));
+    if let Err(w) = identity(c, arm, pid, &models, ctx, None, f, "winner-identity") {
         return Err((w, Some((r, i))));
     }
     if let Err(w) = preflight(c, arm, &r.target, f, "winner-preflight").await {
@@ -347,12 +353,7 @@ async fn preflight(
     step: &str,
 ) -> Result<(), String> {
     let _ = f.intent(step, format!("preflight of `{}`", arm.id));
-    let s = &c.workload.sampling;
-    let mut g = GateContext::new(target.clone(), arm.served_model.clone());
-    g.api_key = arm.api_key_env.as_ref().and_then(|k| std::env::var(k).ok());
-    g.temperature = s.temperature;
-    g.seed = s.seed;
-    g.context_tokens = Some(arm.served_context);
+    let g = super::canary::context(c, arm, target);
     let checks: Vec<_> = super::preflight_names(c)
         .iter()
         .map(|n| crate::run::steps::preflight_check(n))

@@ -22,7 +22,7 @@ use super::emissions::{self, Kind, Record};
 use super::generate::{self, Finish, Output};
 use super::http::{self, Conn, Request};
 use super::json;
-use super::profile::Profile;
+use super::profile::{Profile, ToolBehavior};
 use super::request::{self, Completion};
 use super::state::{mix64, Model};
 use super::timer::sleep_until_ns;
@@ -287,6 +287,18 @@ fn object_head(id: &str, p: &Profile, c: &Completion) -> String {
     head
 }
 
+/// The profile request `seq` is answered with: past `tools_break_after_requests`, one whose tool
+/// calls carry malformed arguments (a declared fault).
+fn output_profile(p: &Profile, seq: u64) -> std::borrow::Cow<'_, Profile> {
+    match p.tools_break_after_requests {
+        Some(n) if seq > n => std::borrow::Cow::Owned(Profile {
+            tool_behavior: ToolBehavior::MalformedArguments,
+            ..p.clone()
+        }),
+        _ => std::borrow::Cow::Borrowed(p),
+    }
+}
+
 async fn run(
     app: &Arc<App>,
     conn: &mut Conn,
@@ -301,8 +313,9 @@ async fn run(
         .min(p.context_tokens - prompt_tokens as u64)
         .min(p.max_output_tokens.unwrap_or(u64::MAX)) as usize;
     let call_id = format!("call_{}", rec.id.rsplit('-').next().unwrap_or("0"));
+    let for_output = output_profile(p, seq);
     let out = generate::generate(
-        p,
+        &for_output,
         &generate::Input {
             chat: c.chat,
             user: &c.user,

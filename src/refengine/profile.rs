@@ -82,6 +82,9 @@ pub struct Profile {
     /// Fault: no answer is longer than N tokens (reasoning included), whatever `max_tokens` and
     /// `ignore_eos` ask: an engine that does not honor the requested output length.
     pub max_output_tokens: Option<u64>,
+    /// Fault: requests numbered above N call their tool with arguments that are not JSON (tool
+    /// calls that break in service; a promotion's bake canary must catch it).
+    pub tools_break_after_requests: Option<u64>,
 }
 
 impl Profile {
@@ -113,6 +116,7 @@ impl Profile {
             slow_after_requests: None,
             slow_ttft_ms: 0.0,
             max_output_tokens: None,
+            tools_break_after_requests: None,
         }
     }
 
@@ -213,6 +217,9 @@ impl Profile {
                 }
                 "slow_ttft_ms" => p.slow_ttft_ms = f.number(0.0, 3_600_000.0)?,
                 "max_output_tokens" => p.max_output_tokens = Some(f.integer(1, u64::MAX >> 8)?),
+                "tools_break_after_requests" => {
+                    p.tools_break_after_requests = Some(f.integer(0, u64::MAX >> 8)?)
+                }
                 _ => {
                     anyhow::bail!(
                         "{file}:{}: {key}: unknown key; remove it or use one of the known keys: {}",
@@ -268,6 +275,7 @@ pub const KNOWN_KEYS: &[&str] = &[
     "slow_after_requests",
     "slow_ttft_ms",
     "max_output_tokens",
+    "tools_break_after_requests",
 ];
 
 /// The 1-based line where `key` is set in a flat TOML file (1 when it cannot be found).

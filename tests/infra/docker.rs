@@ -121,7 +121,7 @@ pub(crate) fn campaign_containers(id: &str) -> Vec<String> {
         .collect()
 }
 
-fn remove(name: &str) {
+pub(crate) fn remove_container(name: &str) {
     let _ = docker(&["rm", "-f", name]);
 }
 
@@ -217,7 +217,7 @@ fn a_campaign_with_container_arms_runs_through_the_real_daemon() {
     );
     let id = "ctr-campaign";
     for n in campaign_containers(id) {
-        remove(&n);
+        remove_container(&n);
     }
     let arms = format!(
         "{}{}",
@@ -283,7 +283,7 @@ fn a_campaign_with_container_arms_runs_through_the_real_daemon() {
         took.as_secs_f64()
     );
     for n in campaign_containers(id) {
-        remove(&n);
+        remove_container(&n);
     }
     cleanup(&b, Some(inc), t.port);
     if let Err(e) = result {
@@ -366,7 +366,7 @@ async fn launch_ready_and_stop_a_real_container_body() {
     let args = engine_args(port, "fast");
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let c = spec(t.dir.path(), "up", &args, &["--network=host", "--init"]);
-    remove(&c.name);
+    remove_container(&c.name);
     let lane = lane_spec(port);
     let launch = LaunchSpec::Container(c.clone());
     let t0 = Instant::now();
@@ -433,7 +433,7 @@ async fn a_container_that_exits_at_start_fails_fast_with_its_reason_body() {
     let args = engine_args(port, "oom");
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let c = spec(t.dir.path(), "oom", &args, &["--network=host"]);
-    remove(&c.name);
+    remove_container(&c.name);
     let mut running = lane::launch(&lane, &LaunchSpec::Container(c.clone()))
         .await
         .expect("docker run");
@@ -465,7 +465,7 @@ async fn a_container_that_exits_at_start_fails_fast_with_its_reason_body() {
     let args = engine_args(port, "missing");
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let c = spec(t.dir.path(), "exits", &args, &["--network=host"]);
-    remove(&c.name);
+    remove_container(&c.name);
     let mut running = lane::launch(&lane, &LaunchSpec::Container(c.clone()))
         .await
         .expect("docker run");
@@ -491,7 +491,7 @@ async fn a_container_that_exits_at_start_fails_fast_with_its_reason_body() {
         &args,
         &["--network=host", "--entrypoint=/no/such/engine"],
     );
-    remove(&c.name);
+    remove_container(&c.name);
     let f = lane::launch(&lane, &LaunchSpec::Container(c.clone()))
         .await
         .unwrap_err();
@@ -517,7 +517,7 @@ async fn a_container_that_exits_at_start_fails_fast_with_its_reason_body() {
         &args,
         &["--network=host", "--memory=6m", "--memory-swap=6m"],
     );
-    remove(&c.name);
+    remove_container(&c.name);
     let mut running = lane::launch(&lane, &LaunchSpec::Container(c.clone()))
         .await
         .expect("docker run");
@@ -551,13 +551,13 @@ async fn stop_leaves_a_container_without_the_arms_ownership_labels_alone_body() 
     let args = engine_args(port, "fast");
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let c = spec(t.dir.path(), "owned", &args, &["--network=host"]);
-    remove(&c.name);
+    remove_container(&c.name);
     let mut running = lane::launch(&lane, &LaunchSpec::Container(c.clone()))
         .await
         .expect("docker run");
     lane::wait_ready(&mut running, &lane).await.expect("ready");
     // Someone else's container takes the name (the arm's was removed behind bakeoff's back).
-    remove(&c.name);
+    remove_container(&c.name);
     let mut other: Vec<String> = vec![
         "run".into(),
         "-d".into(),
@@ -581,7 +581,7 @@ async fn stop_leaves_a_container_without_the_arms_ownership_labels_alone_body() 
         &c.name,
         "{{.State.Running}} {{index .Config.Labels \"bakeoff.campaign\"}}",
     );
-    remove(&c.name);
+    remove_container(&c.name);
     assert_eq!(s.how, StopHow::NotOwned, "{s:?}");
     assert!(!s.group_gone, "{s:?}");
     assert!(
@@ -609,7 +609,7 @@ fn sigint_during_a_container_arm_leaves_the_incumbent_serving_and_no_container()
     );
     let id = "ctr-sigint";
     for n in campaign_containers(id) {
-        remove(&n);
+        remove_container(&n);
     }
     let file = campaign(&t, id, &container_arm("ctr", "slow", t.port, ""));
     let inc = t.start_incumbent("inc");
@@ -651,7 +651,7 @@ fn sigint_during_a_container_arm_leaves_the_incumbent_serving_and_no_container()
         no_secret_in(&b);
     });
     for n in campaign_containers(id) {
-        remove(&n);
+        remove_container(&n);
     }
     cleanup(&b, Some(inc), t.port);
     if let Err(e) = result {

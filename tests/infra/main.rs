@@ -9,5 +9,6 @@ mod support;
 mod docker;
 mod history_pg;
 mod mixed;
+mod promote;
 mod slurm;
 mod slurm_recovery;

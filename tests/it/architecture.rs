@@ -383,13 +383,14 @@ fn violations(files: &[File]) -> Vec<String> {
             ),
         ),
         // Beside run, below cli: a promotion reuses the run's launch journal, launch specs,
-        // identity and recovery; the verdict it acts on comes from cli (report decides it).
+        // identity and recovery; the verdict it acts on comes from cli (report decides it); its
+        // folder's report.html is drawn with report::chartkit.
         (
             "promote",
             Some(
                 &[
                     "campaign", "client", "clock", "decide", "evidence", "gates", "lane", "load",
-                    "metrics", "run", "workload",
+                    "metrics", "report", "run", "workload",
                 ][..],
             ),
         ),

@@ -56,6 +56,8 @@ mod report {
     mod browser;
     #[cfg(feature = "full-suite")]
     mod history_html;
+    #[cfg(feature = "full-suite")]
+    mod promote_html;
     mod summary;
 }
 mod promote;

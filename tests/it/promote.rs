@@ -5,8 +5,10 @@
 //!
 //! - `promotion_refusals_dry_run_rollback_and_keep`: refusals (tampered bundle, wrong digest,
 //!   ineligible arm, the incumbent, manual policy without --confirm, locked lane), the dry run
-//!   touches nothing, a winner that degrades mid-bake is rolled back, a clean winner is kept, then
-//!   the lane record refuses drift (promote) and a campaign declaring the old incumbent (run).
+//!   touches nothing, a winner that degrades mid-bake is rolled back (its report.html charts the
+//!   intervals), a winner whose tool calls break is rolled back by the bake's gate canary, a
+//!   clean winner is kept (its canaries passed), then the lane record refuses drift (promote) and
+//!   a campaign declaring the old incumbent (run).
 //! - `promotion_killed_at_each_point_is_recovered`: SIGKILL before the stop, after the stop,
 //!   mid-bake and mid-rollback, each followed by `bakeoff recover DIR`; a winner that cannot start
 //!   is rolled back; a rollback that fails marks the lane (runs refused) until `recover` proves the
@@ -18,11 +20,15 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
 
-const INC: &str = "ttft_ms = 30\ndecode_tok_s = 400\ncontext_tokens = 4096";
-const WIN: &str = "ttft_ms = 5\ndecode_tok_s = 400\ncontext_tokens = 4096";
-/// Fast in the bake-off (it serves fewer than 25 requests there), 300 ms slower from request 25 on.
-const SLOWWIN: &str =
-    "ttft_ms = 12\ndecode_tok_s = 400\ncontext_tokens = 4096\nslow_after_requests = 25\nslow_ttft_ms = 300";
+const INC: &str = PROMO_INC;
+const WIN: &str = PROMO_WIN;
+const SLOWWIN: &str = PROMO_SLOWWIN;
+/// Tool calls break from request 13 on: past the bake-off (its tools gate sends 5), during the
+/// promotion's second interval (its canary's requests are numbered above 12 from then on).
+const TOOLBRK: &str =
+    "ttft_ms = 8\ndecode_tok_s = 400\ncontext_tokens = 4096\ntools_break_after_requests = 12";
+/// The tools gate in the bake-off, and so the bake's canary of it.
+const TOOLS: &str = "[gates.tools]\nbatch = 2\nvariants = [\"plain\"]\n";
 const BAD: &str =
     "ttft_ms = 5\ndecode_tok_s = 400\ncontext_tokens = 4096\nfail_at_startup = \"no GPU\"";
 
@@ -34,22 +40,14 @@ struct Lane {
     inc: Option<Child>,
 }
 
-/// The bake of every test: short, at a rate a 2-core machine keeps.
-const PROMOTION: &str = r#"
-[promotion]
-bake_s = 1.5
-interval_s = 0.5
-rate = 30
-min_requests = 4
-failure_limit = 1
-ttft_p95_within_pct = 400
-decode_tok_s_within_pct = 90
-error_budget_pct = 0
-"#;
-
 impl Lane {
     /// A campaign (`inc` the incumbent, serving) with `arms` (id, profile), run to its bundle.
     fn new(arms: &[(&str, &str)]) -> Lane {
+        Lane::with(arms, "")
+    }
+
+    /// [`Lane::new`] with `tables` after the `[promotion]` table (e.g. `[gates.tools]`).
+    fn with(arms: &[(&str, &str)], tables: &str) -> Lane {
         let t = Camp::new();
         t.profile("inc", INC);
         let mut all = vec![("inc", "incumbent")];
@@ -57,9 +55,10 @@ impl Lane {
             t.profile(id, body);
             all.push((*id, "candidate"));
         }
+        let tables = format!("{PROMOTION}{tables}");
         let small = Small {
             prompt: 32,
-            tables: PROMOTION,
+            tables: &tables,
             ..Small::default()
         };
         t.write_small("promo", &small, &all);
@@ -153,7 +152,15 @@ fn phase(dir: &Path) -> String {
 fn promotion_refusals_dry_run_rollback_and_keep() {
     let _g = serial();
     let t0 = Instant::now();
-    let l = Lane::new(&[("win", WIN), ("slowwin", SLOWWIN), ("bad", BAD)]);
+    let l = Lane::with(
+        &[
+            ("win", WIN),
+            ("slowwin", SLOWWIN),
+            ("bad", BAD),
+            ("toolbrk", TOOLBRK),
+        ],
+        TOOLS,
+    );
     let campaign_s = t0.elapsed().as_secs_f64();
     let inc_pid = bakeoff::lane::procnet::find_listeners(l.t.port)[0].pid;
 
@@ -250,6 +257,61 @@ fn promotion_refusals_dry_run_rollback_and_keep() {
     );
     assert_eq!(l.serves().as_deref(), Some("inc"));
     verify(&deg);
+    // Its report.html: each analysed figure charted per interval, the failed one marked.
+    let page = std::fs::read_to_string(deg.join("report.html")).unwrap();
+    for w in [
+        "chart-bake-ttft",
+        "chart-bake-decode",
+        "chart-bake-errors",
+        "failed interval",
+        "\"limit\"",
+        "Decision:",
+    ] {
+        assert!(page.contains(w), "{w} not in report.html");
+    }
+    let specs = page.split("id=\"chart-specs\">").nth(1).unwrap();
+    let specs: serde_json::Value =
+        serde_json::from_str(&specs[..specs.find("</script>").unwrap()]).unwrap();
+    let ttft = &specs.as_array().unwrap()[0]["config"]["data"]["datasets"];
+    assert_eq!(
+        ttft[0]["data"].as_array().unwrap().len(),
+        iv.iter().filter(|i| i["ttft_p95_ms"].is_number()).count(),
+        "one point per measured interval: {ttft:#}"
+    );
+
+    // A winner whose tool calls break in service: the bake's gate canary fails its interval.
+    let t3 = Instant::now();
+    let brk = l.folder("toolbrk");
+    let o = l.promote(&[
+        "--arm",
+        "toolbrk",
+        "--confirm",
+        "--output",
+        brk.to_str().unwrap(),
+        "--bake",
+        "3s",
+    ]);
+    let toolbrk_s = t3.elapsed().as_secs_f64();
+    assert_eq!(code(&o), 1, "{}", text(&o));
+    let r = json(&brk.join("promotion.json"));
+    let iv = r["intervals"].as_array().unwrap();
+    let last = iv.last().unwrap();
+    assert_eq!(last["outcome"], "fail", "{iv:#?}");
+    assert!(
+        last["detail"].as_str().unwrap().contains("canary tools"),
+        "{last:#}"
+    );
+    assert!(iv.len() <= 3, "caught within two intervals: {iv:#?}");
+    assert!(
+        iv[0]["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["check"] == "canary" && c["gate"] == "tools" && c["met"] == true),
+        "the first canary passed: {:#}",
+        iv[0]
+    );
+    assert_eq!(l.serves().as_deref(), Some("inc"));
 
     // A clean winner: kept; the lane record names it.
     let t2 = Instant::now();
@@ -260,6 +322,7 @@ fn promotion_refusals_dry_run_rollback_and_keep() {
     assert_eq!(phase(&keep), "promoted");
     assert_eq!(l.serves().as_deref(), Some("win"));
     verify(&keep);
+    assert!(r_canary_passed(&keep), "the clean winner's canaries passed");
     let md = std::fs::read_to_string(keep.join("promotion-summary.md")).unwrap();
     assert!(md.contains("decision: **promoted**"), "{md}");
     let o = bakeoff(&l.locks, &["report", keep.to_str().unwrap()]);
@@ -291,9 +354,21 @@ fn promotion_refusals_dry_run_rollback_and_keep() {
         text(&o)
     );
     eprintln!(
-        "timings: campaign {campaign_s:.1} s, degrading promotion {degrade_s:.1} s, clean promotion {keep_s:.1} s, whole test {:.1} s",
+        "timings: campaign {campaign_s:.1} s, degrading promotion {degrade_s:.1} s, tool-breaking promotion {toolbrk_s:.1} s, clean promotion {keep_s:.1} s, whole test {:.1} s",
         t0.elapsed().as_secs_f64()
     );
+}
+
+/// Every interval of the folder ran a tools canary and it passed.
+fn r_canary_passed(dir: &Path) -> bool {
+    let r = json(&dir.join("promotion.json"));
+    r["intervals"].as_array().unwrap().iter().all(|i| {
+        i["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["check"] == "canary" && c["met"] == true)
+    })
 }
 
 /// `bakeoff promote` started with a pause at `point`, SIGKILLed there, then `bakeoff recover`.

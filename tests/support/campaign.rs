@@ -614,3 +614,25 @@ impl Camp {
         p
     }
 }
+
+/// The `[promotion]` table of the promotion tests: a short bake at a rate a 2-core machine keeps,
+/// thresholds loose enough that a CI machine's noise never fails a clean interval (a degrading
+/// winner's fault adds 300 ms to every TTFT, far beyond them).
+pub const PROMOTION: &str = r#"
+[promotion]
+bake_s = 1.5
+interval_s = 0.5
+rate = 30
+min_requests = 4
+failure_limit = 1
+ttft_p95_within_pct = 400
+decode_tok_s_within_pct = 90
+error_budget_pct = 0
+"#;
+
+/// A promotion test's profiles: the incumbent, a clean winner, and a winner fast in the bake-off
+/// (it serves fewer than 25 requests there) that is 300 ms slower from request 25 on.
+pub const PROMO_INC: &str = "ttft_ms = 30\ndecode_tok_s = 400\ncontext_tokens = 4096";
+pub const PROMO_WIN: &str = "ttft_ms = 5\ndecode_tok_s = 400\ncontext_tokens = 4096";
+pub const PROMO_SLOWWIN: &str =
+    "ttft_ms = 12\ndecode_tok_s = 400\ncontext_tokens = 4096\nslow_after_requests = 25\nslow_ttft_ms = 300";

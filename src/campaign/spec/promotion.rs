@@ -24,6 +24,9 @@ pub struct PromotionTable {
     pub decode_tok_s_within_pct: f64,
     /// Failed requests an interval may have, percent of its requests.
     pub error_budget_pct: f64,
+    /// A canary of the campaign's tools and quality gates runs every this many intervals (0:
+    /// never); a canary gate that fails fails its interval.
+    pub canary_every: u32,
 }
 
 impl Default for PromotionTable {
@@ -37,6 +40,7 @@ impl Default for PromotionTable {
             ttft_p95_within_pct: 20.0,
             decode_tok_s_within_pct: 20.0,
             error_budget_pct: 1.0,
+            canary_every: 1,
         }
     }
 }
