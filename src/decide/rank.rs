@@ -11,7 +11,8 @@
 
 use super::metric::descriptor;
 pub use super::metric::{measure, measure_at, Measure};
-use crate::evidence::result::ArmResult;
+use super::spread::Cross;
+use crate::evidence::result::{ArmResult, CampaignResult};
 use crate::evidence::RankingMetric;
 use std::collections::BTreeMap;
 
@@ -30,6 +31,28 @@ pub fn ties(a: Measure, b: Measure, tol: f64) -> bool {
     }
     let scale = a.value.abs().max(b.value.abs());
     scale == 0.0 || (a.value - b.value).abs() / scale <= tol
+}
+
+/// "within card-to-card spread (8.0 % across 2 lanes)" when `best` ties on `m` with an arm of
+/// `tied` only by the spread (the tie rule alone with tolerance `tol` would separate them).
+pub fn spread_words(
+    r: &CampaignResult,
+    m: RankingMetric,
+    best: &str,
+    tied: &[String],
+    tol: f64,
+) -> Option<String> {
+    let cross = Cross::of(r);
+    let lvl = r.workload.concurrency_priority_level;
+    let bm = measure_at(r.arm(best)?, m, lvl)?;
+    let by_spread = tied.iter().filter(|x| *x != best).any(|x| {
+        r.arm(x)
+            .and_then(|a| measure_at(a, m, lvl))
+            .is_some_and(|v| !ties(bm, v, tol) && cross.within(m, best, x, bm.value, v.value))
+    });
+    by_spread
+        .then(|| r.lane_spread.as_ref()?.words(m))
+        .flatten()
 }
 
 /// Whether `a` is strictly better than `b` on `m` (ignoring ties).
@@ -51,13 +74,15 @@ pub struct Pick {
 }
 
 /// Picks the best of `set` (arm ids of `arms`) by the priorities; `level` is the concurrency
-/// level the `concurrency` and `goodput` priorities compare (None: the highest each arm ran).
+/// level the `concurrency` and `goodput` priorities compare (None: the highest each arm ran);
+/// `cross`: arms of different lanes also tie within the card-to-card spread (`decide::spread`).
 pub fn pick(
     arms: &[&ArmResult],
     set: &[String],
     priorities: &[RankingMetric],
     tol: &BTreeMap<RankingMetric, f64>,
     level: Option<u64>,
+    cross: &Cross,
 ) -> Option<Pick> {
     let get = |id: &str| arms.iter().find(|a| a.id == id).copied();
     let mut cur: Vec<String> = set.to_vec();
@@ -90,7 +115,9 @@ pub fn pick(
         let t = tol.get(&m).copied().unwrap_or(0.0);
         let tied: Vec<String> = vals
             .iter()
-            .filter(|(_, v)| ties(best, *v, t))
+            .filter(|(id, v)| {
+                ties(best, *v, t) || cross.within(m, &best_id, id, best.value, v.value)
+            })
             .map(|(id, _)| id.clone())
             .collect();
         let others: Vec<(String, Measure)> = vals
@@ -151,10 +178,11 @@ pub fn rank(
     priorities: &[RankingMetric],
     tol: &BTreeMap<RankingMetric, f64>,
     level: Option<u64>,
+    cross: &Cross,
 ) -> Vec<Pick> {
     let mut rest: Vec<String> = set.to_vec();
     let mut out = Vec::new();
-    while let Some(p) = pick(arms, &rest, priorities, tol, level) {
+    while let Some(p) = pick(arms, &rest, priorities, tol, level, cross) {
         rest.retain(|x| *x != p.arm);
         out.push(p);
     }
