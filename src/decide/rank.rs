@@ -33,26 +33,48 @@ pub fn ties(a: Measure, b: Measure, tol: f64) -> bool {
     scale == 0.0 || (a.value - b.value).abs() / scale <= tol
 }
 
-/// "within card-to-card spread (8.0 % across 2 lanes)" when `best` ties on `m` with an arm of
-/// `tied` only by the spread (the tie rule alone with tolerance `tol` would separate them).
+/// "within card-to-card spread (8.0 % across 2 lanes)" when `best` and an arm of `tied` ran on
+/// different lanes and their margin on `m` is within the spread; with whether the spread alone
+/// tied them (the tie rule alone, with tolerance `tol`, would separate them).
 pub fn spread_words(
     r: &CampaignResult,
     m: RankingMetric,
     best: &str,
     tied: &[String],
     tol: f64,
-) -> Option<String> {
+) -> Option<(String, bool)> {
     let cross = Cross::of(r);
     let lvl = r.workload.concurrency_priority_level;
     let bm = measure_at(r.arm(best)?, m, lvl)?;
-    let by_spread = tied.iter().filter(|x| *x != best).any(|x| {
-        r.arm(x)
-            .and_then(|a| measure_at(a, m, lvl))
-            .is_some_and(|v| !ties(bm, v, tol) && cross.within(m, best, x, bm.value, v.value))
-    });
-    by_spread
-        .then(|| r.lane_spread.as_ref()?.words(m))
+    let (mut any, mut alone) = (false, false);
+    for x in tied.iter().filter(|x| *x != best) {
+        let Some(v) = r.arm(x).and_then(|a| measure_at(a, m, lvl)) else {
+            continue;
+        };
+        if cross.within(m, best, x, bm.value, v.value) {
+            any = true;
+            alone |= !ties(bm, v, tol);
+        }
+    }
+    any.then(|| Some((r.lane_spread.as_ref()?.words(m)?, alone)))
         .flatten()
+}
+
+/// `how` (the tie rule's words for a tie on `m`) with the spread's: replaced when only the
+/// spread tied them, added when the intervals or the tolerance tied them too.
+pub fn with_spread(
+    how: String,
+    r: &CampaignResult,
+    m: RankingMetric,
+    best: &str,
+    tied: &[String],
+    tol: f64,
+) -> String {
+    match spread_words(r, m, best, tied, tol) {
+        Some((w, true)) => w,
+        Some((w, false)) => format!("{how}; {w}"),
+        None => how,
+    }
 }
 
 /// Whether `a` is strictly better than `b` on `m` (ignoring ties).

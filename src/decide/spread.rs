@@ -125,9 +125,24 @@ mod tests {
             v.reason
         );
         assert_eq!(
-            super::super::rank::spread_words(&r, m, "fast", &["fast".into(), "slow".into()], 0.0)
-                .as_deref(),
-            Some("within card-to-card spread (8.0 % across 2 lanes)")
+            super::super::rank::spread_words(&r, m, "fast", &["fast".into(), "slow".into()], 0.0),
+            Some((
+                "within card-to-card spread (8.0 % across 2 lanes)".into(),
+                true
+            ))
+        );
+        // With a tolerance that ties them too, the spread's words are added, not alone.
+        let both = super::super::rank::with_spread(
+            "within 5% tolerance".into(),
+            &r,
+            m,
+            "fast",
+            &["fast".into(), "slow".into()],
+            0.05,
+        );
+        assert_eq!(
+            both,
+            "within 5% tolerance; within card-to-card spread (8.0 % across 2 lanes)"
         );
         // Without a control nothing changes: fast wins on TTFT outright.
         let r = result(false);

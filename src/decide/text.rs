@@ -185,7 +185,7 @@ pub fn reason(
         }
         let within = p.tied_with.iter().find_map(|(i, set)| {
             let t = tol.get(&prios[*i]).copied().unwrap_or(0.0);
-            rank::spread_words(r, prios[*i], &p.arm, set, t).map(|w| format!("; {w}"))
+            rank::spread_words(r, prios[*i], &p.arm, set, t).map(|w| format!("; {}", w.0))
         });
         return format!(
             "{} tied with {} on every priority ({}{}) and is listed first for its {} ({}), passing {passing}.",
@@ -281,7 +281,7 @@ pub fn reason(
                 (true, false) => "equal".into(),
             };
             let set = p.tied_with.get(&j).cloned().unwrap_or_default();
-            let how = rank::spread_words(r, prios[j], &p.arm, &set, t).unwrap_or(how);
+            let how = rank::with_spread(how, r, prios[j], &p.arm, &set, t);
             format!(
                 "{} on the {} priority, {} ({how})",
                 names.join(" and "),
