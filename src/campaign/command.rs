@@ -77,7 +77,15 @@ impl Campaign {
     /// [`crate::lane::Recipe::command`]); `None` for an endpoint arm (bakeoff neither starts
     /// nor stops it).
     pub fn launch_command(&self, arm: &Arm) -> Option<LaunchCommand> {
-        arm.recipe().command(&self.at(arm))
+        let mut lc = arm.recipe().command(&self.at(arm))?;
+        // The lane's `env` reaches every arm started on it; the arm's own value wins.
+        for (k, v) in &self.lane.env {
+            lc.start
+                .env
+                .entry(k.clone())
+                .or_insert_with(|| crate::lane::recipe::EnvValue::Literal(v.clone()));
+        }
+        Some(lc)
     }
 
     /// The shell line that starts `arm` again by hand in this lane, detached, its output appended

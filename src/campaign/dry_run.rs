@@ -60,6 +60,18 @@ impl Plan {
                 q.arms.len(),
                 q.steps()
             );
+            let control = match c.control_arm() {
+                Ok(a) if q.arms.iter().any(|x| x.arm == a.id) => {
+                    format!("{}'s own warm c1 timing serves (card-to-card spread)", a.id)
+                }
+                Ok(a) => format!(
+                    "first, {} = {}'s recipe, cold and warm c1 timing only (card-to-card spread)",
+                    super::lane_plan::control_copy_id(&a.id),
+                    a.id
+                ),
+                Err(why) => format!("none: {why}; the spread between lanes is not measured"),
+            };
+            let _ = writeln!(o, "  control    {control}");
             for (n, a) in q.arms.iter().enumerate() {
                 let _ = writeln!(
                     o,
@@ -70,12 +82,10 @@ impl Plan {
                     a.why.words()
                 );
             }
-        }
-        if c.multi_lane() {
-            let _ = writeln!(
-                o,
-                "  note       running several lanes is not built yet: `bakeoff run` refuses this campaign; the plan below lists every arm's steps in file order, as on one lane"
-            );
+            if !l.lane.env.is_empty() {
+                let env: Vec<String> = l.lane.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                let _ = writeln!(o, "  env        {} (every arm on this lane)", env.join(" "));
+            }
         }
     }
 }

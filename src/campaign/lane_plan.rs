@@ -21,19 +21,47 @@ pub fn lane_campaign(c: &Campaign, lane: &str) -> Option<Campaign> {
     Some(sub)
 }
 
+/// The id of the control's copy on a lane that does not run the control arm itself: the
+/// control arm's id with a suffix no arm id can have (ids are letters, digits and `-`).
+pub fn control_copy_id(control: &str) -> String {
+    format!("{control}.control")
+}
+
 /// The plan of lane `lane` of `c` (a `[[lanes]]` campaign): the steps [`plan`] makes for
 /// [`lane_campaign`] (so every lane parameter is this lane's: ready timeout, GPUs, memory
 /// reserve), keeping the setup's idle baseline, the arm steps of the arms `schedule` puts on
 /// the lane (a lane's arms run in file order, as they come in the plan), and the incumbent's stop
 /// and restoration only on the lane that names it; numbered again from 1. Its schedule is the
 /// lane's queue alone. None: no such lane.
+///
+/// The card-to-card control (docs/fleet.md): on a lane that does not run the control arm
+/// ([`Campaign::control_arm`]) the lane's plan starts with a copy of it
+/// ([`control_copy_id`], role candidate) that runs only the first timing steps, cold c1 and warm
+/// c1 (the shape the ranking's TTFT, decode and E2E figures come from), between its launch and
+/// its stop. On the control arm's own lane its own measurement of that step serves.
 pub fn lane_plan(c: &Campaign, schedule: &Schedule, lane: &str) -> Option<Plan> {
-    let sub = lane_campaign(c, lane)?;
+    let mut sub = lane_campaign(c, lane)?;
     let queue = schedule.lanes.iter().find(|q| q.lane == lane)?.clone();
     let serves_incumbent = queue.incumbent.is_some();
+    let copy = c
+        .control_arm()
+        .ok()
+        .filter(|a| !queue.arms.iter().any(|q| q.arm == a.id))
+        .map(|a| {
+            let mut copy = a.clone();
+            copy.id = control_copy_id(&a.id);
+            copy.role = super::spec::Role::Candidate;
+            copy.speculative = None;
+            copy
+        });
+    if let Some(copy) = &copy {
+        sub.arms.insert(0, copy.clone());
+    }
+    let copy_id = copy.map(|a| a.id);
     let mut p = plan(&sub);
     let keep = |s: &PlanStep| match s.phase {
         Phase::Setup => serves_incumbent || matches!(s.kind, StepKind::GpuIdleBaseline { .. }),
+        Phase::Arm if s.arm.is_some() && s.arm == copy_id => control_step(&s.kind),
         Phase::Arm => s
             .arm
             .as_deref()
@@ -46,6 +74,21 @@ pub fn lane_plan(c: &Campaign, schedule: &Schedule, lane: &str) -> Option<Plan> 
     }
     p.schedule = Schedule { lanes: vec![queue] };
     Some(p)
+}
+
+/// The steps of the control's copy: launched, ready (and its memory reserve), the closed-loop
+/// c1 timing steps (cold, then warm), stopped.
+fn control_step(k: &StepKind) -> bool {
+    match k {
+        StepKind::Launch | StepKind::Ready { .. } | StepKind::MemoryReserve { .. } => true,
+        StepKind::Stop => true,
+        StepKind::Timing {
+            concurrency,
+            open_loop,
+            ..
+        } => *concurrency == 1 && open_loop.is_none(),
+        _ => false,
+    }
 }
 
 impl Plan {
@@ -109,7 +152,20 @@ mod tests {
         let g0 = lane_plan(&c, &full.schedule, "g0").unwrap();
         let g1 = lane_plan(&c, &full.schedule, "g1").unwrap();
         assert_eq!(g0.arm_ids(), vec!["inc", "b"]);
-        assert_eq!(g1.arm_ids(), vec!["a", "c"]);
+        // g1 first times a copy of the control (the incumbent's recipe): launch, ready, preflight
+        // left out, cold and warm c1, stop.
+        assert_eq!(g1.arm_ids(), vec!["inc.control", "a", "c"]);
+        let copy: Vec<String> = names(&g1).into_iter().take(5).collect();
+        assert_eq!(
+            copy,
+            [
+                "1 inc.control-launch.json",
+                "2 inc.control-ready.json",
+                "3 inc.control-timing-64-c1-cold.json",
+                "4 inc.control-timing-64-c1-warm.json",
+                "5 inc.control-stop.json"
+            ]
+        );
         assert!(g0.restores() && !g1.restores());
         assert!(full.restores());
         let g0n = names(&g0);
@@ -118,14 +174,14 @@ mod tests {
             g0n.last().unwrap(),
             &format!("{} restoration-preflight.json", g0n.len())
         );
-        assert_eq!(names(&g1).first().unwrap(), "1 a-launch.json");
+        assert_eq!(names(&g1)[5], "6 a-launch.json");
         assert!(g1.steps.iter().all(|s| s.phase == Phase::Arm));
         // Every arm step of the whole plan is on exactly one lane, with the same evidence name.
         let mut lanes: Vec<&str> = g0
             .steps
             .iter()
             .chain(&g1.steps)
-            .filter(|s| s.phase == Phase::Arm)
+            .filter(|s| s.phase == Phase::Arm && !s.evidence.starts_with("inc.control"))
             .map(|s| s.evidence.as_str())
             .collect();
         let mut all: Vec<&str> = full

@@ -25,6 +25,8 @@ pub struct EngineArgs {
 /// Run the engine until SIGINT or SIGTERM.
 pub fn run(args: EngineArgs) -> anyhow::Result<()> {
     let profiles = crate::refengine::load_profiles(&args.profiles)?;
+    let slowdown = std::env::var(crate::refengine::SLOWDOWN_ENV).ok();
+    let profiles = crate::refengine::slowed(profiles, slowdown.as_deref())?;
     crate::clock::raise_nofile_limit();
     let workers = args.workers.unwrap_or_else(|| {
         std::thread::available_parallelism()

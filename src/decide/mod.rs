@@ -13,6 +13,7 @@ pub mod policy;
 pub mod rank;
 pub mod requests;
 pub mod slo;
+pub mod spread;
 pub mod text;
 
 use crate::evidence::result::CampaignResult;
@@ -102,6 +103,7 @@ pub fn decide(result: &CampaignResult, policy: &Policy) -> Verdict {
         &prios,
         &tol,
         result.workload.concurrency_priority_level,
+        &spread::Cross::of(result),
     );
     let ranking: Vec<String> = picks.iter().map(|p| p.arm.clone()).collect();
     let winner_pick = picks.first().cloned();

@@ -11,7 +11,8 @@
 
 use super::metric::descriptor;
 pub use super::metric::{measure, measure_at, Measure};
-use crate::evidence::result::ArmResult;
+use super::spread::Cross;
+use crate::evidence::result::{ArmResult, CampaignResult};
 use crate::evidence::RankingMetric;
 use std::collections::BTreeMap;
 
@@ -30,6 +31,50 @@ pub fn ties(a: Measure, b: Measure, tol: f64) -> bool {
     }
     let scale = a.value.abs().max(b.value.abs());
     scale == 0.0 || (a.value - b.value).abs() / scale <= tol
+}
+
+/// "within card-to-card spread (8.0 % across 2 lanes)" when `best` and an arm of `tied` ran on
+/// different lanes and their margin on `m` is within the spread; with whether the spread alone
+/// tied them (the tie rule alone, with tolerance `tol`, would separate them).
+pub fn spread_words(
+    r: &CampaignResult,
+    m: RankingMetric,
+    best: &str,
+    tied: &[String],
+    tol: f64,
+) -> Option<(String, bool)> {
+    let cross = Cross::of(r);
+    let lvl = r.workload.concurrency_priority_level;
+    let bm = measure_at(r.arm(best)?, m, lvl)?;
+    let (mut any, mut alone) = (false, false);
+    for x in tied.iter().filter(|x| *x != best) {
+        let Some(v) = r.arm(x).and_then(|a| measure_at(a, m, lvl)) else {
+            continue;
+        };
+        if cross.within(m, best, x, bm.value, v.value) {
+            any = true;
+            alone |= !ties(bm, v, tol);
+        }
+    }
+    any.then(|| Some((r.lane_spread.as_ref()?.words(m)?, alone)))
+        .flatten()
+}
+
+/// `how` (the tie rule's words for a tie on `m`) with the spread's: replaced when only the
+/// spread tied them, added when the intervals or the tolerance tied them too.
+pub fn with_spread(
+    how: String,
+    r: &CampaignResult,
+    m: RankingMetric,
+    best: &str,
+    tied: &[String],
+    tol: f64,
+) -> String {
+    match spread_words(r, m, best, tied, tol) {
+        Some((w, true)) => w,
+        Some((w, false)) => format!("{how}; {w}"),
+        None => how,
+    }
 }
 
 /// Whether `a` is strictly better than `b` on `m` (ignoring ties).
@@ -51,13 +96,15 @@ pub struct Pick {
 }
 
 /// Picks the best of `set` (arm ids of `arms`) by the priorities; `level` is the concurrency
-/// level the `concurrency` and `goodput` priorities compare (None: the highest each arm ran).
+/// level the `concurrency` and `goodput` priorities compare (None: the highest each arm ran);
+/// `cross`: arms of different lanes also tie within the card-to-card spread (`decide::spread`).
 pub fn pick(
     arms: &[&ArmResult],
     set: &[String],
     priorities: &[RankingMetric],
     tol: &BTreeMap<RankingMetric, f64>,
     level: Option<u64>,
+    cross: &Cross,
 ) -> Option<Pick> {
     let get = |id: &str| arms.iter().find(|a| a.id == id).copied();
     let mut cur: Vec<String> = set.to_vec();
@@ -90,7 +137,9 @@ pub fn pick(
         let t = tol.get(&m).copied().unwrap_or(0.0);
         let tied: Vec<String> = vals
             .iter()
-            .filter(|(_, v)| ties(best, *v, t))
+            .filter(|(id, v)| {
+                ties(best, *v, t) || cross.within(m, &best_id, id, best.value, v.value)
+            })
             .map(|(id, _)| id.clone())
             .collect();
         let others: Vec<(String, Measure)> = vals
@@ -151,10 +200,11 @@ pub fn rank(
     priorities: &[RankingMetric],
     tol: &BTreeMap<RankingMetric, f64>,
     level: Option<u64>,
+    cross: &Cross,
 ) -> Vec<Pick> {
     let mut rest: Vec<String> = set.to_vec();
     let mut out = Vec::new();
-    while let Some(p) = pick(arms, &rest, priorities, tol, level) {
+    while let Some(p) = pick(arms, &rest, priorities, tol, level, cross) {
         rest.retain(|x| *x != p.arm);
         out.push(p);
     }

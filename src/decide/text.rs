@@ -183,8 +183,12 @@ pub fn reason(
                 value_text(w, prios[0], lvl)
             );
         }
+        let within = p.tied_with.iter().find_map(|(i, set)| {
+            let t = tol.get(&prios[*i]).copied().unwrap_or(0.0);
+            rank::spread_words(r, prios[*i], &p.arm, set, t).map(|w| format!("; {}", w.0))
+        });
         return format!(
-            "{} tied with {} on every priority ({}) and is listed first for its {} ({}), passing {passing}.",
+            "{} tied with {} on every priority ({}{}) and is listed first for its {} ({}), passing {passing}.",
             w.label_or_id(),
             p.tied_with
                 .values()
@@ -196,6 +200,7 @@ pub fn reason(
                 .collect::<Vec<_>>()
                 .join(", "),
             prios.iter().map(|m| m.as_str()).collect::<Vec<_>>().join(" > "),
+            within.unwrap_or_default(),
             describe(r, prios[0]),
             value_text(w, prios[0], lvl)
         );
@@ -275,6 +280,8 @@ pub fn reason(
                 (true, true) => format!("within the declared {}% tolerance", num(t * 100.0)),
                 (true, false) => "equal".into(),
             };
+            let set = p.tied_with.get(&j).cloned().unwrap_or_default();
+            let how = rank::with_spread(how, r, prios[j], &p.arm, &set, t);
             format!(
                 "{} on the {} priority, {} ({how})",
                 names.join(" and "),
@@ -325,8 +332,11 @@ fn best_measured(
         }
     })?;
     let t = tol.get(&m).copied().unwrap_or(0.0);
+    let cross = super::spread::Cross::of(r);
     vals.iter()
-        .all(|(x, v)| *x == id || !rank::ties(best, *v, t))
+        .all(|(x, v)| {
+            *x == id || !(rank::ties(best, *v, t) || cross.within(m, &id, x, best.value, v.value))
+        })
         .then_some(id)
 }
 

@@ -337,6 +337,70 @@ pub fn check(dir: &Path, r: &mut CampaignResult, apply: bool) -> Vec<Mismatch> {
     for a in r.arms.iter_mut() {
         out.extend(arm(dir, a, apply));
     }
+    out.extend(lane_controls(dir, r, apply));
+    out
+}
+
+/// A multi-lane bundle's card-to-card controls: each lane's control figures against its warm
+/// step file, and `lane-spread.json` against the result's record (with `apply`, the step files
+/// win and the spread is computed again from them).
+fn lane_controls(dir: &Path, r: &mut CampaignResult, apply: bool) -> Vec<Mismatch> {
+    use super::lane_spread::{LaneSpread, FILE};
+    let Some(spread) = r.lane_spread.as_mut() else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for l in spread.lanes.iter_mut() {
+        let mm = |field: &str, summary: String, step: String| Mismatch {
+            arm: l.arm.clone(),
+            record: format!("lane {} control", l.lane),
+            file: l.evidence.clone(),
+            field: field.to_string(),
+            summary,
+            step,
+        };
+        let s = match read(dir, &l.evidence) {
+            Ok(v) => timing_from_stats(v.get("stats").unwrap_or(&Value::Null)),
+            Err(e) => {
+                out.push(mm("(file)", "figures".into(), e));
+                continue;
+            }
+        };
+        let before = out.len();
+        for (name, a, b) in [
+            ("ttft_ms", &l.ttft_ms, &s.ttft_ms),
+            ("decode_tok_s", &l.decode_tok_s, &s.decode_tok_s),
+            ("e2e_ms", &l.e2e_ms, &s.e2e_ms),
+        ] {
+            if !same_stat(a, b) {
+                out.push(mm(name, text(a), text(b)));
+            }
+        }
+        if apply && out.len() > before {
+            (l.ttft_ms, l.decode_tok_s, l.e2e_ms) = (s.ttft_ms, s.decode_tok_s, s.e2e_ms);
+        }
+    }
+    let again = LaneSpread::of(
+        &spread.control,
+        spread.lanes.clone(),
+        spread.missing.clone(),
+    );
+    let file: Option<LaneSpread> = read(dir, FILE)
+        .ok()
+        .and_then(|v| serde_json::from_value(v).ok());
+    if file.as_ref() != Some(spread) || (again.spread != spread.spread) {
+        out.push(Mismatch {
+            arm: spread.control.clone(),
+            record: "lane spread".into(),
+            file: FILE.into(),
+            field: "spread".into(),
+            summary: text(&spread.spread),
+            step: file.map_or("missing or unreadable".into(), |f| text(&f.spread)),
+        });
+        if apply {
+            *spread = again;
+        }
+    }
     out
 }
 

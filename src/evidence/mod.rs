@@ -3,6 +3,7 @@
 pub mod bundle;
 pub mod crosscheck;
 pub mod history;
+pub mod lane_spread;
 pub mod manifest;
 pub mod result;
 pub mod types;

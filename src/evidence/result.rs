@@ -43,6 +43,55 @@ pub struct CampaignResult {
     /// and arms in the order they ran there. Empty (and not written) for a one-lane campaign.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub lanes: Vec<LaneRun>,
+    /// A multi-lane campaign's card-to-card spread, measured by a control on every lane
+    /// (`lane-spread.json`, docs/fleet.md); the verdict ties arms of different lanes within it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lane_spread: Option<LaneSpread>,
+}
+
+/// `lane-spread.json`: a multi-lane campaign's card-to-card spread (computed in
+/// `evidence::lane_spread`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct LaneSpread {
+    pub schema: String,
+    /// The arm whose recipe is the control (`[fleet] control`, default the incumbent).
+    pub control: String,
+    /// One per lane whose control finished its warm step, in lane order.
+    pub lanes: Vec<LaneControl>,
+    /// Per metric: the spread over those lanes (absent for a metric fewer than 2 lanes measured).
+    pub spread: BTreeMap<RankingMetric, MetricSpread>,
+    /// Lanes whose control differs from the others beyond its own interval, in words.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outliers: Vec<String>,
+    /// Lanes with no control figures, and why (the control failed there, …).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing: Vec<String>,
+}
+
+/// One lane's control figures.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct LaneControl {
+    pub lane: String,
+    /// The arm record they come from: the control arm itself on its own lane (its measurement
+    /// serves), else its copy `<control>.control`.
+    pub arm: String,
+    /// The warm c1 timing file (bundle-relative).
+    pub evidence: String,
+    pub ttft_ms: Option<Stat>,
+    pub decode_tok_s: Option<Stat>,
+    pub e2e_ms: Option<Stat>,
+}
+
+/// The spread of one metric across lanes.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct MetricSpread {
+    /// `(max − min) / min` of the lanes' medians, a fraction.
+    pub spread: f64,
+    /// How many lanes' medians it spans.
+    pub lanes: usize,
+    /// The lanes with the lowest and the highest median.
+    pub lowest: String,
+    pub highest: String,
 }
 
 /// One lane of a multi-lane campaign, as it ran.

@@ -46,6 +46,35 @@ pub fn load_profiles<P: AsRef<std::path::Path>>(
     Ok(out)
 }
 
+/// The environment variable that makes every profile of an engine slower by a factor (a number
+/// from 1 up; docs/reference-engine.md "Slowdown"): its fixed TTFT and slow TTFT are multiplied
+/// by it, its prefill and decode speeds divided. It stands for a slower card (a fleet lane's `env`).
+pub const SLOWDOWN_ENV: &str = "BAKEOFF_REFENGINE_SLOWDOWN";
+
+/// `profiles` slowed by the factor in `value` (the [`SLOWDOWN_ENV`] variable's value; None or
+/// empty: unchanged). Err: not a number from 1 to 100, named.
+pub fn slowed(mut profiles: Vec<Profile>, value: Option<&str>) -> anyhow::Result<Vec<Profile>> {
+    let Some(v) = value.map(str::trim).filter(|v| !v.is_empty()) else {
+        return Ok(profiles);
+    };
+    let f: f64 = v
+        .parse()
+        .ok()
+        .filter(|f: &f64| (1.0..=100.0).contains(f))
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "{SLOWDOWN_ENV}={v}: not a slowdown factor; give a number from 1 (as profiled) to 100, e.g. 1.08 for 8 % slower"
+            )
+        })?;
+    for p in &mut profiles {
+        p.ttft_ms *= f;
+        p.slow_ttft_ms *= f;
+        p.prefill_tok_s /= f;
+        p.decode_tok_s /= f;
+    }
+    Ok(profiles)
+}
+
 /// Where and how to serve.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -155,4 +184,23 @@ pub fn log_line(line: &str) {
     let mut err = std::io::stderr().lock();
     let _ = writeln!(err, "{line}");
     let _ = err.flush();
+}
+
+#[cfg(test)]
+mod slowdown_tests {
+    use crate::refengine::{slowed, Profile, SLOWDOWN_ENV};
+
+    #[test]
+    fn a_slowdown_scales_every_delay_and_refuses_a_bad_factor() {
+        let p = Profile::with_model("m");
+        let same = slowed(vec![p.clone()], None).unwrap();
+        assert_eq!(same[0], p);
+        let s = slowed(vec![p.clone()], Some("1.25")).unwrap();
+        assert_eq!(s[0].ttft_ms, p.ttft_ms * 1.25);
+        assert_eq!(s[0].decode_tok_s, p.decode_tok_s / 1.25);
+        for bad in ["0.5", "fast", "1000"] {
+            let e = slowed(vec![p.clone()], Some(bad)).unwrap_err().to_string();
+            assert!(e.contains(SLOWDOWN_ENV) && e.contains("1.08"), "{e}");
+        }
+    }
 }

@@ -266,12 +266,23 @@ fn seal(
             }),
         }
     }
-    let mut result = merge(base, lanes);
-    result.updated_at = crate::clock::wall_rfc3339();
     let c = &f.plan.campaign;
+    let control = c.control_arm().map(|a| a.id.as_str());
+    let mut result = merge(base, lanes, control);
+    result.updated_at = crate::clock::wall_rfc3339();
     let mask = crate::campaign::Mask::from_process_env(c);
-    let written = serde_json::to_string_pretty(&result)
-        .map_err(anyhow::Error::from)
+    let spread = |s: &crate::evidence::lane_spread::LaneSpread| {
+        let t = serde_json::to_string_pretty(s)? + "\n";
+        crate::evidence::write_atomic(
+            &f.bundle.join(crate::evidence::lane_spread::FILE),
+            t.as_bytes(),
+        )
+    };
+    let written = result
+        .lane_spread
+        .as_ref()
+        .map_or(Ok(()), spread)
+        .and_then(|_| serde_json::to_string_pretty(&result).map_err(anyhow::Error::from))
         .and_then(|t| {
             crate::evidence::write_atomic(
                 &f.bundle.join(bundle::RESULT),

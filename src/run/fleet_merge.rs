@@ -8,6 +8,7 @@
 //! lane is. The verdict is then derived from this one result as for one lane: the ranking reads
 //! each arm's own step files, never an average across lanes.
 
+use crate::evidence::lane_spread::{LaneControl, LaneSpread, FILE as LANE_SPREAD_FILE};
 use crate::evidence::result::{CampaignResult, LaneRun};
 use serde::{de::DeserializeOwned, Serialize};
 
@@ -51,9 +52,100 @@ fn prefixed<T: Serialize + DeserializeOwned + Clone>(v: &T, folder: &str) -> T {
     serde_json::from_value(j).unwrap_or_else(|_| v.clone())
 }
 
+/// The control's figures on every lane and the spread they show (`base.lane_spread`), with the
+/// verdict's lines about them in `base.notes`; when no control ran on every lane, the line that
+/// the spread was not measured. Only when arms ran on more than one lane.
+fn spread(base: &mut CampaignResult, lanes: &[LaneOutcome], control: Result<&str, String>) {
+    let ran: Vec<String> = lanes
+        .iter()
+        .filter(|l| !l.lane.arms.is_empty())
+        .map(|l| format!("{} ({})", l.lane.id, l.lane.arms.join(", ")))
+        .collect();
+    if ran.len() < 2 {
+        return;
+    }
+    let arms_ran = format!("Arms ran on {} lanes: {}.", ran.len(), ran.join("; "));
+    let mut push = |line: String| {
+        if !base.notes.contains(&line) {
+            base.notes.push(line);
+        }
+    };
+    let not_measured = |why: &str| {
+        format!(
+            "{arms_ran} The card-to-card spread between lanes was not measured ({why}, docs/fleet.md): a margin between two arms of different lanes may be the lanes' and not the recipes'."
+        )
+    };
+    let control = match control {
+        Ok(c) => c,
+        Err(why) => {
+            push(not_measured(&format!(
+                "no control recipe ran on every lane: {why}"
+            )));
+            return;
+        }
+    };
+    let copy = crate::campaign::lane_plan::control_copy_id(control);
+    let (mut found, mut missing) = (Vec::new(), Vec::new());
+    for l in lanes {
+        let rec = l
+            .result
+            .as_ref()
+            .and_then(|r| r.arms.iter().find(|a| a.id == copy || a.id == control));
+        match rec.map(|a| (a, prefixed(a, &l.lane.folder))) {
+            Some((a, p)) if p.warm.is_some() => {
+                let warm = p.warm.as_ref().expect("checked");
+                found.push(LaneControl::of(&l.lane.id, &a.id, warm));
+            }
+            Some((a, _)) => missing.push(format!(
+                "lane {}: the control {} has no warm c1 timing ({:?}{})",
+                l.lane.id,
+                a.id,
+                a.status,
+                a.failure
+                    .as_ref()
+                    .map(|f| format!(": {}", f.detail))
+                    .unwrap_or_default()
+            )),
+            None => missing.push(format!("lane {}: the control did not run", l.lane.id)),
+        }
+    }
+    let s = LaneSpread::of(control, found, missing);
+    if s.spread.is_empty() || !s.missing.is_empty() {
+        let why = if s.missing.is_empty() {
+            "the controls measured no figure on two lanes".to_string()
+        } else {
+            s.missing.join("; ")
+        };
+        push(not_measured(&why));
+    } else {
+        let figures: Vec<String> = s
+            .spread
+            .iter()
+            .map(|(m, x)| format!("{} {:.1} %", m.as_str(), x.spread * 100.0))
+            .collect();
+        push(format!(
+            "{arms_ran} The card-to-card spread, measured by a short A/A timing of {control}'s recipe on every lane ({}): {} across {} lanes; a margin between arms of different lanes within it is a tie.",
+            LANE_SPREAD_FILE,
+            figures.join(", "),
+            s.lanes.len()
+        ));
+    }
+    for o in &s.outliers {
+        push(o.clone());
+    }
+    base.lane_spread = Some(s);
+}
+
 /// The campaign's result from `base` (the result a one-lane run of the whole campaign would
 /// start from: identity, workload, policy, every arm pending, in file order) and each lane's.
-pub fn merge(mut base: CampaignResult, lanes: Vec<LaneOutcome>) -> CampaignResult {
+///
+/// `control`: the id of the arm whose recipe is the card-to-card control (its copy on the
+/// lanes that do not run it is `lane_plan::control_copy_id`), or why none ran.
+pub fn merge(
+    mut base: CampaignResult,
+    lanes: Vec<LaneOutcome>,
+    control: Result<&str, String>,
+) -> CampaignResult {
     let mut reasons = Vec::new();
     let mut lane_notes: Vec<Vec<String>> = Vec::new();
     for l in &lanes {
@@ -100,23 +192,7 @@ pub fn merge(mut base: CampaignResult, lanes: Vec<LaneOutcome>) -> CampaignResul
             }
         }
     }
-    // Nothing measures yet how much two lanes' cards differ (a control on every lane, issue 22
-    // item 3): a verdict that ranks arms measured on different lanes says so.
-    let ran: Vec<String> = lanes
-        .iter()
-        .filter(|l| !l.lane.arms.is_empty())
-        .map(|l| format!("{} ({})", l.lane.id, l.lane.arms.join(", ")))
-        .collect();
-    if ran.len() > 1 {
-        let line = format!(
-            "Arms ran on {} lanes: {}. The card-to-card spread between lanes was not measured (no control recipe ran on every lane, docs/fleet.md): a margin between two arms of different lanes may be the lanes' and not the recipes'.",
-            ran.len(),
-            ran.join("; ")
-        );
-        if !base.notes.contains(&line) {
-            base.notes.push(line);
-        }
-    }
+    spread(&mut base, &lanes, control);
     let mut runs = Vec::new();
     for l in lanes {
         let mut run = l.lane;
@@ -218,6 +294,7 @@ mod tests {
                     error: None,
                 },
             ],
+            Err("the control arm `inc` is an endpoint".into()),
         );
         let ids: Vec<&str> = m.arms.iter().map(|a| a.id.as_str()).collect();
         assert_eq!(ids, vec!["inc", "a", "b"]);
@@ -235,8 +312,9 @@ mod tests {
         assert_eq!(m.notes[..2], ["no GPU", "lane g0: only g0"]);
         assert_eq!(
             m.notes[2],
-            "Arms ran on 2 lanes: g0 (inc, b); g1 (a). The card-to-card spread between lanes was not measured (no control recipe ran on every lane, docs/fleet.md): a margin between two arms of different lanes may be the lanes' and not the recipes'."
+            "Arms ran on 2 lanes: g0 (inc, b); g1 (a). The card-to-card spread between lanes was not measured (no control recipe ran on every lane: the control arm `inc` is an endpoint, docs/fleet.md): a margin between two arms of different lanes may be the lanes' and not the recipes'."
         );
+        assert!(m.lane_spread.is_none());
         assert_eq!(m.notes.len(), 3);
         assert_eq!(m.lanes.len(), 2);
         assert!(m.lanes.iter().all(|l| l.complete));
@@ -258,6 +336,7 @@ mod tests {
                     error: None,
                 },
             ],
+            Ok("inc"),
         );
         assert!(!m.complete);
         assert_eq!(
@@ -271,6 +350,7 @@ mod tests {
                 result: None,
                 error: Some("cannot open the bundle".into()),
             }],
+            Ok("inc"),
         );
         assert_eq!(
             m.incomplete_reason.as_deref(),
@@ -278,5 +358,66 @@ mod tests {
         );
         // Its arms stay pending: nothing was measured.
         assert_eq!(m.arm("a").unwrap().status, ArmStatus::Pending);
+    }
+
+    #[test]
+    fn the_controls_on_every_lane_give_the_spread_and_replace_the_not_measured_line() {
+        let timed = |id: &str, ttft: f64| {
+            let mut a = arm(id);
+            let w = a.warm.as_mut().unwrap();
+            w.ttft_ms = Some(crate::evidence::result::Stat {
+                p50: ttft,
+                ci95: [ttft - 0.1, ttft + 0.1],
+                p95: ttft,
+                n: 6,
+                ..Default::default()
+            });
+            a
+        };
+        let mut g0 = result(&[], true, &[]);
+        g0.arms = vec![timed("inc", 60.0), timed("b", 40.0)];
+        let mut g1 = result(&[], true, &[]);
+        g1.arms = vec![timed("inc.control", 64.8), timed("a", 43.0)];
+        let m = merge(
+            base(),
+            vec![
+                LaneOutcome {
+                    lane: lane("g0", Some("inc"), &["inc", "b"]),
+                    result: Some(g0),
+                    error: None,
+                },
+                LaneOutcome {
+                    lane: lane("g1", None, &["a"]),
+                    result: Some(g1),
+                    error: None,
+                },
+            ],
+            Ok("inc"),
+        );
+        // The copy is not an arm of the campaign: only its figures are kept.
+        assert!(m.arm("inc.control").is_none());
+        let s = m.lane_spread.as_ref().unwrap();
+        assert_eq!(s.lanes.len(), 2);
+        assert_eq!(s.lanes[1].arm, "inc.control");
+        assert_eq!(
+            s.lanes[1].evidence,
+            "lanes/g1/inc.control-timing-64-c1-warm.json"
+        );
+        let t = s.spread[&crate::evidence::RankingMetric::Ttft].spread;
+        assert!((t - 0.08).abs() < 1e-9, "{t}");
+        assert_eq!(
+            m.notes[0],
+            "Arms ran on 2 lanes: g0 (inc, b); g1 (a). The card-to-card spread, measured by a short A/A timing of inc's recipe on every lane (lane-spread.json): ttft 8.0 % across 2 lanes; a margin between arms of different lanes within it is a tie."
+        );
+        assert!(
+            m.notes[1].starts_with("Lane g0's control (inc) differs"),
+            "{:?}",
+            m.notes
+        );
+        assert!(
+            m.notes[2].starts_with("Lane g1's control (inc) differs"),
+            "{:?}",
+            m.notes
+        );
     }
 }

@@ -231,16 +231,20 @@ fn two_lanes_run_side_by_side_into_one_bundle() {
         .collect();
     ids.sort_unstable();
     assert_eq!(ids, vec!["a", "b", "c", "inc"], "{d:#}");
-    // Arms of different lanes were ranked against each other with no control on every lane:
-    // the verdict says so, in the decision summary and the publication summary.
-    let unmeasured = "The card-to-card spread between lanes was not measured";
+    // Arms of different lanes were ranked against each other after a control (the incumbent's
+    // recipe) ran on every lane: the verdict gives the spread it measured, in the decision
+    // summary and the publication summary.
+    let measured = "The card-to-card spread, measured by a short A/A timing of inc's recipe";
     assert!(
-        d["limitations"].to_string().contains(unmeasured),
+        d["limitations"].to_string().contains(measured),
         "{:#}",
         d["limitations"]
     );
     let md = std::fs::read_to_string(b.join("publication-summary.md")).unwrap();
-    assert!(md.contains(unmeasured), "{md}");
+    assert!(md.contains(measured), "{md}");
+    assert!(b
+        .join("lanes/g1/inc.control-timing-64-c1-warm.json")
+        .is_file());
     // Side by side, from the evidence: the lanes' arm spans overlap by more than the stamps'
     // resolution (one after the other they would overlap by at most 1 s).
     let (s0, e0) = arm_span(&b.join("lanes/g0"));
@@ -475,5 +479,110 @@ fn lanes_put_back(t: &Camp, p1: u16, out: &str) {
     assert!(
         bakeoff::lane::procnet::find_listeners(p1).is_empty(),
         "{out}"
+    );
+}
+
+/// Three lanes, the last made 8 % slower for every arm by its `env` (the reference engine's
+/// slowdown): the control (the incumbent's recipe, timed on every lane) measures the spread and
+/// names the slow lane, and `quick`, 5 % slower than `peer` as profiled, only looks faster
+/// because it ran on a fast lane: a tie "within card-to-card spread", in decision-summary.json
+/// and publication-summary.md.
+#[test]
+fn a_slow_lane_is_measured_and_a_win_by_the_faster_lane_is_a_tie() {
+    // Timing figures: nothing else times beside it.
+    let _g = exclusive();
+    let t = Camp::new();
+    t.profile(
+        "inc",
+        "ttft_ms = 60\ndecode_tok_s = 400\ncontext_tokens = 4096",
+    );
+    t.profile(
+        "quick",
+        "ttft_ms = 42\ndecode_tok_s = 400\ncontext_tokens = 4096",
+    );
+    t.profile(
+        "peer",
+        "ttft_ms = 40\ndecode_tok_s = 400\ncontext_tokens = 4096",
+    );
+    let small = Small {
+        ranking: r#""ttft""#,
+        reps: 6,
+        ..Small::default()
+    };
+    let f = t.write_small(
+        "slow-lane",
+        &small,
+        &[
+            ("inc", "incumbent"),
+            ("quick", "candidate"),
+            ("peer", "candidate"),
+        ],
+    );
+    let text = std::fs::read_to_string(&f).unwrap();
+    let (p1, p2) = (free_port(), free_port());
+    let text = as_lanes(&text, &[("g1", p1), ("g2", p2)]).replace(
+        "id = \"g2\"\n",
+        "id = \"g2\"\nenv = { BAKEOFF_REFENGINE_SLOWDOWN = \"1.08\" }\n",
+    );
+    std::fs::write(&f, text).unwrap();
+    let t0 = std::time::Instant::now();
+    let mut live = t.spawn_run("inc", &f, None);
+    let (e, r) = live.end_with(0);
+    let b = live.bundle.clone();
+    let out = text_of(&e.out);
+    live.cleanup();
+    for p in [p1, p2] {
+        assert!(
+            bakeoff::lane::procnet::find_listeners(p).is_empty(),
+            "{out}"
+        );
+    }
+    verify(&b);
+    eprintln!(
+        "three lanes, slow lane: {:.1} s",
+        t0.elapsed().as_secs_f64()
+    );
+    assert_eq!(r["complete"], true, "{r:#}");
+    // inc on its lane; quick → g1, peer → g2 (the slow one).
+    let lanes: Vec<&serde_json::Value> = r["lanes"].as_array().unwrap().iter().collect();
+    assert_eq!(lanes[1]["arms"], serde_json::json!(["quick"]), "{r:#}");
+    assert_eq!(lanes[2]["arms"], serde_json::json!(["peer"]), "{r:#}");
+    // The control ran on every lane: the incumbent's own measurement on g0, a copy elsewhere.
+    let s = json(&b.join("lane-spread.json"));
+    assert_eq!(s, r["lane_spread"], "{s:#}");
+    assert!(manifest_files(&b).contains(&"lane-spread.json".to_string()));
+    let arms: Vec<&str> = s["lanes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["arm"].as_str().unwrap())
+        .collect();
+    assert_eq!(arms, ["inc", "inc.control", "inc.control"], "{s:#}");
+    assert!(b
+        .join("lanes/g2/inc.control-timing-64-c1-warm.json")
+        .is_file());
+    let ttft = &s["spread"]["ttft"];
+    let measured = ttft["spread"].as_f64().unwrap() * 100.0;
+    eprintln!("measured TTFT spread {measured:.2} % (g2 slowed 8 %): {s:#}");
+    assert!((6.0..=10.0).contains(&measured), "{s:#}");
+    assert_eq!(ttft["highest"], "g2", "{s:#}");
+    let outliers = s["outliers"].to_string();
+    assert!(
+        outliers.contains("Lane g2's control (inc) differs"),
+        "{s:#}"
+    );
+    // quick measured faster than peer only by its lane: a tie with that reason.
+    let d = json(&b.join("decision-summary.json"));
+    let why = "within card-to-card spread (";
+    assert!(d.to_string().contains(why), "{d:#}");
+    assert!(
+        d["limitations"].to_string().contains("Lane g2's control"),
+        "{d:#}"
+    );
+    let md = std::fs::read_to_string(b.join("publication-summary.md")).unwrap();
+    assert!(md.contains(why), "{md}");
+    assert!(
+        md.contains("The card-to-card spread, measured by a short A/A timing"),
+        "{md}"
     );
 }

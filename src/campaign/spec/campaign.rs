@@ -5,7 +5,7 @@ use super::arms::{Arm, Role};
 use super::gates::Gates;
 use super::hashing::{canonical_json, hex_sha256};
 use super::identity::{Identity, Lane};
-use super::lanes::{names_port, LaneEntry, NamedLane, SINGLE_LANE_ID};
+use super::lanes::{names_port, FleetTable, LaneEntry, NamedLane, SINGLE_LANE_ID};
 use super::recipes::EnvValue;
 use super::workload::Workload;
 use crate::evidence::Policy;
@@ -27,6 +27,9 @@ pub struct Campaign {
     /// [`Campaign::lanes`] for both forms as one list).
     #[serde(rename = "lanes", default, skip_serializing_if = "Vec::is_empty")]
     pub fleet: Vec<LaneEntry>,
+    /// `[fleet]`: the multi-lane campaign's own settings (its control recipe).
+    #[serde(rename = "fleet", default, skip_serializing_if = "Option::is_none")]
+    pub fleet_table: Option<FleetTable>,
     /// `[workload]`: the matched workload every arm gets.
     pub workload: Workload,
     /// `[gates]`: which pass/fail checks run, and their parameters.
@@ -199,6 +202,36 @@ impl Campaign {
             [one] => Some(one.id.clone()),
             _ => None,
         }
+    }
+
+    /// The arm whose recipe runs the card-to-card control on every lane of a multi-lane
+    /// campaign (`[fleet] control`, default the incumbent), or why none can: an arm bakeoff does
+    /// not start (an endpoint) or one whose start command names one lane's port cannot run on
+    /// every lane. Err with one lane too (nothing to compare).
+    pub fn control_arm(&self) -> Result<&Arm, String> {
+        if !self.multi_lane() {
+            return Err("one lane: no card-to-card spread to measure".into());
+        }
+        let named = self.fleet_table.as_ref().and_then(|f| f.control.as_deref());
+        let arm = match named {
+            Some(id) => self
+                .arm(id)
+                .ok_or_else(|| format!("`[fleet] control` names no arm `{id}`"))?,
+            None => self.incumbent(),
+        };
+        if !arm.kind().managed() {
+            return Err(format!(
+                "the control arm `{}` is not started by bakeoff (an endpoint), so it cannot run on every lane",
+                arm.id
+            ));
+        }
+        if let Some(l) = self.bound_lane(arm) {
+            return Err(format!(
+                "the control arm `{}` names lane `{l}`'s port in its start command, so it cannot run on every lane",
+                arm.id
+            ));
+        }
+        Ok(arm)
     }
 
     /// Whether the campaign runs on more than one lane (evidence names then carry the lane).

@@ -66,6 +66,11 @@ pub struct Lane {
     /// SIGTERM (or `docker stop`) → SIGKILL grace.
     #[serde(default = "default_stop_grace")]
     pub stop_grace_s: u64,
+    /// Variables given to every arm's start command on this lane (the arm's own `env` wins on
+    /// the same name): what a lane needs that its arms do not say, e.g. a slower card's
+    /// reference-engine slowdown (docs/fleet.md).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub env: std::collections::BTreeMap<String, String>,
 }
 
 pub(super) fn default_host() -> String {
@@ -97,6 +102,7 @@ impl Lane {
             health_path: default_health(),
             ready_timeout_s: default_ready_timeout(),
             stop_grace_s: default_stop_grace(),
+            env: Default::default(),
         }
     }
 

@@ -36,6 +36,8 @@ pub struct LaneEntry {
     pub ready_timeout_s: u64,
     #[serde(default = "default_stop_grace")]
     pub stop_grace_s: u64,
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub env: std::collections::BTreeMap<String, String>,
 }
 
 impl LaneEntry {
@@ -50,8 +52,19 @@ impl LaneEntry {
             health_path: self.health_path.clone(),
             ready_timeout_s: self.ready_timeout_s,
             stop_grace_s: self.stop_grace_s,
+            env: self.env.clone(),
         }
     }
+}
+
+/// `[fleet]`: settings of a multi-lane campaign as a whole (docs/fleet.md).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FleetTable {
+    /// The arm whose recipe runs a short A/A timing on every lane to measure the card-to-card
+    /// spread (default: the incumbent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control: Option<String>,
 }
 
 /// A lane of the campaign, either form.

@@ -39,6 +39,67 @@ pub(super) fn lanes(c: &mut Campaign, r: &mut Reporter) {
     c.lane = incumbent.unwrap_or(&c.fleet[0]).lane();
 }
 
+/// `[fleet]` (its control arm) and each lane's `env` names: after the arms are checked (the
+/// control's recipe must be one bakeoff starts on any lane).
+pub(super) fn fleet(c: &Campaign, r: &mut Reporter) {
+    for (i, e) in c.fleet.iter().enumerate() {
+        for k in e.env.keys() {
+            let ok = k
+                .chars()
+                .next()
+                .is_some_and(|ch| ch.is_ascii_alphabetic() || ch == '_')
+                && k.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '_');
+            if !ok {
+                r.error(
+                    &p("lanes").index(i).key("env"),
+                    format!("`{k}` is not an environment variable name"),
+                    "use letters, digits and `_`, not starting with a digit",
+                );
+            }
+        }
+    }
+    let Some(t) = &c.fleet_table else {
+        return;
+    };
+    if !c.multi_lane() {
+        r.error(
+            &p("fleet"),
+            "`[fleet]` is for a campaign with two or more `[[lanes]]`",
+            "remove `[fleet]`, or declare the lanes as `[[lanes]]` tables",
+        );
+        return;
+    }
+    let at = p("fleet").key("control");
+    if let Some(id) = &t.control {
+        match c.arm(id) {
+            None => {
+                r.error(
+                    &at,
+                    format!("`{id}` is not an arm of this campaign"),
+                    "name one of the `[[arms]]` ids, or leave `control` out for the incumbent",
+                );
+                return;
+            }
+            Some(a) if a.speculative.is_some() => {
+                r.error(
+                    &at,
+                    format!("`{id}` is a speculative arm: its figures depend on its draft's acceptance, not only on the card"),
+                    "name a plain arm (its matched control, or the incumbent)",
+                );
+                return;
+            }
+            Some(_) => {}
+        }
+    }
+    if let Err(why) = c.control_arm() {
+        r.error(
+            &at,
+            why,
+            "name an arm bakeoff starts with the lane's port (a reference, process, container or Slurm arm that does not write a lane's port literally)",
+        );
+    }
+}
+
 /// With several lanes: an arm whose start command names one lane's port (a literal port) must
 /// be able to run there: the incumbent names its own lane's, and a speculative arm and its
 /// control (which share a lane) do not name two different lanes.
@@ -408,5 +469,71 @@ mod tests {
         let e = errors(&wrong);
         assert_eq!(e.len(), 1, "{e:?}");
         assert!(e[0].contains("arms[0]: the incumbent `inc` serves lane `g0`, but its start command names the port of lane `g1`"), "{e:?}");
+    }
+
+    #[test]
+    fn the_fleet_control_and_lane_env_are_checked_at_load() {
+        let two = format!(
+            "{}{}",
+            lane("g0", 18122, "incumbent = \"inc\"\n"),
+            lane("g1", 18123, "env = { SLOW = \"1.08\" }\n")
+        );
+        let ok = file(&format!("{two}[fleet]\ncontrol = \"a\"\n"));
+        let c = parse(&ok, Path::new("/tmp/fleet.toml")).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(c.control_arm().unwrap().id, "a");
+        let out = crate::campaign::plan(&c).render(&crate::campaign::Mask::none());
+        assert!(
+            out.contains("  control    a's own warm c1 timing serves"),
+            "{out}"
+        );
+        assert!(
+            out.contains("  control    first, a.control = a's recipe"),
+            "{out}"
+        );
+        assert!(
+            out.contains("  env        SLOW=1.08 (every arm on this lane)"),
+            "{out}"
+        );
+        let e = errors(&file(&format!("{two}[fleet]\ncontrol = \"nope\"\n")));
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert!(e[0].contains("fleet.control: `nope` is not an arm of this campaign; name one of the `[[arms]]` ids"), "{e:?}");
+        let e = errors(&file("[lane]\nport = 18124\n[fleet]\ncontrol = \"a\"\n"));
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert!(
+            e[0].contains("fleet: `[fleet]` is for a campaign with two or more `[[lanes]]`"),
+            "{e:?}"
+        );
+        let bad_env = file(&format!(
+            "{}{}",
+            lane("g0", 18125, "incumbent = \"inc\"\n"),
+            lane("g1", 18126, "env = { \"1X\" = \"a\" }\n")
+        ));
+        let e = errors(&bad_env);
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert!(
+            e[0].contains("lanes[1].env: `1X` is not an environment variable name"),
+            "{e:?}"
+        );
+        // A control started on one lane's literal port cannot run on the others.
+        let lanes = format!(
+            "{}{}",
+            lane("g0", 18127, "incumbent = \"inc\"\n"),
+            lane("g1", 18128, "")
+        );
+        let bound = format!(
+            "{HEAD}{lanes}{TAIL}[fleet]\ncontrol = \"inc\"\n{}{}",
+            process_arm("inc", "incumbent", 18127),
+            arm("a", "candidate", "")
+        );
+        let e = errors(&bound);
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert!(
+            e[0].contains("fleet.control: the control arm `inc` names lane `g0`'s port"),
+            "{e:?}"
+        );
+        // By default the same campaign loads: the verdict says the spread was not measured.
+        let default = bound.replace("[fleet]\ncontrol = \"inc\"\n", "");
+        let c = parse(&default, Path::new("/tmp/fleet.toml")).unwrap_or_else(|e| panic!("{e}"));
+        assert!(c.control_arm().is_err());
     }
 }

@@ -42,6 +42,7 @@ pub(super) fn resolve_and_validate(
     }
     arms::across_arms(c, &mut r);
     lanes::bound_arms(c, &mut r);
+    lanes::fleet(c, &mut r);
     workload::long_context(c, &mut r);
     policy::policy(c, &mut r);
     policy::promotion(c, &mut r);
