@@ -130,6 +130,9 @@ pub struct BenchArgs {
     /// Dataset and synthetic-length sources (`cli/bench_source.rs`).
     #[command(flatten)]
     pub source: super::bench_source::SourceArgs,
+    /// `--trace` and its window, sample and speedup (`cli/bench_source.rs`).
+    #[command(flatten)]
+    pub trace: super::bench_source::TraceArgs,
     /// Load shapes and SLOs (cli/bench_sweep.rs).
     #[command(flatten)]
     pub shape: super::bench_sweep::LoadShapeArgs,
@@ -392,5 +395,6 @@ pub fn spec(args: &BenchArgs) -> Result<BenchSpec> {
         requests_jsonl: args.requests_jsonl.clone(),
         keep_points: args.html.is_some(),
         labels: crate::bench::Labels::FLAGS,
+        trace: super::bench_source::trace_spec(&args.trace),
     })
 }
