@@ -8,6 +8,7 @@ pub mod pace;
 pub mod places;
 pub mod session;
 pub mod source;
+pub mod timer;
 
 use crate::client::{Conn, ErrorClass, Place, Reader, RequestError, StreamOpts, Target, Trace};
 use crate::clock::mono_ns;
@@ -529,6 +530,8 @@ async fn open(
     let mut cap_delayed = 0u64;
     let mut set = tokio::task::JoinSet::new();
     let base = tokio::time::Instant::now();
+    // Sends wait on a timerfd (ns resolution); tokio's millisecond timer only where none opens.
+    let timer = timer::SendTimer::new().ok();
     'arrivals: for (i, off) in offsets.into_iter().enumerate() {
         let intended = start + off;
         if deadline.is_some_and(|d| intended >= d) {
@@ -537,7 +540,7 @@ async fn open(
         tokio::select! {
             biased;
             _ = cancelled(&mut cancel) => break,
-            _ = tokio::time::sleep_until(base + Duration::from_nanos(off)) => {}
+            _ = timer::wait_until(timer.as_ref(), intended, base + Duration::from_nanos(off)) => {}
         }
         let is_warmup = (i as u64) < warmup;
         // With a cap, the request waits here for a slot; requests behind it wait in order.
