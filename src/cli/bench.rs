@@ -315,7 +315,12 @@ pub fn tls_target(url: &str, ca_file: Option<&Path>, insecure: bool) -> Result<T
 /// Checks the flags together and makes the library's typed spec; every error names the flag.
 pub fn spec(args: &BenchArgs) -> Result<BenchSpec> {
     let target = tls_target(&args.url, args.ca_file.as_deref(), args.insecure)?;
-    bench_sweep::validate(&args.concurrency, &args.rate, &args.shape)?;
+    bench_sweep::validate(
+        &args.concurrency,
+        &args.rate,
+        args.trace.trace.is_some(),
+        &args.shape,
+    )?;
     if let Some(d) = args.duration {
         if !(d > 0.0 && d.is_finite()) {
             bail!("--duration must be a positive number of seconds, got {d}");

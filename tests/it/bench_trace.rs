@@ -106,6 +106,46 @@ fn a_trace_replays_on_its_schedule_with_exact_prompts_and_shared_blocks_cached()
 }
 
 #[test]
+fn under_a_cap_a_held_back_request_waits_in_its_arrival_error_not_its_ttft() {
+    let _g = reference::serial();
+    let e = Engine::start(PROFILE);
+    // Ten requests at once, at most two in flight: most wait for a slot.
+    let path = e.path("burst.jsonl");
+    let burst: String = (0..10)
+        .map(|_| "{\"timestamp\": 0, \"input_length\": 40, \"output_length\": 8}\n")
+        .collect();
+    std::fs::write(&path, burst).unwrap();
+    let b = e.bench_ok_jsonl(
+        "burst",
+        &[
+            "--trace",
+            path.to_str().unwrap(),
+            "--max-concurrency",
+            "2",
+            "--ignore-eos",
+        ],
+    );
+    let load = &b.v["load"];
+    // Eight arrive while two are in flight; one or two may find a slot freed just before them.
+    let delayed = load["cap_delayed_requests"].as_u64().unwrap();
+    assert!((5..=8).contains(&delayed), "{load}");
+    assert!(load["peak_in_flight"].as_u64().unwrap() <= 2, "{load}");
+    let lag_max = b.v["trace"]["arrival_error_ms"]["max"].as_f64().unwrap();
+    let ttft_p50 = b.v["metrics"]["ttft_ms"]["p50"].as_f64().unwrap();
+    assert!(
+        lag_max > ttft_p50,
+        "the wait for a slot ({lag_max} ms at most) is in the arrival error, not the TTFT (p50 {ttft_p50} ms)"
+    );
+    let warned = b.v["warnings"].as_array().unwrap();
+    assert!(
+        warned
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("waited for a slot")),
+        "{warned:?}"
+    );
+}
+
+#[test]
 fn a_bad_trace_line_is_named_by_file_line_and_field_before_any_request() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("trace.jsonl");
