@@ -18,8 +18,10 @@ pub mod slo;
 pub mod source;
 pub mod spec;
 pub mod sweep;
+pub mod trace;
 
 pub use observe::{Observer, Progress, Quiet};
 pub use report::{BenchReport, LoadMode, LoadRecord, SentRequest};
 pub use session::{run_levels, run_one};
 pub use spec::{ArrivalKind, BenchSpec, ConvSpec, DatasetSpec, Labels, LoadShape, SourceSpec};
+pub use trace::TraceSpec;

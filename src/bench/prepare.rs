@@ -31,6 +31,8 @@ pub struct Prepared {
     pub work: Option<Arc<WorkSet>>,
     pub matched: Option<Arc<MatchedPrompt>>,
     pub prefix: Option<PrefixPlan>,
+    /// `--trace`: the replay's schedule and record (its requests are `work`).
+    pub trace: Option<super::trace::TraceLoad>,
     /// The report's `prompt` record.
     pub prompt_record: Value,
     /// The request body without its prompt.
@@ -84,9 +86,15 @@ async fn pick_model(spec: &BenchSpec, obs: &dyn Observer) -> Result<String> {
 /// Picks the model, builds the body and sizes whatever the run sends.
 pub async fn prepare(spec: &BenchSpec, obs: &dyn Observer) -> Result<Prepared> {
     conv::check_literal(&spec.conv, spec.prompt.is_some(), &spec.labels)?;
-    let model = pick_model(spec, obs).await?;
-    let nonce = !spec.allow_prefix_cache;
+    check_trace(spec)?;
     let seed = spec.seed.unwrap_or(0);
+    let opened = match &spec.trace {
+        Some(t) => Some(super::trace::open(t, seed)?),
+        None => None,
+    };
+    let model = pick_model(spec, obs).await?;
+    // A trace's requests share exactly the blocks it says: no nonce line.
+    let nonce = !spec.allow_prefix_cache && spec.trace.is_none();
     let nonce_base = match spec.seed {
         Some(s) => crate::workload::filler::nonce_base_from_seed(s),
         None => crate::workload::filler::random_nonce_base(),
@@ -111,9 +119,14 @@ pub async fn prepare(spec: &BenchSpec, obs: &dyn Observer) -> Result<Prepared> {
         timeout: Duration::from_secs_f64(spec.timeout.min(300.0)),
         extra_body: spec.extra_body.as_ref(),
     };
-    let work = match script {
-        Some(_) => None,
-        None => {
+    let trace = match (&spec.trace, opened) {
+        (Some(t), Some(o)) => Some(super::trace::prepare(t, o, nonce_base, &ctx, obs).await?),
+        _ => None,
+    };
+    let work = match (&script, &trace) {
+        (Some(_), _) => None,
+        (None, Some(t)) => Some(t.work.clone()),
+        (None, None) => {
             let run = RunShape {
                 prompt_tokens: spec.prompt_tokens,
                 max_tokens: spec.max_tokens,
@@ -168,7 +181,38 @@ pub async fn prepare(spec: &BenchSpec, obs: &dyn Observer) -> Result<Prepared> {
         work,
         matched,
         prefix,
+        trace,
         prompt_record,
         base,
     })
+}
+
+/// A trace replaces the prompt source and the load shape: refuse what it would silently drop.
+fn check_trace(spec: &BenchSpec) -> Result<()> {
+    let Some(t) = &spec.trace else {
+        return Ok(());
+    };
+    let s = &spec.shape;
+    let clash = [
+        (spec.prompt.is_some(), "a literal prompt"),
+        (spec.source.active(), "a dataset or synthetic lengths"),
+        (spec.conv.active(), "multi-turn or shared-prefix workloads"),
+        (
+            !s.rate.is_empty() || !s.concurrency.is_empty(),
+            "rates or concurrency levels",
+        ),
+        (
+            s.requests.is_some() || s.duration.is_some(),
+            "a request count or duration",
+        ),
+        (s.find_saturation, "the saturation search"),
+        (s.warmup_duration.is_some(), "a warm-up by time"),
+    ];
+    if let Some((_, what)) = clash.iter().find(|(on, _)| *on) {
+        bail!(
+            "{}: a trace sets each request's prompt, output length and arrival time, so it cannot be combined with {what}; drop one (window or sample the trace with {} / {} / {}, and cap it with the concurrency cap)",
+            t.label("file"), t.label("start"), t.label("duration"), t.label("sample")
+        );
+    }
+    Ok(())
 }

@@ -42,6 +42,9 @@ pub struct BenchReport {
     /// With SLO limits: met or not, each check with its observed value (`bench::slo`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub slo: Option<SloVerdict>,
+    /// `--trace`: what was replayed and the arrival error against its schedule (`bench::trace`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace: Option<super::trace::TraceRecord>,
     /// With SLO limits: successful requests whose own latencies met every limit, and per second.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub goodput: Option<Goodput>,

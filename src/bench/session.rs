@@ -44,6 +44,17 @@ pub async fn run_levels(
     // Each level's nonce numbers follow the last level's, so no level meets an earlier one's
     // prompts in a prefix cache.
     let mut offset = 0u64;
+    if let Some(t) = &p.trace {
+        // A replay is one level: the trace's schedule, under the cap if one is given.
+        t.measured(spec.shape.warmup, "--warmup")?;
+        let lv = Level {
+            concurrency: 1,
+            rate: Some(t.record.mean_rate_per_s),
+            max_in_flight: spec.shape.max_concurrency,
+        };
+        reports.push(run_level(spec, &p, lv, 0, 0, stop, obs).await?);
+        return Ok(reports);
+    }
     while let Some(lv) = sweep::next_level(&spec.shape, &reports) {
         let r = run_level(spec, &p, lv, reports.len(), offset, stop.clone(), obs).await?;
         offset += r.stats.ok + r.stats.failed + r.stats.warmup_excluded;
@@ -67,9 +78,12 @@ fn load_record(spec: &BenchSpec, p: &Prepared, lv: Level, level: usize) -> LoadR
         concurrency: lv.rate.is_none().then_some(lv.concurrency),
         rate_per_s: lv.rate,
         max_concurrency: lv.max_in_flight,
-        arrival: lv.rate.map(|_| s.arrival),
+        arrival: match &p.trace {
+            Some(_) => Some(ArrivalKind::Trace),
+            None => lv.rate.map(|_| s.arrival),
+        },
         warmup_duration_s: s.warmup_duration,
-        requests: spec.requests(),
+        requests: measured(spec, p),
         duration_s: s.duration,
         warmup: s.warmup,
         timeout_s: spec.timeout,
@@ -101,9 +115,20 @@ fn load_record(spec: &BenchSpec, p: &Prepared, lv: Level, level: usize) -> LoadR
     }
 }
 
-/// The load plan of a level.
-pub fn plan(spec: &BenchSpec, lv: Level, seed: u64) -> Plan {
-    level_plan(&spec.shape, spec.requests(), lv, seed)
+/// Measured requests of a level: a replay's (after its warm-up), else the spec's.
+fn measured(spec: &BenchSpec, p: &Prepared) -> Option<u64> {
+    match &p.trace {
+        Some(t) => Some((t.offsets.len() as u64).saturating_sub(spec.shape.warmup)),
+        None => spec.requests(),
+    }
+}
+
+/// The load plan of a level (a replay's: the trace's schedule).
+pub fn plan(spec: &BenchSpec, p: &Prepared, lv: Level) -> Plan {
+    match &p.trace {
+        Some(t) => t.plan(spec.shape.warmup, lv.max_in_flight),
+        None => level_plan(&spec.shape, spec.requests(), lv, p.seed),
+    }
 }
 
 /// The load plan of a level of `s` with `requests` measured requests: bench's levels and a
@@ -116,6 +141,9 @@ pub fn level_plan(s: &LoadShape, requests: Option<u64>, lv: Level, seed: u64) ->
                 arrival: match s.arrival {
                     ArrivalKind::Constant => Arrival::Constant,
                     ArrivalKind::Poisson => Arrival::Poisson { seed },
+                    // A trace's schedule is its own (`TraceLoad::plan`, which bench uses for a
+                    // replay); a shape that names it without one is spaced at the rate.
+                    ArrivalKind::Trace => Arrival::Constant,
                 },
             },
             None => Mode::Closed {
@@ -166,8 +194,7 @@ async fn run_level(
         },
     );
     let started_at = crate::clock::wall_rfc3339();
-    let total = spec
-        .requests()
+    let total = measured(spec, p)
         .map(|r| r + spec.shape.warmup)
         .filter(|_| spec.shape.warmup_duration.is_none());
     let lines = LineWriter {
@@ -187,7 +214,7 @@ async fn run_level(
     let mut out = session::run(
         Session {
             target: spec.target.clone(),
-            plan: plan(spec, lv, p.seed),
+            plan: plan(spec, p, lv),
             source,
             opts: StreamOpts {
                 timeout: Duration::from_secs_f64(spec.timeout),
@@ -225,6 +252,7 @@ async fn run_level(
                 .map(|t| (t, spec.conv.prefix_groups)),
         })
     });
+    let trace = p.trace.as_ref().map(|t| t.record.with_error(&stats));
     Ok(BenchReport {
         bakeoff_version: crate::VERSION,
         tool: "bakeoff bench",
@@ -241,6 +269,7 @@ async fn run_level(
         tls: spec.target.tls.as_ref().map(|t| t.record()),
         workload,
         stats,
+        trace,
         slo: judged.as_ref().map(|j| j.slo.clone()),
         goodput: judged.map(|j| j.goodput),
         points: if spec.keep_points { ok } else { Vec::new() },

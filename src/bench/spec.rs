@@ -18,6 +18,8 @@ pub enum ArrivalKind {
     #[default]
     Constant,
     Poisson,
+    /// A replayed trace's own arrival times (`bench::trace`; `--trace`).
+    Trace,
 }
 
 /// Everything one bench run needs.
@@ -60,6 +62,8 @@ pub struct BenchSpec {
     pub keep_points: bool,
     /// How errors name the workload's settings (flags or campaign fields).
     pub labels: Labels,
+    /// Replay a request trace at its arrival times instead of the load shape's levels.
+    pub trace: Option<super::trace::TraceSpec>,
 }
 
 impl BenchSpec {
@@ -90,6 +94,7 @@ impl BenchSpec {
             requests_jsonl: None,
             keep_points: false,
             labels: Labels::FLAGS,
+            trace: None,
         }
     }
 

@@ -250,6 +250,7 @@ mod tests {
             warnings: vec![],
             tls: None,
             workload: None,
+            trace: None,
             stats,
             slo: Some(SloVerdict {
                 met,

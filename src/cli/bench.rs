@@ -130,6 +130,9 @@ pub struct BenchArgs {
     /// Dataset and synthetic-length sources (`cli/bench_source.rs`).
     #[command(flatten)]
     pub source: super::bench_source::SourceArgs,
+    /// `--trace` and its window, sample and speedup (`cli/bench_source.rs`).
+    #[command(flatten)]
+    pub trace: super::bench_source::TraceArgs,
     /// Load shapes and SLOs (cli/bench_sweep.rs).
     #[command(flatten)]
     pub shape: super::bench_sweep::LoadShapeArgs,
@@ -312,7 +315,12 @@ pub fn tls_target(url: &str, ca_file: Option<&Path>, insecure: bool) -> Result<T
 /// Checks the flags together and makes the library's typed spec; every error names the flag.
 pub fn spec(args: &BenchArgs) -> Result<BenchSpec> {
     let target = tls_target(&args.url, args.ca_file.as_deref(), args.insecure)?;
-    bench_sweep::validate(&args.concurrency, &args.rate, &args.shape)?;
+    bench_sweep::validate(
+        &args.concurrency,
+        &args.rate,
+        args.trace.trace.is_some(),
+        &args.shape,
+    )?;
     if let Some(d) = args.duration {
         if !(d > 0.0 && d.is_finite()) {
             bail!("--duration must be a positive number of seconds, got {d}");
@@ -392,5 +400,6 @@ pub fn spec(args: &BenchArgs) -> Result<BenchSpec> {
         requests_jsonl: args.requests_jsonl.clone(),
         keep_points: args.html.is_some(),
         labels: crate::bench::Labels::FLAGS,
+        trace: super::bench_source::trace_spec(&args.trace),
     })
 }

@@ -91,6 +91,7 @@ pub fn print_report(r: &BenchReport) {
             num(r.load.rate_per_s),
             match r.load.arrival {
                 Some(crate::bench::ArrivalKind::Poisson) => "poisson",
+                Some(crate::bench::ArrivalKind::Trace) => "trace replay: the mean rate",
                 _ => "constant",
             },
             match r.load.max_concurrency {
@@ -102,7 +103,9 @@ pub fn print_report(r: &BenchReport) {
     };
     let prompt = match r.prompt["strategy"].as_str() {
         Some("literal") => "literal prompt".to_string(),
-        Some("dataset" | "synthetic") => r.prompt["describe"].as_str().unwrap_or("").to_string(),
+        Some("dataset" | "synthetic" | "trace") => {
+            r.prompt["describe"].as_str().unwrap_or("").to_string()
+        }
         Some(strategy) => format!(
             "{} prompt tokens, sized by {strategy}",
             r.prompt["target_tokens"]
@@ -140,6 +143,9 @@ pub fn print_report(r: &BenchReport) {
     for (class, f) in &s.failures_by_class {
         println!("  failed: {} x {class}: {}", f.count, f.example);
     }
+    if let Some(t) = &r.trace {
+        print_trace(t);
+    }
     if s.prompt_token_mismatches > 0 {
         println!(
             "  warning: {} requests' usage.prompt_tokens differ from the matched target ({})",
@@ -163,4 +169,19 @@ pub fn print_report(r: &BenchReport) {
 /// A number as JSON writes it (`null` when absent).
 fn num<T: Serialize>(x: Option<T>) -> String {
     serde_json::to_string(&x).unwrap_or_default()
+}
+
+/// The replay's line: what was replayed, and the arrival error against the trace's schedule.
+fn print_trace(t: &crate::bench::trace::TraceRecord) {
+    let err = match &t.arrival_error_ms {
+        Some(e) => format!(
+            "arrival error (actual send - trace's schedule) p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms over {} requests",
+            e.p50, e.p99, e.max, e.n
+        ),
+        None => "arrival error not measured (no measured request)".into(),
+    };
+    println!(
+        "trace: {} of {} requests of {} over {:.2} s (speedup {}); {} of {} prompt tokens shared by hash_ids; {err}",
+        t.replayed, t.requests_in_file, t.file, t.span_s, t.speedup, t.shared_tokens, t.prompt_tokens
+    );
 }

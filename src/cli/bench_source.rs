@@ -119,3 +119,47 @@ pub fn source_spec(
         output_tokens: parse("--output-tokens-dist", output_tokens_dist)?,
     })
 }
+
+/// `--trace`: replay a request trace at its arrival times (`bench::trace`).
+#[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Trace replay")]
+pub struct TraceArgs {
+    /// Replay this JSONL trace: one request a line with `timestamp` (arrival, ms from the
+    /// trace's start), `input_length` and `output_length` (tokens) and optional `hash_ids`
+    /// (prompt blocks shared between requests, Mooncake style). Replaces the prompt and the
+    /// load shape; --max-concurrency caps it, --warmup counts its first requests as warm-up.
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["prompt", "dataset", "input_tokens_dist", "output_tokens_dist", "rate", "concurrency", "requests", "duration"])]
+    pub trace: Option<PathBuf>,
+    /// Replay the trace this many times faster (2: half the gaps, twice the rate).
+    #[arg(long, value_name = "FACTOR", default_value_t = 1.0, requires = "trace")]
+    pub trace_speedup: f64,
+    /// Replay from this point of the trace (seconds of trace time); the schedule starts there.
+    #[arg(long, value_name = "SECONDS", requires = "trace")]
+    pub trace_start: Option<f64>,
+    /// Replay this long a window of the trace (seconds of trace time, before the speedup).
+    #[arg(long, value_name = "SECONDS", requires = "trace")]
+    pub trace_duration: Option<f64>,
+    /// Replay this many requests of the window, drawn with --seed and kept in arrival order.
+    #[arg(long, value_name = "N", requires = "trace")]
+    pub trace_sample: Option<usize>,
+    /// Tokens per hash_ids block (the Mooncake traces use 512).
+    #[arg(long, value_name = "TOKENS", default_value_t = crate::workload::trace::DEFAULT_BLOCK_TOKENS, requires = "trace")]
+    pub trace_block_tokens: u64,
+}
+
+/// The typed trace replay of the `--trace` flags (None without `--trace`).
+pub fn trace_spec(a: &TraceArgs) -> Option<crate::bench::TraceSpec> {
+    a.trace.as_ref().map(|path| crate::bench::TraceSpec {
+        path: path.clone(),
+        select: crate::workload::trace::Select {
+            speedup: a.trace_speedup,
+            start_s: a.trace_start,
+            duration_s: a.trace_duration,
+            sample: a.trace_sample,
+            seed: 0,
+        },
+        block_tokens: a.trace_block_tokens,
+        file_label: "--trace",
+        label: "--trace-",
+    })
+}

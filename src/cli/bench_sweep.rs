@@ -53,9 +53,9 @@ pub fn limits(flags: &LoadShapeArgs) -> Result<Vec<SloLimit>> {
     }
 }
 
-/// Checks the load-shape flags together (`concurrency` and `rate`: `--concurrency`, `--rate`);
-/// every error names the flag and the fix.
-pub fn validate(concurrency: &[usize], rate: &[f64], s: &LoadShapeArgs) -> Result<()> {
+/// Checks the load-shape flags together (`concurrency` and `rate`: `--concurrency`, `--rate`;
+/// `trace`: `--trace` given, an open loop of its own); every error names the flag and the fix.
+pub fn validate(concurrency: &[usize], rate: &[f64], trace: bool, s: &LoadShapeArgs) -> Result<()> {
     if !rate.is_empty() && !concurrency.is_empty() {
         bail!("--concurrency and --rate together are ambiguous: for open-loop arrivals with at most C requests in flight use --rate R --max-concurrency C; for a closed loop drop --rate");
     }
@@ -68,7 +68,7 @@ pub fn validate(concurrency: &[usize], rate: &[f64], s: &LoadShapeArgs) -> Resul
         }
     }
     match s.max_concurrency {
-        Some(_) if rate.is_empty() => bail!("--max-concurrency caps an open loop: give --rate R with it (a closed loop's --concurrency already is its number in flight)"),
+        Some(_) if rate.is_empty() && !trace => bail!("--max-concurrency caps an open loop: give --rate R (or --trace) with it (a closed loop's --concurrency already is its number in flight)"),
         Some(0) => bail!("--max-concurrency must be at least 1"),
         _ => {}
     }

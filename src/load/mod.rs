@@ -8,6 +8,7 @@ pub mod pace;
 pub mod places;
 pub mod session;
 pub mod source;
+pub mod timer;
 
 use crate::client::{Conn, ErrorClass, Place, Reader, RequestError, StreamOpts, Target, Trace};
 use crate::clock::mono_ns;
@@ -19,13 +20,18 @@ use std::time::Duration;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::watch;
 
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Arrival {
     Constant,
-    Poisson { seed: u64 },
+    Poisson {
+        seed: u64,
+    },
+    /// Given send offsets (ns after the start, sorted): a replayed trace (`workload::trace`).
+    /// The rate is then only the warm connection pool's size and the warm-up-by-time estimate.
+    Given(Arc<[u64]>),
 }
 
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Mode {
     Closed { concurrency: usize },
     Open { rate: f64, arrival: Arrival },
@@ -114,7 +120,7 @@ pub async fn run_cancellable(
     out: UnboundedSender<Trace>,
     cancel: watch::Receiver<bool>,
 ) -> Result<RunWindow, RequestError> {
-    match plan.mode {
+    match plan.mode.clone() {
         Mode::Closed { concurrency } => {
             closed(target, plan, concurrency, source, opts, out, cancel).await
         }
@@ -436,7 +442,7 @@ fn shared_reader() -> Option<Reader> {
 }
 
 /// Intended send offsets (ns after start) for an open-loop run.
-pub fn schedule(rate: f64, arrival: Arrival, n: u64) -> Vec<u64> {
+pub fn schedule(rate: f64, arrival: &Arrival, n: u64) -> Vec<u64> {
     let mut v = Vec::with_capacity(n as usize);
     match arrival {
         Arrival::Constant => {
@@ -444,8 +450,11 @@ pub fn schedule(rate: f64, arrival: Arrival, n: u64) -> Vec<u64> {
                 v.push((i as f64 / rate * 1e9) as u64);
             }
         }
+        Arrival::Given(offsets) => {
+            v.extend(offsets.iter().take(n as usize));
+        }
         Arrival::Poisson { seed } => {
-            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let mut rng = ChaCha8Rng::seed_from_u64(*seed);
             let mut t = 0.0f64;
             for _ in 0..n {
                 v.push((t * 1e9) as u64);
@@ -499,7 +508,7 @@ async fn open(
         Some(d) => {
             let n = plan.warmup + (d.as_secs_f64() * rate * 3.0).ceil() as u64 + 16;
             warmup_count(
-                &schedule(rate, arrival, n),
+                &schedule(rate, &arrival, n),
                 plan.warmup.div_ceil(per),
                 Some(d),
             )
@@ -510,7 +519,7 @@ async fn open(
         (None, Some(d)) => warmup + (d.as_secs_f64() * rate * 3.0).ceil() as u64 + 16,
         (None, None) => warmup + 1,
     };
-    let offsets = schedule(rate, arrival, total);
+    let offsets = schedule(rate, &arrival, total);
     let reader = shared_reader();
     let start = mono_ns();
     let measured_start = start + offsets.get(warmup as usize).copied().unwrap_or(0);
@@ -521,6 +530,8 @@ async fn open(
     let mut cap_delayed = 0u64;
     let mut set = tokio::task::JoinSet::new();
     let base = tokio::time::Instant::now();
+    // Sends wait on a timerfd (ns resolution); tokio's millisecond timer only where none opens.
+    let timer = timer::SendTimer::new().ok();
     'arrivals: for (i, off) in offsets.into_iter().enumerate() {
         let intended = start + off;
         if deadline.is_some_and(|d| intended >= d) {
@@ -529,7 +540,7 @@ async fn open(
         tokio::select! {
             biased;
             _ = cancelled(&mut cancel) => break,
-            _ = tokio::time::sleep_until(base + Duration::from_nanos(off)) => {}
+            _ = timer::wait_until(timer.as_ref(), intended, base + Duration::from_nanos(off)) => {}
         }
         let is_warmup = (i as u64) < warmup;
         // With a cap, the request waits here for a slot; requests behind it wait in order.
@@ -610,15 +621,15 @@ mod tests {
 
     #[test]
     fn constant_schedule() {
-        let s = schedule(4.0, Arrival::Constant, 3);
+        let s = schedule(4.0, &Arrival::Constant, 3);
         assert_eq!(s, vec![0, 250_000_000, 500_000_000]);
     }
 
     #[test]
     fn poisson_schedule_is_seeded_and_has_the_rate() {
-        let a = schedule(50.0, Arrival::Poisson { seed: 3 }, 5000);
-        assert_eq!(a, schedule(50.0, Arrival::Poisson { seed: 3 }, 5000));
-        assert_ne!(a, schedule(50.0, Arrival::Poisson { seed: 4 }, 5000));
+        let a = schedule(50.0, &Arrival::Poisson { seed: 3 }, 5000);
+        assert_eq!(a, schedule(50.0, &Arrival::Poisson { seed: 3 }, 5000));
+        assert_ne!(a, schedule(50.0, &Arrival::Poisson { seed: 4 }, 5000));
         let secs = *a.last().unwrap() as f64 / 1e9;
         let rate = 4999.0 / secs;
         assert!((rate - 50.0).abs() < 3.0, "rate {rate}");
@@ -626,7 +637,7 @@ mod tests {
     }
     #[test]
     fn warmup_by_time_counts_the_scheduled_starts_within_it() {
-        let s = schedule(10.0, Arrival::Constant, 50);
+        let s = schedule(10.0, &Arrival::Constant, 50);
         // Starts at 0, 100, ..., 900 ms fall within one second.
         assert_eq!(warmup_count(&s, 0, Some(Duration::from_secs(1))), 10);
         assert_eq!(warmup_count(&s, 12, Some(Duration::from_secs(1))), 12);

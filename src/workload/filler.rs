@@ -93,6 +93,21 @@ pub fn words(n: u64) -> String {
     s
 }
 
+/// A filler word of at most four letters picked by `key`: one token in the reference engine's
+/// tokenizer (runs of up to four alphanumerics) and, written after a space, in most BPE
+/// vocabularies, so a text of `n` such words after spaces is `n` tokens and texts joined at a
+/// space keep their tokens (the trace replay's blocks, `workload::trace`).
+pub fn short_word(key: u64) -> &'static str {
+    static SHORT: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
+    let list = SHORT.get_or_init(|| WORDS.iter().copied().filter(|w| w.len() <= 4).collect());
+    list[(splitmix64(SEED ^ key) % list.len() as u64) as usize]
+}
+
+/// The mixing function behind the filler's word choices (also keys the trace's blocks).
+pub fn mix(z: u64) -> u64 {
+    splitmix64(z)
+}
+
 fn splitmix64(mut z: u64) -> u64 {
     z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);

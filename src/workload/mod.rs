@@ -12,6 +12,7 @@ pub mod prompt;
 pub mod request;
 pub mod streamed;
 pub mod synthetic;
+pub mod trace;
 
 use serde::Serialize;
 

@@ -15,6 +15,7 @@ mod bench_dataset;
 mod bench_export;
 mod bench_failures;
 mod bench_load;
+mod bench_trace;
 mod campaign {
     mod availability;
     mod bounds;

@@ -289,6 +289,7 @@ mod tests {
             slo: None,
             goodput: None,
             workload: None,
+            trace: None,
             points: Vec::new(),
         }
     }
