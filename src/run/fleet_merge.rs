@@ -259,6 +259,22 @@ mod tests {
         r
     }
 
+    /// g0 (the incumbent's lane: inc, b) and g1 (a qualification lane: a) with their results.
+    fn two_lanes(g0: CampaignResult, g1: CampaignResult) -> Vec<LaneOutcome> {
+        vec![
+            LaneOutcome {
+                lane: lane("g0", Some("inc"), &["inc", "b"]),
+                result: Some(g0),
+                error: None,
+            },
+            LaneOutcome {
+                lane: lane("g1", None, &["a"]),
+                result: Some(g1),
+                error: None,
+            },
+        ]
+    }
+
     fn base() -> CampaignResult {
         let mut b = CampaignResult::new("c");
         b.arms = ["inc", "a", "b"]
@@ -282,18 +298,7 @@ mod tests {
         let g1 = result(&["a"], true, &["no GPU"]);
         let m = merge(
             base(),
-            vec![
-                LaneOutcome {
-                    lane: lane("g0", Some("inc"), &["inc", "b"]),
-                    result: Some(g0),
-                    error: None,
-                },
-                LaneOutcome {
-                    lane: lane("g1", None, &["a"]),
-                    result: Some(g1),
-                    error: None,
-                },
-            ],
+            two_lanes(g0, g1),
             Err("the control arm `inc` is an endpoint".into()),
         );
         let ids: Vec<&str> = m.arms.iter().map(|a| a.id.as_str()).collect();
@@ -324,18 +329,7 @@ mod tests {
     fn one_incomplete_lane_makes_the_campaign_incomplete_and_says_which() {
         let m = merge(
             base(),
-            vec![
-                LaneOutcome {
-                    lane: lane("g0", Some("inc"), &["inc", "b"]),
-                    result: Some(result(&["inc", "b"], true, &[])),
-                    error: None,
-                },
-                LaneOutcome {
-                    lane: lane("g1", None, &["a"]),
-                    result: Some(result(&["a"], false, &[])),
-                    error: None,
-                },
-            ],
+            two_lanes(result(&["inc", "b"], true, &[]), result(&["a"], false, &[])),
             Ok("inc"),
         );
         assert!(!m.complete);
@@ -378,22 +372,7 @@ mod tests {
         g0.arms = vec![timed("inc", 60.0), timed("b", 40.0)];
         let mut g1 = result(&[], true, &[]);
         g1.arms = vec![timed("inc.control", 64.8), timed("a", 43.0)];
-        let m = merge(
-            base(),
-            vec![
-                LaneOutcome {
-                    lane: lane("g0", Some("inc"), &["inc", "b"]),
-                    result: Some(g0),
-                    error: None,
-                },
-                LaneOutcome {
-                    lane: lane("g1", None, &["a"]),
-                    result: Some(g1),
-                    error: None,
-                },
-            ],
-            Ok("inc"),
-        );
+        let m = merge(base(), two_lanes(g0, g1), Ok("inc"));
         // The copy is not an arm of the campaign: only its figures are kept.
         assert!(m.arm("inc.control").is_none());
         let s = m.lane_spread.as_ref().unwrap();

@@ -48,6 +48,22 @@ fn arm<'a>(r: &'a Value, id: &str) -> &'a Value {
         .unwrap()
 }
 
+/// Seed 0: flaky's tools gate, failed on its one request error (HTTP 500), not a wrong answer.
+fn failed_tools_gate<'a>(r: &'a Value, out: &str) -> &'a Value {
+    let tools = arm(r, "flaky")["gates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["name"] == "tools")
+        .unwrap();
+    assert_eq!(tools["status"], "failed", "{tools:#}\n{out}");
+    assert_eq!(
+        tools["requests"]["failures_are_request_errors"], true,
+        "{tools:#}"
+    );
+    tools
+}
+
 #[test]
 fn failed_timed_requests_make_an_arm_ineligible_with_class_availability() {
     let _g = serial();
@@ -234,18 +250,7 @@ fn a_gate_failed_only_by_request_errors_within_the_allowance_is_disclosed_not_fa
     let _g = serial();
     let t = Camp::new();
     let (b, r, out) = run_campaign(&t, "max_failed_fraction = 0.5", 0);
-    let flaky = arm(&r, "flaky");
-    let tools = flaky["gates"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|g| g["name"] == "tools")
-        .unwrap();
-    assert_eq!(tools["status"], "failed", "{tools:#}\n{out}");
-    assert_eq!(
-        tools["requests"]["failures_are_request_errors"], true,
-        "{tools:#}"
-    );
+    failed_tools_gate(&r, &out);
     let s = json(&b.join("decision-summary.json"));
     assert!(
         s["failures"]
@@ -276,22 +281,12 @@ fn a_gate_failed_by_request_errors_is_classed_availability_not_tool_schema() {
     let _g = serial();
     let t = Camp::new();
     let (b, r, out) = run_campaign(&t, "", 0);
-    let flaky = arm(&r, "flaky");
-    let tools = flaky["gates"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|g| g["name"] == "tools")
-        .unwrap();
-    assert_eq!(tools["status"], "failed", "{tools:#}\n{out}");
-    assert_eq!(
-        tools["requests"]["failures_are_request_errors"], true,
-        "{tools:#}"
-    );
+    let tools = failed_tools_gate(&r, &out);
     assert_eq!(
         tools["requests"]["failures_by_class"]["http-status"], 1,
         "{tools:#}"
     );
+    let flaky = arm(&r, "flaky");
     assert_eq!(flaky["failure"]["class"], "availability", "{flaky:#}");
     let s = json(&b.join("decision-summary.json"));
     let classes: Vec<&str> = s["failures"]
