@@ -40,6 +40,25 @@ pub fn record_text(c: &CapacityRecord) -> String {
     }
 }
 
+/// A speculative arm's capacity against its matched control's: a regression when its whole
+/// bracket lies below the control's (it broke at or below a rate the control held). A bracket the
+/// client bound is not the arm's and proves nothing either way.
+pub fn regression(arm: &ArmResult, ctl: &ArmResult, method: &str) -> Option<String> {
+    let (s, c) = (arm.capacity.as_ref()?, ctl.capacity.as_ref()?);
+    if s.client_bound_rate_per_s.is_some() {
+        return None;
+    }
+    let (broke, held) = (s.broken_rate_per_s?, c.held_rate_per_s?);
+    (broke <= held).then(|| {
+        format!(
+            "capacity fell below its control's: without speculation ({}) {}; with {method} {}",
+            ctl.id,
+            record_text(c),
+            record_text(s)
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -100,5 +119,31 @@ mod tests {
         assert_eq!(measure(&none).unwrap().value, 0.0);
         assert!(text(&none).starts_with("no probed rate held, broke at 2.0 req/s"));
         assert_eq!(text(&ArmResult::default()), "not measured");
+    }
+
+    #[test]
+    fn a_speculative_bracket_wholly_below_its_controls_is_a_regression() {
+        let spec = arm(Some(2.0), Some(4.0), None);
+        let ctl = arm(Some(4.0), Some(8.0), None);
+        let d = regression(&spec, &ctl, "EAGLE").expect("broke at 4, the control held 4");
+        assert!(
+            d.starts_with("capacity fell below its control's: without speculation (a) held 4.0 req/s, broke at 8.0 req/s")
+                && d.contains("; with EAGLE held 2.0 req/s, broke at 4.0 req/s"),
+            "{d}"
+        );
+        // Overlapping brackets: no regression; a client-bound spec arm proves nothing.
+        assert_eq!(
+            regression(&arm(Some(3.0), Some(6.0), None), &ctl, "EAGLE"),
+            None
+        );
+        assert_eq!(
+            regression(&arm(Some(2.0), None, Some(3.0)), &ctl, "EAGLE"),
+            None
+        );
+        assert_eq!(
+            regression(&ctl, &spec, "EAGLE"),
+            None,
+            "faster than its control"
+        );
     }
 }

@@ -246,6 +246,12 @@ fn speculative_regression(
         detail,
         evidence,
     };
+    if let Some(detail) = super::capacity::regression(arm, ctl, &spec_name(arm)) {
+        return Some(fail(
+            detail,
+            arm.capacity.as_ref().map(|c| c.evidence.clone()),
+        ));
+    }
     let t_dec = tol
         .get(&RankingMetric::DecodeTokensPerSecond)
         .copied()

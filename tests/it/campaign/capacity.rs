@@ -19,6 +19,11 @@ const STEADY: &str = "ttft_ms = 40\nprefill_tok_s = 0\ndecode_tok_s = 400\nconte
 /// A two-arm campaign (`steady` the incumbent, `quick` the candidate) ranked by capacity, then
 /// TTFT; `capacity` is the `[workload.capacity]` table's body.
 fn write(t: &Camp, capacity: &str) -> PathBuf {
+    write_with(t, capacity, "")
+}
+
+/// [`write`] with more `[[arms]]` after the two.
+fn write_with(t: &Camp, capacity: &str, extra_arms: &str) -> PathBuf {
     t.profile("steady", STEADY);
     t.profile("quick", QUICK);
     let mut s = t.head("capacity", "");
@@ -45,6 +50,7 @@ required_gates = ["smoke", "restoration"]
     ));
     s.push_str(&reference_arm("steady", "incumbent", "steady", ""));
     s.push_str(&reference_arm("quick", "candidate", "quick", ""));
+    s.push_str(extra_arms);
     let p = t.path("campaign.toml");
     std::fs::write(&p, s).unwrap();
     p
@@ -56,7 +62,15 @@ const SEARCH: &str = "slo = [\"ttft_p95=100ms\"]\nstart_rate = 3.0\nmax_rate = 1
 fn an_arm_fastest_at_low_load_that_saturates_early_loses_a_capacity_first_campaign() {
     let _g = serial();
     let t = Camp::new();
-    let file = write(&t, SEARCH);
+    // `quickspec`: quick's engine declared as speculative with `steady` its control; its capacity
+    // bracket lies wholly below the control's, a workload regression.
+    let spec = reference_arm(
+        "quickspec",
+        "candidate",
+        "quick",
+        "speculative = { method = \"eagle3\", control = \"steady\" }\n",
+    );
+    let file = write_with(&t, SEARCH, &spec);
     let o = Command::new(BIN)
         .args(["run", "--dry-run"])
         .arg(&file)
@@ -124,6 +138,22 @@ fn an_arm_fastest_at_low_load_that_saturates_early_loses_a_capacity_first_campai
         qd.contains("capacity: held 4.5 req/s, broke at 6.0 req/s (ttft p95 <= 100 ms: "),
         "{qd}"
     );
+    // The speculative arm is checked against its control on capacity too.
+    let f = d["failures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["candidate"] == "quickspec")
+        .unwrap_or_else(|| panic!("quickspec did not fail: {d:#}"));
+    assert_eq!(f["class"], "workload-regression", "{f:#}");
+    let detail = f["detail"].as_str().unwrap();
+    assert!(
+        detail.starts_with(
+            "capacity fell below its control's: without speculation (steady) held 12.0 req/s"
+        ) && detail.contains("; with EAGLE3 held "),
+        "{detail}"
+    );
+    assert_eq!(f["evidence"], "quickspec-capacity.json", "{f:#}");
     let md = std::fs::read_to_string(b.join("publication-summary.md")).unwrap();
     assert!(md.contains("## Capacity under SLOs"), "{md}");
     assert!(
