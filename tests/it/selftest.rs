@@ -8,6 +8,8 @@ use crate::support::BIN;
 
 #[test]
 fn selftest_matches_every_event_and_uses_kernel_stamps() {
+    // Up to 16 streams on both cores: never beside a timing test.
+    let _g = crate::support::shared();
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("selftest.json");
     let out = Command::new(BIN)
@@ -68,6 +70,8 @@ fn selftest_refuses_bad_levels() {
 
 #[test]
 fn selftest_port_fixes_the_engine_port_and_a_busy_one_is_named() {
+    // Up to 16 streams on both cores: never beside a timing test.
+    let _g = crate::support::shared();
     let port = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()

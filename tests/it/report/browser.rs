@@ -226,6 +226,8 @@ pub(super) fn check_self_contained(html: &str) {
 
 #[test]
 fn every_chart_of_the_seed_fixture_renders_in_headless_chromium() {
+    // Chromium takes both cores for a moment: never beside a timing test.
+    let _g = crate::support::shared();
     let d = tempfile::tempdir().unwrap();
     let bundle = d.path().join("bundle");
     std::fs::create_dir(&bundle).unwrap();
@@ -290,6 +292,8 @@ fn every_chart_of_the_seed_fixture_renders_in_headless_chromium() {
 
 #[test]
 fn a_chart_that_fails_to_render_fails_the_check() {
+    // Chromium takes both cores for a moment: never beside a timing test.
+    let _g = crate::support::shared();
     let d = tempfile::tempdir().unwrap();
     let bundle = d.path().join("bundle");
     std::fs::create_dir(&bundle).unwrap();
@@ -353,6 +357,8 @@ fn the_vendored_chart_library_is_the_pinned_one() {
 /// bundle a real run wrote, with each arm's label (one of them long) in every legend.
 #[test]
 fn a_real_sweep_renders_every_chart() {
+    // Chromium takes both cores for a moment: never beside a timing test.
+    let _g = crate::support::shared();
     let t = Camp::new();
     t.profile(
         "inc",

@@ -8,6 +8,8 @@ use std::process::Command;
 
 #[test]
 fn the_trend_page_draws_every_series_with_its_change_point() {
+    // Chromium takes both cores for a moment: never beside a timing test.
+    let _g = crate::support::shared();
     let t = tempfile::tempdir().unwrap();
     let db = t.path().join("h.sqlite");
     let mut dirs = Vec::new();

@@ -23,6 +23,8 @@ fn interval(index: u32, outcome: &str, ok: u64, failed: u64, ttft: f64) -> serde
 
 #[test]
 fn a_promotion_page_charts_every_bake_figure_against_its_threshold() {
+    // Chromium takes both cores for a moment: never beside a timing test.
+    let _g = crate::support::shared();
     let t = tempfile::tempdir().unwrap();
     let rec = json!({
         "schema": "bakeoff.promotion/1", "phase": "rolled-back",
