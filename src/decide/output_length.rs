@@ -14,24 +14,11 @@ pub const SHORT_LIMIT: f64 = 0.05;
 
 /// The arm's timed steps that checked the output length, each with its name in the verdict.
 fn checked(arm: &ArmResult) -> Vec<(String, &TimingRecord, OutputLength)> {
-    let named = arm
-        .cold
-        .iter()
-        .map(|t| ("cold".to_string(), t))
-        .chain(arm.warm.iter().map(|t| ("warm".to_string(), t)))
-        .chain(
-            arm.concurrency
-                .values()
-                .map(|t| (format!("C{}", t.concurrency), t)),
-        )
-        .chain(arm.rates.iter().map(|(k, t)| (k.clone(), t)))
-        .chain(
-            arm.long_context
-                .iter()
-                .filter_map(|l| l.timing.as_ref())
-                .map(|t| ("long-context timing".to_string(), t)),
-        );
+    // The closed-loop steps the availability rule names, then the open-loop rates by key.
+    let mut named = super::requests::timed(arm);
+    named.extend(arm.rates.iter().map(|(k, t)| (k.clone(), t)));
     named
+        .into_iter()
         .filter_map(|(n, t)| t.output_length.map(|o| (n, t, o)))
         .collect()
 }

@@ -3,7 +3,7 @@
 //! the policy's `max_failed_fraction` allowance. One walk, so a failure and a disclosure always
 //! count the same requests (docs/verdict.md, "Which requests count").
 
-use crate::evidence::result::ArmResult;
+use crate::evidence::result::{ArmResult, TimingRecord};
 use std::collections::BTreeMap;
 
 /// One step's request counts.
@@ -25,23 +25,7 @@ pub struct StepRequests<'a> {
 /// availability.
 pub fn steps(arm: &ArmResult) -> Vec<StepRequests<'_>> {
     let mut v = Vec::new();
-    let timed = arm
-        .cold
-        .iter()
-        .map(|t| (t, "cold".to_string()))
-        .chain(arm.warm.iter().map(|t| (t, "warm".to_string())))
-        .chain(
-            arm.concurrency
-                .values()
-                .map(|t| (t, format!("C{}", t.concurrency))),
-        )
-        .chain(
-            arm.long_context
-                .iter()
-                .filter_map(|l| l.timing.as_ref())
-                .map(|t| (t, "long-context timing".to_string())),
-        );
-    for (t, step) in timed {
+    for (step, t) in timed(arm) {
         v.push(StepRequests {
             evidence: &t.evidence,
             step,
@@ -61,6 +45,26 @@ pub fn steps(arm: &ArmResult) -> Vec<StepRequests<'_>> {
             });
         }
     }
+    v
+}
+
+/// The arm's closed-loop timed steps, each with its name in the verdict: `cold`, `warm`, `C<k>`
+/// per concurrency level, `long-context timing`.
+pub fn timed(arm: &ArmResult) -> Vec<(String, &TimingRecord)> {
+    let mut v: Vec<(String, &TimingRecord)> = Vec::new();
+    v.extend(arm.cold.iter().map(|t| ("cold".to_string(), t)));
+    v.extend(arm.warm.iter().map(|t| ("warm".to_string(), t)));
+    v.extend(
+        arm.concurrency
+            .values()
+            .map(|t| (format!("C{}", t.concurrency), t)),
+    );
+    v.extend(
+        arm.long_context
+            .iter()
+            .filter_map(|l| l.timing.as_ref())
+            .map(|t| ("long-context timing".to_string(), t)),
+    );
     v
 }
 
@@ -117,7 +121,6 @@ pub fn within_allowance(arm: &ArmResult, max_fraction: f64) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::evidence::result::TimingRecord;
 
     fn timing(ev: &str, conc: u64, ok: u64, failed: u64) -> TimingRecord {
         TimingRecord {
