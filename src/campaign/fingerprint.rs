@@ -270,18 +270,23 @@ pub fn fingerprint(c: &Campaign, arm: &Arm, environ: Option<&[(String, String)]>
 /// What changed from `before` to `now`, one phrase per file or variable (empty: nothing).
 /// Env digests are compared only when both moments recorded them.
 pub fn changes(before: &Fingerprint, now: &Fingerprint) -> Vec<String> {
+    changes_since(before, now, "the incumbent's stop")
+}
+
+/// [`changes`], the moment `before` was taken named by `since` (e.g. "the bake-off's launch").
+pub fn changes_since(before: &Fingerprint, now: &Fingerprint, since: &str) -> Vec<String> {
     let short = |s: &str| s.chars().take(12).collect::<String>();
     let mut out = Vec::new();
     for b in &before.files {
         match now.files.iter().find(|n| n.path == b.path) {
             None => out.push(format!(
-                "file {} is gone or unreadable since the incumbent's stop",
+                "file {} is gone or unreadable since {since}",
                 b.path.display()
             )),
             Some(n) => {
                 if !same_content(b, n) {
                     out.push(format!(
-                        "file {} changed since the incumbent's stop ({} {}… size {} → {}… size {})",
+                        "file {} changed since {since} ({} {}… size {} → {}… size {})",
                         b.path.display(),
                         n.method,
                         short(&b.sha256),
@@ -295,10 +300,7 @@ pub fn changes(before: &Fingerprint, now: &Fingerprint) -> Vec<String> {
     }
     for n in &now.files {
         if !before.files.iter().any(|b| b.path == n.path) {
-            out.push(format!(
-                "file {} appeared since the incumbent's stop",
-                n.path.display()
-            ));
+            out.push(format!("file {} appeared since {since}", n.path.display()));
         }
     }
     if !before.env.is_empty() && !now.env.is_empty() {
@@ -306,7 +308,7 @@ pub fn changes(before: &Fingerprint, now: &Fingerprint) -> Vec<String> {
             let n = now.env.iter().find(|n| n.name == b.name);
             if n.map(|n| &n.sha256) != Some(&b.sha256) {
                 out.push(format!(
-                    "environment variable {} has another value than at the incumbent's stop (compared by digest)",
+                    "environment variable {} has another value than at {since} (compared by digest)",
                     b.name
                 ));
             }

@@ -182,6 +182,7 @@ fn load(dir: &Path, a: &PromoteArgs) -> Result<(Source, bool)> {
     let c = bc.campaign;
     let chosen =
         check::choose(&c, &v, &b.result, a.arm.as_deref(), authorized_if_auto).map_err(refuse)?;
+    let measured = check::winner(&c, dir, &chosen.arm).map_err(refuse)?;
     Ok((
         Source {
             dir: dir.to_path_buf(),
@@ -190,6 +191,7 @@ fn load(dir: &Path, a: &PromoteArgs) -> Result<(Source, bool)> {
             arm: chosen.arm,
             authorization: chosen.authorization,
             baseline: chosen.baseline,
+            measured,
         },
         chosen.needs_confirm,
     ))

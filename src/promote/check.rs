@@ -3,7 +3,7 @@
 //! rollback check). Each refusal is one line that says what was found and what to do.
 
 use super::Baseline;
-use crate::campaign::fingerprint::{changes, fingerprint, Fingerprint};
+use crate::campaign::fingerprint::{changes, changes_since, fingerprint, Fingerprint};
 use crate::campaign::{Arm, Campaign, Mask};
 use crate::decide::Verdict;
 use crate::evidence::bundle;
@@ -222,4 +222,34 @@ pub fn rollback(
         .map_err(|e| format!("rollback check: the incumbent `{}`: {e}", inc.id))?;
     lines.push(said);
     Ok((lines, now))
+}
+
+/// What the bake-off's launch of `arm` recorded of its recipe's files (its launch evidence).
+pub fn measured_fingerprint(dir: &Path, arm: &str) -> Option<Fingerprint> {
+    let b = std::fs::read(dir.join(bundle::step_file(arm, "launch", None))).ok()?;
+    let v: Value = serde_json::from_slice(&b).ok()?;
+    serde_json::from_value(v["recipe_fingerprint"].clone()).ok()
+}
+
+/// The winner check: the recipe files of `arm` are the ones the bake-off measured (a model,
+/// profile or config edited since would put something unmeasured in service). Ok: the
+/// fingerprint the launch compares against again.
+pub fn winner(c: &Campaign, dir: &Path, arm: &Arm) -> Result<Fingerprint, String> {
+    let Some(measured) = measured_fingerprint(dir, &arm.id) else {
+        return Err(format!(
+            "winner check: the bundle recorded no fingerprint of `{}`'s recipe files in {} (made by a bakeoff before 2026-12-02), so what would be promoted cannot be compared with what was measured; run a new bake-off",
+            arm.id,
+            bundle::step_file(&arm.id, "launch", None)
+        ));
+    };
+    let now = fingerprint(c, arm, None);
+    let ch = changes_since(&measured, &now, "the bake-off launched it");
+    if !ch.is_empty() {
+        return Err(format!(
+            "winner check: `{}` is not the recipe the bake-off measured: {}; nothing was touched: put the files back or run a new bake-off",
+            arm.id,
+            ch.join("; ")
+        ));
+    }
+    Ok(measured)
 }

@@ -62,6 +62,9 @@ pub struct Source {
     pub arm: Arm,
     pub authorization: String,
     pub baseline: Baseline,
+    /// The winner's recipe files as the bake-off measured them (the winner check passed against
+    /// it; the launch's identity compares against it again).
+    pub measured: crate::campaign::fingerprint::Fingerprint,
 }
 
 /// Progress lines for the CLI (only `cli/` prints).
@@ -120,6 +123,11 @@ pub fn plan_lines(s: &Source, o: &Options, rollback_check: &[String]) -> Vec<Str
             s.root_digest
         ),
         format!("authority: {}", s.authorization),
+        format!(
+            "winner check (passed): the recipe files of `{}` match what the bake-off measured ({} file(s))",
+            s.arm.id,
+            s.measured.files.len()
+        ),
         "rollback check (passed):".into(),
     ];
     l.extend(rollback_check.iter().map(|x| format!("  - {x}")));

@@ -5,7 +5,7 @@
 use super::bake::{self, BakeEnd};
 use super::record::{Folder, Phase, Record};
 use super::{Options, Outcome, Source};
-use crate::campaign::fingerprint::{changes, fingerprint, Fingerprint};
+use crate::campaign::fingerprint::{changes_since, fingerprint, Fingerprint};
 use crate::campaign::{Arm, Campaign, Mask};
 use crate::client::Target;
 use crate::evidence::bundle;
@@ -77,7 +77,7 @@ pub async fn run(
     }
     pause("promote-incumbent-stopped").await;
     (o.say)(&format!("incumbent `{}` stopped", c.incumbent().id));
-    let (running, i) = match launch_winner(c, &s.arm, &mut f, &lane).await {
+    let (running, i) = match launch_winner(c, &s.arm, &s.measured, &mut f, &lane).await {
         Ok(r) => r,
         Err((why, r)) => return Ok(rollback(s, o, &mut f, &lane, r, &before, why).await),
     };
@@ -228,6 +228,7 @@ type Launched = (Running, usize);
 async fn launch_winner(
     c: &Campaign,
     arm: &Arm,
+    measured: &Fingerprint,
     f: &mut Folder,
     lane: &LaneSpec,
 ) -> Result<Launched, (String, Option<Launched>)> {
@@ -274,7 +275,8 @@ async fn launch_winner(
     let pid = r
         .pid()
         .or_else(|| procnet::find_listeners(c.lane.port).first().map(|l| l.pid));
-    if let Err(w) = identity(c, arm, pid, &models, ctx, None, f, "winner-identity") {
+    let measured = Some((measured, "the bake-off launched it"));
+    if let Err(w) = identity(c, arm, pid, &models, ctx, measured, f, "winner-identity") {
         return Err((w, Some((r, i))));
     }
     if let Err(w) = preflight(c, arm, &r.target, f, "winner-preflight").await {
@@ -292,7 +294,7 @@ fn identity(
     pid: Option<u32>,
     models: &[String],
     ctx: Option<u64>,
-    before: Option<&Fingerprint>,
+    before: Option<(&Fingerprint, &str)>,
     f: &mut Folder,
     step: &str,
 ) -> Result<(), String> {
@@ -302,7 +304,9 @@ fn identity(
     let expected = c.argv_env_hash(arm);
     let environ = pid.and_then(procnet::environ);
     let now = fingerprint(c, arm, environ.as_deref());
-    let file_changes = before.map(|b| changes(b, &now)).unwrap_or_default();
+    let file_changes = before
+        .map(|(b, since)| changes_since(b, &now, since))
+        .unwrap_or_default();
     let mut bad = Vec::new();
     if hash != expected {
         bad.push(format!(
@@ -476,6 +480,7 @@ pub async fn restore(
         Some(r) => (r.model_ids, r.context_tokens),
         None => served_identity(&target).await,
     };
+    let before = before.map(|b| (b, "the incumbent's stop"));
     identity(c, inc, pid, &models, ctx, before, f, "restore-identity")?;
     preflight(c, inc, &target, f, "restore-preflight").await?;
     Ok(format!(

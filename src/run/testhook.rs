@@ -1,7 +1,8 @@
 //! A pause for the fault tests, read in this one place: `BAKEOFF_TEST_PAUSE_AT=POINT:FILE`
 //! makes the run, on reaching the named point, create FILE (holding its pid) and wait there for an
 //! hour or until the test removes FILE, so a test can kill or signal bakeoff at exactly that
-//! point (and let it go on). TEST-ONLY: never set it in production.
+//! point (and let it go on); `POINT:FILE;POINT:FILE` pauses at each. TEST-ONLY: never set it in
+//! production.
 //!
 //! Points: `launch-unrecorded` (an arm was started, its pid or job id not yet in the launch
 //! journal; `launch-unrecorded@ARM`: only arm ARM's launch),
@@ -26,16 +27,16 @@ pub async fn pause(point: &str) {
 /// reach: `launch-unrecorded@sl` pauses at arm `sl`'s launch only).
 pub async fn pause_for(point: &str, arm: &str) {
     let Ok(v) = std::env::var(ENV) else { return };
-    let Some((p, file)) = v.split_once(':') else {
-        return;
-    };
-    let at = match p.split_once('@') {
-        Some((p, a)) => p == point && a == arm,
-        None => p == point,
-    };
-    if !at {
-        return;
-    }
+    // Several pauses in one run: `POINT:FILE;POINT:FILE`.
+    let here = v.split(';').find_map(|e| {
+        let (p, file) = e.split_once(':')?;
+        let at = match p.split_once('@') {
+            Some((p, a)) => p == point && a == arm,
+            None => p == point,
+        };
+        at.then_some(file)
+    });
+    let Some(file) = here else { return };
     let _ = std::fs::write(file, std::process::id().to_string());
     let until = std::time::Instant::now() + Duration::from_secs(3600);
     while std::path::Path::new(file).exists() && std::time::Instant::now() < until {

@@ -10,7 +10,8 @@
 //!   clean winner is kept (its canaries passed), then the lane record refuses drift (promote) and
 //!   a campaign declaring the old incumbent (run).
 //! - `promotion_killed_at_each_point_is_recovered`: SIGKILL before the stop, after the stop,
-//!   mid-bake and mid-rollback, each followed by `bakeoff recover DIR`; a winner that cannot start
+//!   mid-bake and mid-rollback, each followed by `bakeoff recover DIR`; a winner whose recipe
+//!   files changed since the bake-off is refused; a winner that cannot start (the lane port taken)
 //!   is rolled back; a rollback that fails marks the lane (runs refused) until `recover` proves the
 //!   incumbent back.
 
@@ -371,6 +372,61 @@ fn r_canary_passed(dir: &Path) -> bool {
     })
 }
 
+/// `bakeoff promote` whose winner cannot start: something else listens on the lane port from the
+/// incumbent's stop until the rollback (then gone, so the incumbent comes back). `kill`: SIGKILL
+/// at the rollback, then `bakeoff recover`; else the promotion ends by itself (exit 1).
+fn squat_until_rollback(l: &Lane, name: &str, kill: bool) -> PathBuf {
+    let dir = l.folder(name);
+    let (stopped, rollback) = (
+        l.folder(&format!("{name}.stopped")),
+        l.folder(&format!("{name}.rollback")),
+    );
+    let mut c = command(
+        &l.locks,
+        &[
+            "promote",
+            l.bundle.to_str().unwrap(),
+            "--confirm",
+            "--output",
+            dir.to_str().unwrap(),
+        ],
+    );
+    c.env(
+        "BAKEOFF_TEST_PAUSE_AT",
+        format!(
+            "promote-incumbent-stopped:{};promote-rollback:{}",
+            stopped.display(),
+            rollback.display()
+        ),
+    );
+    let mut child: Child = c
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_file(&stopped, Duration::from_secs(30));
+    let squatter = std::net::TcpListener::bind(("127.0.0.1", l.t.port)).unwrap();
+    std::fs::remove_file(&stopped).unwrap();
+    wait_for_file(&rollback, Duration::from_secs(30));
+    drop(squatter);
+    if kill {
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let o = bakeoff(&l.locks, &["recover", dir.to_str().unwrap()]);
+        assert!(o.status.success(), "recover at the rollback: {}", text(&o));
+    } else {
+        std::fs::remove_file(&rollback).unwrap();
+        let o = child.wait_with_output().unwrap();
+        assert_eq!(code(&o), 1, "{}", text(&o));
+        assert!(text(&o).contains("launch-winner"), "{}", text(&o));
+        assert_eq!(phase(&dir), "rolled-back");
+    }
+    wait_serving(l.t.port, Duration::from_secs(20));
+    assert_eq!(l.serves().as_deref(), Some("inc"), "after {name}");
+    verify(&dir);
+    dir
+}
+
 /// `bakeoff promote` started with a pause at `point`, SIGKILLed there, then `bakeoff recover`.
 fn kill_at(l: &Lane, point: &str, name: &str) -> PathBuf {
     let dir = l.folder(name);
@@ -422,21 +478,27 @@ fn promotion_killed_at_each_point_is_recovered() {
     assert!(json(&k3.join("promotion.json"))["notes"]
         .to_string()
         .contains("recovered from phase baking"));
-    // A winner that cannot start any more: rolled back (and killed mid-rollback, recovered).
-    std::fs::write(l.t.path("win.toml"), format!("model = \"win\"\n{BAD}\n")).unwrap();
-    kill_at(&l, "promote-rollback", "k4");
-    let o = l.promote(&[
-        "--confirm",
-        "--output",
-        l.folder("nostart").to_str().unwrap(),
-    ]);
-    assert_eq!(code(&o), 1, "{}", text(&o));
+    // A winner whose recipe files changed since the bake-off: refused, nothing touched.
+    let profile = l.t.path("win.toml");
+    let measured = std::fs::read(&profile).unwrap();
+    std::fs::write(&profile, format!("model = \"win\"\n{BAD}\n")).unwrap();
+    let o = l.promote(&["--confirm"]);
+    assert_eq!(code(&o), 2, "{}", text(&o));
     assert!(
-        text(&o).contains("no GPU") || text(&o).contains("launch-winner"),
+        text(&o).contains("not the recipe the bake-off measured")
+            && text(&o).contains("win.toml changed since the bake-off launched it"),
         "{}",
         text(&o)
     );
     assert_eq!(l.serves().as_deref(), Some("inc"));
+    std::fs::write(&profile, measured).unwrap();
+    // A winner that cannot start (another process took the lane port once the incumbent
+    // stopped): rolled back (and killed mid-rollback, recovered).
+    let k4 = squat_until_rollback(&l, "k4", true);
+    assert_eq!(phase(&k4), "rolled-back");
+    let nostart = squat_until_rollback(&l, "nostart", false);
+    let p = json(&nostart.join("promotion.json"));
+    assert!(p.to_string().contains("already in use"), "{p:#}");
 
     // A rollback that fails: something else takes the lane port while the incumbent is stopped.
     let dir = l.folder("rbfail");

@@ -2,6 +2,7 @@
 //! exit), `stop` (port and GPU memory released, the masked log copied in, quality-risk lines),
 //! and the relaunch of an arm resumed half way.
 
+use crate::campaign::fingerprint::fingerprint;
 use crate::campaign::{Arm, PlanStep};
 use crate::evidence::bundle;
 use crate::evidence::result::Failure;
@@ -155,6 +156,8 @@ fn launch_evidence(cx: &Cx, arm: &Arm, l: &Live) -> Value {
         "identity": l.running.identity,
         "plan_argv_env_hash": cx.c().argv_env_hash(arm),
         "engine_log": l.log_name,
+        // What its files were when measured: `promote` refuses this arm if they change.
+        "recipe_fingerprint": fingerprint(cx.c(), arm, None),
     });
     // What this kind of arm records of itself (pid and group, container, Slurm job).
     if let Some(o) = ev.as_object_mut() {
