@@ -17,9 +17,7 @@ use serde_json::json;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-/// Most prompt tokens one replay builds (its prompts are held in memory): window or sample a
-/// larger trace.
-pub const MAX_REPLAY_TOKENS: u64 = 50_000_000;
+pub use crate::workload::trace::MAX_REPLAY_TOKENS;
 
 /// What `--trace` (or a campaign's `[workload.trace]`) asks for.
 #[derive(Debug, Clone)]
@@ -138,7 +136,7 @@ pub async fn prepare(
     o: Opened,
     salt: u64,
     ctx: &SizeCtx<'_>,
-    obs: &dyn Observer,
+    obs: &(impl Observer + ?Sized),
 ) -> Result<TraceLoad> {
     let Opened { file, sel, replay } = o;
     let prompt_tokens: u64 = replay.requests.iter().map(|r| r.input_length).sum();

@@ -483,6 +483,7 @@ fn describe(c: &Campaign, step: &PlanStep) -> String {
             }
         ),
         StepKind::Capacity(k) => k.describe(),
+        StepKind::Trace(t) => t.describe(),
         StepKind::LongContextTiming {
             prompt_tokens,
             max_tokens,

@@ -96,6 +96,8 @@ pub enum StepKind {
     },
     /// The arm's capacity under SLOs (`[workload.capacity]`): adaptive open-loop probes.
     Capacity(super::capacity::CapacityStep),
+    /// The arm replays `[workload.trace]` at its arrival times.
+    Trace(super::spec::Trace),
     /// Needle retrieval at the arm's long-context target.
     Retrieval {
         profile: String,
@@ -151,6 +153,7 @@ impl StepKind {
             StepKind::Preflight { .. } => "preflight",
             StepKind::Timing { .. } => "timing",
             StepKind::Capacity(_) => "capacity",
+            StepKind::Trace(_) => "trace",
             StepKind::Retrieval { .. } => "retrieval",
             StepKind::LongContextTiming { .. } => "long-context-timing",
             StepKind::Tools { .. } => "tools",
@@ -564,6 +567,9 @@ fn arm_steps(b: &mut Builder, c: &Campaign, arm: &super::Arm, items: bool) {
     timing_steps(b, c, id, items);
     if let Some(k) = super::capacity::CapacityStep::of(&c.workload) {
         b.arm(id, StepKind::Capacity(k), None);
+    }
+    if let Some(t) = &c.workload.trace {
+        b.arm(id, StepKind::Trace(t.clone()), None);
     }
     if let (Some(rg), Some((profile, tokens))) = (&c.gates.retrieval, c.long_context_target(arm)) {
         let retrieval = StepKind::Retrieval {

@@ -198,6 +198,36 @@ pub struct GoodputRecord {
     pub goodput_req_s: Option<f64>,
 }
 
+/// One arm's trace replay: what was replayed (the same on every arm), its timing figures over the
+/// measured requests, and how closely the trace's schedule was kept.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct TraceReplayRecord {
+    /// The figures of the measured requests (`concurrency` is the cap, 0: none).
+    pub timing: TimingRecord,
+    pub file: String,
+    pub sha256: String,
+    pub replayed: u64,
+    pub warmup: u64,
+    pub speedup: f64,
+    /// The trace's mean arrival rate over the replayed schedule, requests/s.
+    pub mean_rate_per_s: f64,
+    pub prompt_tokens: u64,
+    /// Prompt tokens the trace shares with an earlier request by its `hash_ids`.
+    pub shared_tokens: u64,
+    /// Actual send minus the trace's intended send, ms (a request held by the cap counts here,
+    /// never in its TTFT).
+    pub arrival_error_ms: Option<ArrivalErrorRecord>,
+}
+
+/// Percentiles of a trace replay's arrival error, ms.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
+pub struct ArrivalErrorRecord {
+    pub n: u64,
+    pub p50: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
 /// An arm's capacity under SLOs (`[workload.capacity]`, its `<arm>-capacity.json`): the
 /// highest probed rate that held, the lowest that broke and what broke it, or the rate at which
 /// the client was the limit (then nothing above the held rate is the arm's figure).
@@ -303,6 +333,9 @@ pub struct ArmResult {
     /// Capacity under SLOs (`[workload.capacity]`); absent without it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity: Option<CapacityRecord>,
+    /// The trace replay (`[workload.trace]`); absent without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TraceReplayRecord>,
     /// Long-context retrieval request(s): actual prompt tokens and decode at that length.
     pub long_context: Option<LongContextRecord>,
     pub gates: Vec<GateRecord>,

@@ -201,6 +201,7 @@ pub fn render(v: &Verdict, r: &CampaignResult, summary: &DecisionSummary) -> Str
     }
     o.push_str(&open_loop_rows(r));
     o.push_str(&capacity_rows(r));
+    o.push_str(&trace_rows(r));
     let _ = writeln!(o, "\n## Failures\n");
     if v.failures.is_empty() {
         let _ = writeln!(o, "None.");
@@ -344,6 +345,51 @@ pub fn capacity_rows(r: &CampaignResult) -> String {
             dash(c.client_bound_rate_per_s),
             cell(&probes.join("; ")),
             cell(&c.evidence)
+        );
+    }
+    o
+}
+
+/// The `## Trace replay` section (`[workload.trace]`): per arm, the measured requests' TTFT and
+/// E2E at the trace's own arrival times, the failures, and how closely the schedule was kept
+/// (arrival error: a request held back by a cap is late here, never slow in its TTFT); empty
+/// when no arm ran the step.
+pub fn trace_rows(r: &CampaignResult) -> String {
+    let mut o = String::new();
+    let Some(first) = r.arms.iter().find_map(|a| a.trace.as_ref()) else {
+        return o;
+    };
+    let _ = writeln!(
+        o,
+        "\n## Trace replay\n\nEach arm replayed {} ({} requests, the first {} as warm-up, speedup {}, {} requests/s on average; {} of {} prompt tokens shared by `hash_ids` blocks). Arrival error is the actual send minus the trace's intended send over the measured requests.\n\n| arm | ok | failed | TTFT p50 ms | TTFT p95 ms | E2E p50 ms | E2E p95 ms | arrival error p50 / p99 / max ms | evidence |\n|---|---:|---:|---:|---:|---:|---:|---|---|",
+        cell(&first.file),
+        first.replayed,
+        first.warmup,
+        num(first.speedup),
+        num(first.mean_rate_per_s),
+        first.shared_tokens,
+        first.prompt_tokens
+    );
+    let dash = |x: Option<f64>| x.map(num).unwrap_or_else(|| "—".into());
+    for a in &r.arms {
+        let Some(t) = &a.trace else { continue };
+        let m = &t.timing;
+        let lag = t
+            .arrival_error_ms
+            .map(|e| format!("{} / {} / {}", num(e.p50), num(e.p99), num(e.max)))
+            .unwrap_or_else(|| "not measured".into());
+        let _ = writeln!(
+            o,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            cell(&a.id),
+            m.requests_ok,
+            m.requests_failed,
+            dash(m.ttft_ms.map(|s| s.p50)),
+            dash(m.ttft_ms.map(|s| s.p95)),
+            dash(m.e2e_ms.map(|s| s.p50)),
+            dash(m.e2e_ms.map(|s| s.p95)),
+            lag,
+            cell(&m.evidence)
         );
     }
     o

@@ -88,6 +88,7 @@ pub async fn run(cx: &mut Cx, s: &PlanStep, again: bool, live: Option<&mut Optio
                     steps::timing::long_context(cx, &arm, s, live).await
                 }
                 StepKind::Capacity(_) => steps::capacity::run(cx, &arm, s, live).await,
+                StepKind::Trace(_) => steps::trace::run(cx, &arm, s, live).await,
                 StepKind::Retrieval { .. } => steps::retrieval::run(cx, &arm, s, live).await,
                 StepKind::Tools { .. } => steps::tools::run(cx, &arm, s, live).await,
                 StepKind::Quality { .. } => steps::quality::run(cx, &arm, s, live).await,

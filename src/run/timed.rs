@@ -51,6 +51,9 @@ pub struct TimingInput {
     pub nonce_base: u64,
     pub seed: u64,
     pub gpus: Vec<String>,
+    /// A trace replay's own schedule (`bench::trace::TraceLoad::plan`): replaces the closed
+    /// or open loop; its `load` record is the plan's.
+    pub schedule: Option<Plan>,
 }
 
 /// A timed step's workload source, sized once per launch (`run/steps/timing.rs`).
@@ -161,6 +164,11 @@ pub async fn run_work(inp: TimingInput, work: StepWork) -> Result<TimingOutput, 
     let structured = workload.is_some();
     let lane = out.lane.expect("asked for lane telemetry");
     let load = match &inp.open_loop {
+        None if inp.schedule.is_some() => {
+            json!({"mode": "trace-replay", "requests": inp.requests, "first_index": inp.first_index,
+                 "window": out.window.as_ref().ok().map(|w| json!({"start_ns": w.start_ns, "end_ns": w.end_ns,
+                     "warmup_requests": w.warmup_requests, "cap_delayed": w.cap_delayed, "peak_in_flight": w.peak_in_flight}))})
+        }
         None => {
             json!({"mode": "closed-loop", "concurrency": inp.concurrency, "requests": inp.requests,
                  "first_index": inp.first_index, "warmup": 0,
@@ -169,13 +177,13 @@ pub async fn run_work(inp: TimingInput, work: StepWork) -> Result<TimingOutput, 
         Some(o) => open_load_record(&inp, o, out.window.as_ref().ok()),
     };
     // With a cap that delayed requests the schedule lag is the cap's doing (bench's words).
-    let load_warnings = match (&inp.open_loop, &out.window) {
-        (Some(o), Ok(w)) => crate::bench::session::limit_warnings(
-            &stats,
-            &out.reads,
-            w,
-            o.max_concurrency.map(|c| c as usize),
-        ),
+    let cap = match (&inp.open_loop, &inp.schedule) {
+        (Some(o), _) => Some(o.max_concurrency.map(|c| c as usize)),
+        (None, Some(p)) => Some(p.max_in_flight),
+        (None, None) => None,
+    };
+    let load_warnings = match (cap, &out.window) {
+        (Some(cap), Ok(w)) => crate::bench::session::limit_warnings(&stats, &out.reads, w, cap),
         _ => Vec::new(),
     };
     let evidence = json!({
@@ -195,7 +203,7 @@ pub async fn run_work(inp: TimingInput, work: StepWork) -> Result<TimingOutput, 
         "requests": lines,
     });
     let mut evidence = evidence;
-    if inp.open_loop.is_some() {
+    if cap.is_some() {
         evidence["load_warnings"] = json!(load_warnings);
     }
     if let Some(w) = workload {
@@ -286,6 +294,9 @@ fn source(inp: &TimingInput, work: &StepWork) -> StepSource {
 /// The step's load plan: the closed loop at its concurrency, or the open-loop level `bench`
 /// plans for the same rate, arrivals, cap and warm-up (`bench::session::level_plan`).
 fn load_plan(inp: &TimingInput) -> Plan {
+    if let Some(p) = &inp.schedule {
+        return p.clone();
+    }
     let Some(o) = &inp.open_loop else {
         return Plan {
             mode: Mode::Closed {

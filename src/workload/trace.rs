@@ -22,6 +22,10 @@ use std::path::{Path, PathBuf};
 /// Tokens per `hash_ids` block unless the run says otherwise: the Mooncake traces' block size.
 pub const DEFAULT_BLOCK_TOKENS: u64 = 512;
 
+/// Most prompt tokens one replay builds (its prompts are held in memory): window or sample a
+/// larger trace.
+pub const MAX_REPLAY_TOKENS: u64 = 50_000_000;
+
 /// One request of a trace.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TraceRequest {

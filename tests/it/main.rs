@@ -29,6 +29,7 @@ mod campaign {
     mod run;
     mod slo;
     mod spec;
+    mod trace;
     mod workload_sources;
 }
 mod client;

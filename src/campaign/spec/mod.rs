@@ -14,6 +14,7 @@ mod identity;
 mod lanes;
 mod promotion;
 mod recipes;
+mod trace;
 mod workload;
 
 pub use crate::lane::{Recipe, RecipeKind};
@@ -28,6 +29,7 @@ pub use promotion::PromotionTable;
 pub use recipes::{
     ContainerRecipe, EndpointRecipe, EnvValue, ProcessRecipe, ReferenceRecipe, SlurmRecipe, Volume,
 };
+pub use trace::Trace;
 pub use workload::{
     in_campaign_words, ArrivalProcess, ConversationSource, DatasetFormat, DatasetSource, OpenLoop,
     OutputTokens, PrefixOrder, SharedPrefixSource, SyntheticSource,

@@ -69,6 +69,9 @@ pub struct Workload {
     /// `[workload.capacity]`: a capacity step per arm, after its timing steps.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity: Option<super::Capacity>,
+    /// `[workload.trace]`: a trace-replay step per arm, after its capacity step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<super::Trace>,
 }
 
 /// `[workload.open_loop]`: warm timed steps whose requests start at a rate regardless of

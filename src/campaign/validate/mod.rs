@@ -15,6 +15,7 @@ mod policy;
 mod recipes;
 mod slurm;
 mod sources;
+mod trace;
 mod workload;
 
 use super::diag::{CampaignError, Reporter, SpanIndex};
@@ -41,6 +42,8 @@ pub(super) fn resolve_and_validate(
         arms::arm(c, i, &dir, &mut r);
     }
     arms::across_arms(c, &mut r);
+    // After the arms: their served context bounds the trace's requests.
+    trace::trace(c, &dir, &mut r);
     lanes::bound_arms(c, &mut r);
     lanes::fleet(c, &mut r);
     workload::long_context(c, &mut r);

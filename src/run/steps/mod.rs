@@ -11,6 +11,7 @@ pub mod retrieval;
 pub mod timing;
 pub mod timing_work;
 pub mod tools;
+pub mod trace;
 
 use super::arm::{gate_ctx, Live};
 use super::context::Cx;

@@ -54,7 +54,7 @@ async fn build_prompt(
     .await
 }
 
-fn endpoint(cx: &Cx) -> Endpoint {
+pub(super) fn endpoint(cx: &Cx) -> Endpoint {
     match cx.plan.request.api {
         ApiKind::Chat => Endpoint::Chat,
         ApiKind::Completions => Endpoint::Completions,
@@ -109,6 +109,7 @@ pub(super) fn input(
         nonce_base: cx.rec.nonce_base(),
         seed: cx.plan.request.sampling.seed,
         gpus: cx.c().lane.gpus.clone(),
+        schedule: None,
     }
 }
 
