@@ -190,7 +190,22 @@ fn sigkill_during_two_lanes_then_recover_and_resume() {
         .iter()
         .any(|s| s["arm"] == "c" && s["invocation"] == 3);
     assert!(c3, "{ck:#}");
-    assert!(b.join("decision-summary.json").is_file());
+    // report.html's per-lane view: which arm ran where and when (c over two invocations), the
+    // control on every lane and the spread.
+    let page = std::fs::read_to_string(b.join("report.html")).unwrap();
+    let lanes = &page[page.find("<h2 id=\"lanes\">").expect("a per-lane section")..];
+    for says in [
+        "<td rowspan=3>g1</td>",
+        "none (qualification lane)",
+        "<td>inc.control</td>",
+        "<td>a</td>",
+        "<td class=n>1, 3</td>",
+        "id=\"lane-control\"",
+        "lanes/g1/inc.control-timing-64-c1-warm.json",
+        "<td>ttft</td>",
+    ] {
+        assert!(lanes.contains(says), "{says}: {lanes}");
+    }
     assert!(b.join("lane-spread.json").is_file());
     assert_eq!(listener_model(t.port).as_deref(), Some("inc"), "{out}");
     assert!(bakeoff::lane::procnet::find_listeners(p1).is_empty());
