@@ -78,11 +78,28 @@ pub(crate) fn absolute(p: &std::path::Path) -> std::path::PathBuf {
     }
 }
 
-/// The campaign of bundle `dir` for `command` (`bakeoff run --resume`, `bakeoff recover`):
-/// refused (exit 2, the copy's diagnostics printed) when it does not load.
+/// The campaign of bundle `dir` for `command` (`bakeoff promote`): refused (exit 2, the copy's
+/// diagnostics printed) when it does not load, or when it ran over several lanes.
 pub(crate) fn bundle_campaign(
     dir: &std::path::Path,
     command: &str,
+) -> anyhow::Result<crate::campaign::BundleCampaign> {
+    bundle_campaign_of(dir, command, false)
+}
+
+/// [`bundle_campaign`] for a command that takes a multi-lane bundle as a whole (`bakeoff run
+/// --resume`, `bakeoff recover`); one lane's folder of it is still refused, naming the bundle.
+pub(crate) fn bundle_campaign_lanes(
+    dir: &std::path::Path,
+    command: &str,
+) -> anyhow::Result<crate::campaign::BundleCampaign> {
+    bundle_campaign_of(dir, command, true)
+}
+
+fn bundle_campaign_of(
+    dir: &std::path::Path,
+    command: &str,
+    lanes_ok: bool,
 ) -> anyhow::Result<crate::campaign::BundleCampaign> {
     let multi = |n: usize| -> anyhow::Error {
         Exit::with(
@@ -94,10 +111,25 @@ pub(crate) fn bundle_campaign(
         )
         .into()
     };
-    if let Some(n) = lanes_of_bundle(dir) {
+    let whole = lanes_of_bundle(dir);
+    if let (Some(n), false) = (whole, lanes_ok) {
         return Err(multi(n));
     }
-    let b = crate::campaign::load_bundle(dir, command).map_err(|r| {
+    // A multi-lane bundle's top has no checkpoint: its lanes' folders do, each with the whole
+    // campaign's copy and the fingerprints of the files it names.
+    let from = match whole {
+        Some(_) => lane_with_checkpoint(dir).ok_or_else(|| {
+            Exit::with(
+                2,
+                format!(
+                    "no lane of bundle {} began (no lanes/<lane>/checkpoint.json): its run died before any lane started, so nothing was touched; remove it and run the campaign again",
+                    dir.display()
+                ),
+            )
+        })?,
+        None => dir.to_path_buf(),
+    };
+    let b = crate::campaign::load_bundle(&from, command).map_err(|r| {
         for d in &r.diagnostics {
             use std::io::Write as _;
             let _ = writeln!(std::io::stderr(), "{d}");
@@ -105,10 +137,33 @@ pub(crate) fn bundle_campaign(
         anyhow::Error::from(Exit::with(2, r.message))
     })?;
     // A lane's own folder of a multi-lane bundle: its campaign copy is the whole campaign.
-    if b.campaign.multi_lane() {
-        return Err(multi(b.campaign.lanes().len()));
+    if b.campaign.multi_lane() && whole.is_none() {
+        if !lanes_ok {
+            return Err(multi(b.campaign.lanes().len()));
+        }
+        let top = dir.parent().and_then(|p| p.parent()).unwrap_or(dir);
+        return Err(Exit::with(
+            2,
+            format!(
+                "{} is one lane's folder of a multi-lane bundle: `{command}` takes the whole bundle; give {}",
+                dir.display(),
+                top.display()
+            ),
+        )
+        .into());
     }
     Ok(b)
+}
+
+/// The first lane folder of multi-lane bundle `dir` (in its result's order) that has a
+/// checkpoint.
+fn lane_with_checkpoint(dir: &std::path::Path) -> Option<std::path::PathBuf> {
+    let b = std::fs::read(dir.join(crate::evidence::bundle::RESULT)).ok()?;
+    let r: crate::evidence::result::CampaignResult = serde_json::from_slice(&b).ok()?;
+    r.lanes
+        .iter()
+        .map(|l| dir.join(&l.folder))
+        .find(|d| d.join(crate::evidence::bundle::CHECKPOINT).is_file())
 }
 
 /// The lanes of a multi-lane bundle (its `campaign-result.json` lists them); None for a one-lane

@@ -1,6 +1,7 @@
-//! `bakeoff recover DIR`: put the lane back after the run that wrote bundle DIR died (SIGKILL,
-//! the OOM killer, a reboot). It stops what the bundle's launch journal proves the dead run left
-//! running (pid + start time + argv; never anything it cannot prove), restores the incumbent
+//! `bakeoff recover DIR`: put the lane back (every lane of a multi-lane bundle: [`lanes`]) after
+//! the run that wrote bundle DIR died (SIGKILL, the OOM killer, a reboot). It stops what the
+//! bundle's launch journal proves the dead run left running (pid + start time + argv; never
+//! anything it cannot prove), restores the incumbent
 //! (identity and a fresh preflight checked), records what it did (`recovery-<n>.json`, notes) and
 //! seals the bundle. It runs no arm: `bakeoff run --resume DIR` finishes the campaign.
 //!
@@ -28,7 +29,7 @@ fn refuse(msg: impl Into<String>) -> anyhow::Error {
 /// file's directory). A file that changed since is said: the restoration's identity check
 /// compares the incumbent's own files again.
 fn load(dir: &Path) -> Result<Campaign> {
-    let b = super::bundle_campaign(dir, "bakeoff recover")?;
+    let b = super::bundle_campaign_lanes(dir, "bakeoff recover")?;
     for l in &b.changed {
         say!("bakeoff recover: warning: {l}");
     }
@@ -41,6 +42,9 @@ pub fn run(args: RecoverArgs) -> Result<()> {
         return super::promote::recover(&dir);
     }
     let c = load(&dir)?;
+    if c.multi_lane() {
+        return lanes(c, &dir);
+    }
     // The lane must be nobody's: a live run restores its incumbent itself.
     let session =
         runner::session::begin(c, dir.clone(), Purpose::Recover).map_err(|r| refuse(r.message))?;
@@ -58,6 +62,7 @@ pub fn run(args: RecoverArgs) -> Result<()> {
         dir.clone(),
         notify,
         session.notes(),
+        None,
     ))?;
     for l in &r.lines {
         say!("bakeoff recover: {l}");
@@ -77,6 +82,68 @@ pub fn run(args: RecoverArgs) -> Result<()> {
     } else {
         say!(
             "bakeoff recover: the lane is back; finish the campaign with `bakeoff run --resume {}`",
+            dir.display()
+        );
+    }
+    Ok(())
+}
+
+/// `bakeoff recover DIR` of a multi-lane bundle: every lane's lock taken first (a lane a live run
+/// holds refuses the whole recovery before anything is touched), then each lane recovered as one
+/// lane is, one summary line per lane; exit 1 when any lane is not back.
+fn lanes(c: Campaign, dir: &Path) -> Result<()> {
+    let fleet = runner::fleet_resume::begin_again(&c, dir.to_path_buf(), Purpose::Recover)
+        .map_err(|r| refuse(r.message))?;
+    for l in &fleet.lanes {
+        if let Some(n) = l.session.lock.note() {
+            say!("bakeoff recover: lane {}: {n}", l.id);
+        }
+    }
+    let notify: Notify = Arc::new(|n: Note<'_>| {
+        if let Note::Warning(m) = n {
+            say!("warning: {m}");
+        }
+    });
+    let rt = crate::load::pace::client_runtime().context("cannot start the async runtime")?;
+    let r = rt.block_on(runner::fleet_resume::recover(&fleet, notify))?;
+    drop(rt);
+    drop(fleet);
+    for (id, lane) in &r.lanes {
+        for l in &lane.lines {
+            say!("bakeoff recover: lane {id}: {l}");
+        }
+    }
+    if let Some(e) = &r.seal_error {
+        say!("bakeoff recover: the bundle's merged result could not be sealed: {e}");
+    }
+    let mut back = true;
+    for (id, lane) in &r.lanes {
+        back &= lane.lane_ok;
+        say!(
+            "bakeoff recover: lane {id} {}{}",
+            if lane.lane_ok {
+                "is back"
+            } else {
+                "is NOT back"
+            },
+            lane.evidence
+                .as_deref()
+                .map(|e| format!(" (see lanes/{id}/{e})"))
+                .unwrap_or_default()
+        );
+    }
+    if !back {
+        say!(
+            "bakeoff recover: not every lane is back; see each lane's recovery file in {}",
+            dir.display()
+        );
+        return Err(super::Exit::silent(1).into());
+    }
+    if r.complete {
+        say!("bakeoff recover: every lane is back; the bundle was already complete");
+    } else {
+        say!(
+            "bakeoff recover: every lane is back; finish the campaign with `bakeoff run --resume {}`",
             dir.display()
         );
     }

@@ -69,7 +69,7 @@ fn load(path: &Path) -> Result<Campaign> {
 /// The campaign of a bundle being resumed: its copy, its paths resolved against the original
 /// campaign file's directory (from any working directory, and from a moved or copied bundle).
 fn load_resume(dir: &Path, file: Option<&Path>) -> Result<Campaign> {
-    let b = super::bundle_campaign(dir, "bakeoff run --resume")?;
+    let b = super::bundle_campaign_lanes(dir, "bakeoff run --resume")?;
     if let Some(mut why) = b.unresumable() {
         let last = why.pop().unwrap_or_default();
         for l in &why {
@@ -98,6 +98,7 @@ pub fn run(args: RunArgs) -> Result<()> {
         let ask = super::run_fleet::Ask {
             history: args.history.clone(),
             accept_lane_drift: args.accept_lane_drift,
+            resume,
             progress: printer(false),
             ended,
         };

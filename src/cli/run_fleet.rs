@@ -14,6 +14,8 @@ use std::path::{Path, PathBuf};
 pub struct Ask {
     pub history: Option<String>,
     pub accept_lane_drift: bool,
+    /// `--resume DIR`: every lane goes on from its own checkpoint.
+    pub resume: bool,
     pub progress: Notify,
     pub ended: fn(&Path, &runner::Outcome, Option<&str>, &Path),
 }
@@ -31,14 +33,25 @@ pub fn run(args: Ask, c: Campaign, bundle: PathBuf) -> Result<()> {
             c.lanes().len()
         )));
     }
-    let fleet =
-        runner::fleet::begin(&c, bundle, args.accept_lane_drift).map_err(|r| refuse(r.message))?;
-    started(&fleet);
+    let fleet = if args.resume {
+        runner::fleet_resume::begin_again(&c, bundle, runner::session::Purpose::Resume)
+    } else {
+        runner::fleet::begin(&c, bundle, args.accept_lane_drift)
+    };
+    let fleet = fleet.map_err(|r| {
+        if let Some(rec) = &r.recovery {
+            for l in rec.died.iter().chain(&rec.lines) {
+                say!("bakeoff run: {l}");
+            }
+        }
+        refuse(r.message)
+    })?;
+    started(&fleet, args.resume);
     let rt = crate::load::pace::client_runtime().context("cannot start the async runtime")?;
     let outcome = rt.block_on(async {
         let (tx, rx) = tokio::sync::watch::channel::<Option<&'static str>>(None);
         super::signals::cancel_on_signals(tx, "run", "stopping every lane's current step")?;
-        runner::fleet::run(&fleet, args.progress.clone(), rx).await
+        runner::fleet::run(&fleet, args.progress.clone(), rx, args.resume).await
     })?;
     let restored_in = runner::fleet::incumbent_folder(&fleet.bundle, &fleet)
         .unwrap_or_else(|| fleet.bundle.clone());
@@ -54,14 +67,20 @@ pub fn run(args: Ask, c: Campaign, bundle: PathBuf) -> Result<()> {
     Ok(())
 }
 
-/// What each lane's session found before the run touches it.
-fn started(f: &runner::fleet::Fleet) {
+/// What each lane's session found before the run touches it (a resume: what the dead run
+/// left on the lane and what was done about it).
+fn started(f: &runner::fleet::Fleet, resume: bool) {
     let c = &f.plan.campaign;
     for l in &f.lanes {
         let s = &l.session;
         let lane = &s.plan.campaign.lane;
         if let Some(n) = s.lock.note() {
             say!("bakeoff run: lane {}: {n}", l.id);
+        }
+        if let Some(rec) = s.recovery.as_ref().filter(|r| !r.is_empty()) {
+            for line in rec.died.iter().chain(&rec.lines) {
+                say!("bakeoff run: lane {}: {line}", l.id);
+            }
         }
         let arms: Vec<&str> = s.plan.arm_ids();
         let what = match &s.port {
@@ -80,9 +99,10 @@ fn started(f: &runner::fleet::Fleet) {
         );
     }
     say!(
-        "bakeoff run: campaign {} over {} lanes side by side → {}",
+        "bakeoff run: campaign {} over {} lanes side by side → {}{}",
         c.campaign.id,
         f.lanes.len(),
-        f.bundle.display()
+        f.bundle.display(),
+        if resume { " (resuming)" } else { "" }
     );
 }

@@ -16,6 +16,7 @@ pub mod charts;
 pub mod compare;
 pub mod csv;
 pub mod html;
+pub mod lanes;
 pub mod markdown;
 pub mod series;
 pub mod summary;
@@ -248,6 +249,13 @@ fn render(bundle: &Path, force: bool) -> anyhow::Result<Verdict> {
     let doc = summary::build(&v, &b.result, &b.manifest);
     let md = markdown::render(&v, &b.result, &doc);
     let mut page = html::render(&v, &b.result, &b.series, &doc);
+    let per_lane = lanes::section(bundle, &b.result);
+    if let Some(i) = page
+        .find("<h2>Failures</h2>")
+        .filter(|_| !per_lane.is_empty())
+    {
+        page.insert_str(i, &per_lane);
+    }
     if let Some(h) = &b.history {
         page = with_history(page, bundle, h);
     }

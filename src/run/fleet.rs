@@ -22,7 +22,7 @@ use super::{Cancel, Note, Notify, Options, Outcome};
 use crate::campaign::checkpoint::InvocationTiming;
 use crate::campaign::{lane_plan, Campaign, Plan};
 use crate::evidence::bundle;
-use crate::evidence::result::LaneRun;
+use crate::evidence::result::{CampaignResult, LaneRun};
 use anyhow::Result;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -142,20 +142,30 @@ type LaneEnd = Result<Outcome>;
 /// Runs every lane at once (one thread and runtime per lane, as a one-lane run has), then
 /// merges their results into the bundle's one `campaign-result.json` and seals it with one
 /// manifest. Never returns before every lane's runner returned (each restores before it does).
-pub async fn run(f: &Fleet, notify: Notify, cancel: Cancel) -> Result<Outcome> {
+/// `resume` (`bakeoff run --resume`, `fleet_resume::begin_again`): each lane goes on
+/// from its own checkpoint; a lane already complete is not run again.
+pub async fn run(f: &Fleet, notify: Notify, cancel: Cancel, resume: bool) -> Result<Outcome> {
     let t0 = Instant::now();
-    let base = first_files(f)?;
+    let base = first_files(f, resume)?;
     let mut waiting = Vec::new();
     for l in &f.lanes {
         let (tx, rx) = tokio::sync::oneshot::channel::<LaneEnd>();
+        if resume {
+            if let Some(done) = complete_lane(&l.session.bundle) {
+                let _ = tx.send(Ok(done));
+                waiting.push(rx);
+                continue;
+            }
+        }
         let plan = l.session.plan.clone();
         let opts = Options {
             bundle: l.session.bundle.clone(),
-            resume: false,
+            // A lane whose run never opened its folder starts it now.
+            resume: resume && l.session.bundle.join(bundle::CHECKPOINT).is_file(),
             notify: tagged(&notify, &l.id),
             cancel: cancel.clone(),
             notes: l.session.notes(),
-            recovery: None,
+            recovery: l.session.recovery.clone(),
             logs_beside: Some(l.beside.clone()),
         };
         std::thread::Builder::new()
@@ -182,9 +192,9 @@ pub async fn run(f: &Fleet, notify: Notify, cancel: Cancel) -> Result<Outcome> {
 }
 
 /// The bundle's own first files (the campaign copy, the environment, the plan with its
-/// schedule) and the result a one-lane run of the whole campaign starts from, written as
-/// `running` so that a bundle left by a dead run says so.
-fn first_files(f: &Fleet) -> Result<crate::evidence::result::CampaignResult> {
+/// schedule; a resume keeps the first invocation's) and the result a one-lane run of the whole
+/// campaign starts from, written as `running` so that a bundle left by a dead run says so.
+fn first_files(f: &Fleet, resume: bool) -> Result<CampaignResult> {
     let c = &f.plan.campaign;
     let mask = crate::campaign::Mask::from_process_env(c);
     let write = |name: &str, v: &serde_json::Value| -> Result<()> {
@@ -192,24 +202,26 @@ fn first_files(f: &Fleet) -> Result<crate::evidence::result::CampaignResult> {
         crate::evidence::write_atomic(&f.bundle.join(name), mask.scrub(&text).as_bytes())?;
         Ok(())
     };
-    std::fs::create_dir_all(&f.bundle)?;
-    let src = std::fs::read(&c.source.path)?;
-    crate::evidence::write_atomic(&f.bundle.join(bundle::CAMPAIGN_COPY), &src)?;
-    write(bundle::ENVIRONMENT, &super::first_records::environment(c))?;
-    let lanes: Vec<serde_json::Value> = f
-        .lanes
-        .iter()
-        .map(|l| serde_json::json!({"lane": l.id, "folder": bundle::lane_dir(&l.id)}))
-        .collect();
-    write(
-        bundle::PLAN,
-        &serde_json::json!({
-            "campaign_id": c.campaign.id,
-            "schedule": f.plan.schedule,
-            "lanes": lanes,
-        }),
-    )?;
-    let mut base = super::first_records::new_result(&f.plan);
+    let mut base = base(f);
+    if !resume {
+        std::fs::create_dir_all(&f.bundle)?;
+        let src = std::fs::read(&c.source.path)?;
+        crate::evidence::write_atomic(&f.bundle.join(bundle::CAMPAIGN_COPY), &src)?;
+        write(bundle::ENVIRONMENT, &super::first_records::environment(c))?;
+        let lanes: Vec<serde_json::Value> = f
+            .lanes
+            .iter()
+            .map(|l| serde_json::json!({"lane": l.id, "folder": bundle::lane_dir(&l.id)}))
+            .collect();
+        write(
+            bundle::PLAN,
+            &serde_json::json!({
+                "campaign_id": c.campaign.id,
+                "schedule": f.plan.schedule,
+                "lanes": lanes,
+            }),
+        )?;
+    }
     let running = format!(
         "running (pid {}): when no such bakeoff process runs, it died before sealing the bundle; each lane's folder says what it started (its launch journal)",
         std::process::id()
@@ -233,12 +245,7 @@ fn first_files(f: &Fleet) -> Result<crate::evidence::result::CampaignResult> {
 }
 
 /// The lanes' outcomes merged, written and sealed; the run's outcome.
-fn seal(
-    f: &Fleet,
-    base: crate::evidence::result::CampaignResult,
-    ends: Vec<LaneEnd>,
-    t0: Instant,
-) -> Outcome {
+fn seal(f: &Fleet, base: CampaignResult, ends: Vec<LaneEnd>, t0: Instant) -> Outcome {
     let mut lanes = Vec::new();
     let mut interrupted = Vec::new();
     let (mut engine, mut measure, mut overhead, mut lane_total) = (0.0, 0.0, 0.0, 0.0);
@@ -266,31 +273,10 @@ fn seal(
             }),
         }
     }
-    let c = &f.plan.campaign;
-    let control = c.control_arm().map(|a| a.id.as_str());
+    let control = f.plan.campaign.control_arm().map(|a| a.id.as_str());
     let mut result = merge(base, lanes, control);
     result.updated_at = crate::clock::wall_rfc3339();
-    let mask = crate::campaign::Mask::from_process_env(c);
-    let spread = |s: &crate::evidence::lane_spread::LaneSpread| {
-        let t = serde_json::to_string_pretty(s)? + "\n";
-        crate::evidence::write_atomic(
-            &f.bundle.join(crate::evidence::lane_spread::FILE),
-            t.as_bytes(),
-        )
-    };
-    let written = result
-        .lane_spread
-        .as_ref()
-        .map_or(Ok(()), spread)
-        .and_then(|_| serde_json::to_string_pretty(&result).map_err(anyhow::Error::from))
-        .and_then(|t| {
-            crate::evidence::write_atomic(
-                &f.bundle.join(bundle::RESULT),
-                mask.scrub(&(t + "\n")).as_bytes(),
-            )
-        })
-        .and_then(|_| crate::evidence::manifest::write(&f.bundle).map(|_| ()));
-    if let Err(e) = written {
+    if let Err(e) = write_sealed(f, &result) {
         result.complete = false;
         result.incomplete_reason = Some(format!(
             "the bundle could not be sealed ({e:#}); its lanes' folders hold their evidence"
@@ -324,6 +310,49 @@ fn seal(
     }
 }
 
+/// The result the bundle's merge starts from: the whole campaign's, every arm pending, its
+/// start the first invocation's (kept from the bundle's result when there is one).
+pub(super) fn base(f: &Fleet) -> CampaignResult {
+    let mut b = super::first_records::new_result(&f.plan);
+    if let Some(r) = read_result(&f.bundle) {
+        b.started_at = r.started_at;
+    }
+    b
+}
+
+pub(super) fn read_result(dir: &Path) -> Option<CampaignResult> {
+    serde_json::from_slice(&std::fs::read(dir.join(bundle::RESULT)).ok()?).ok()
+}
+
+/// A lane whose own result says complete: its outcome as the run hands it to the merge (the
+/// lane is not run again on a resume).
+pub(super) fn complete_lane(dir: &Path) -> Option<Outcome> {
+    let r = read_result(dir).filter(|r| r.complete)?;
+    Some(Outcome {
+        complete: true,
+        interrupted: None,
+        result: r,
+        timing: InvocationTiming::default(),
+    })
+}
+
+/// Writes the merged result (and `lane-spread.json` when the lanes measured one) at the top of
+/// the bundle, then one manifest over every file of every lane.
+pub(super) fn write_sealed(f: &Fleet, result: &CampaignResult) -> Result<()> {
+    let mask = crate::campaign::Mask::from_process_env(&f.plan.campaign);
+    if let Some(s) = &result.lane_spread {
+        let t = serde_json::to_string_pretty(s)? + "\n";
+        crate::evidence::write_atomic(
+            &f.bundle.join(crate::evidence::lane_spread::FILE),
+            t.as_bytes(),
+        )?;
+    }
+    let t = serde_json::to_string_pretty(result)? + "\n";
+    crate::evidence::write_atomic(&f.bundle.join(bundle::RESULT), mask.scrub(&t).as_bytes())?;
+    crate::evidence::manifest::write(&f.bundle)?;
+    Ok(())
+}
+
 /// The folder of the lane whose incumbent the run restored (where `restoration-launch.json` is).
 pub fn incumbent_folder(bundle_dir: &Path, f: &Fleet) -> Option<PathBuf> {
     f.lanes
@@ -333,7 +362,7 @@ pub fn incumbent_folder(bundle_dir: &Path, f: &Fleet) -> Option<PathBuf> {
 }
 
 /// A lane's record in the bundle's result, before its outcome is known.
-fn lane_run(l: &FleetLane) -> LaneRun {
+pub(super) fn lane_run(l: &FleetLane) -> LaneRun {
     let queue = &l.session.plan.schedule.lanes[0];
     LaneRun {
         id: l.id.clone(),

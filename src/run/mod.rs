@@ -18,6 +18,7 @@ mod context;
 mod first_records;
 pub mod fleet;
 mod fleet_merge;
+pub mod fleet_resume;
 mod guard;
 pub mod journal;
 pub mod lanerecord;

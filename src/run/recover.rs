@@ -219,11 +219,15 @@ pub struct Recovered {
 /// `bakeoff recover DIR`: the dead run's leftovers stopped, the incumbent restored (started
 /// again unless it serves; identity and a preflight checked), the bundle sealed with a manifest.
 /// It runs no arm: `bakeoff run --resume DIR` finishes the campaign. Call with the lane lock held.
+/// `logs_beside`: what the raw logs sit beside (a lane folder of a multi-lane bundle: the whole
+/// bundle). A plan that restores nothing (a qualification lane) checks that nothing serves
+/// the lane any more.
 pub async fn recover(
     plan: Plan,
     dir: PathBuf,
     notify: Notify,
     notes: Vec<String>,
+    logs_beside: Option<PathBuf>,
 ) -> Result<Recovered> {
     let found = leftovers(&dir, &plan.campaign)?;
     let mut lines = found.lines.clone();
@@ -238,7 +242,7 @@ pub async fn recover(
         cancel: rx,
         notes,
         recovery: None,
-        logs_beside: None,
+        logs_beside,
     };
     let complete = std::fs::read(dir.join(bundle::RESULT))
         .ok()
@@ -275,7 +279,19 @@ pub async fn recover(
     let pid = cx.restore.pid;
     let inc = cx.incumbent().id;
     let lane = format!("{}:{}", cx.c().lane.host, cx.c().lane.port);
-    if ok {
+    if !cx.plan.restores() {
+        // A qualification lane: nothing to restore; back means empty.
+        let left = crate::lane::procnet::find_listeners(cx.c().lane.port);
+        ok = left.is_empty() && crate::lane::port_free(&cx.c().lane.host, cx.c().lane.port);
+        lines.push(if ok {
+            format!("nothing serves the qualification lane {lane} (it had no incumbent to restore)")
+        } else {
+            format!(
+                "the qualification lane {lane} is still in use{}: not proven the dead run's, left alone; stop it before `bakeoff run --resume`",
+                left.first().map(|l| format!(" (pid {})", l.pid)).unwrap_or_default()
+            )
+        });
+    } else if ok {
         lines.push(format!(
             "the incumbent `{inc}` serves the lane {lane} with its identity and passed a fresh preflight{}",
             pid.map(|p| format!(" (pid {p})")).unwrap_or_default()
@@ -298,7 +314,12 @@ pub async fn recover(
                 .as_ref()
                 .map(|_| "an invocation died before it finished; ")
                 .unwrap_or_default(),
-            if ok { "the incumbent serves" } else { "the incumbent could NOT be restored" },
+            match (cx.plan.restores(), ok) {
+                (true, true) => "the incumbent serves",
+                (true, false) => "the incumbent could NOT be restored",
+                (false, true) => "nothing serves the qualification lane",
+                (false, false) => "the qualification lane is still in use",
+            },
             dir.display()
         )
     });

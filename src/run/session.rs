@@ -134,19 +134,49 @@ pub fn begin_lane(
     beside: &Path,
     accept_drift: bool,
 ) -> Result<Session, Refused> {
+    begin_lane_for(plan, dir, beside, Purpose::Run, accept_drift)
+}
+
+/// [`begin_lane`] for `purpose`: a resume first stops what the lane's launch journal proves the
+/// dead run left (as a one-lane resume does), then checks the preconditions of a resume; a
+/// recovery takes the lock and checks the lane record only (the recovery finds the leftovers).
+pub fn begin_lane_for(
+    plan: Plan,
+    dir: PathBuf,
+    beside: &Path,
+    purpose: Purpose,
+    accept_drift: bool,
+) -> Result<Session, Refused> {
     let c = &plan.campaign;
     let lock = lock_lane(c, &dir)?;
     let lane_note = if plan.restores() {
-        super::lanerecord::check(c, accept_drift)?
+        super::lanerecord::check(c, accept_drift || purpose != Purpose::Run)?
     } else {
         super::lanerecord::check_qualification(c)?
     };
-    let port = Some(preconditions_beside(&plan, &dir, beside, false)?);
+    let recovery = match purpose {
+        Purpose::Resume => Some(recover::leftovers(&dir, c).map_err(|e| format!("{e:#}"))?),
+        Purpose::Run | Purpose::Recover => None,
+    };
+    let port = match purpose {
+        Purpose::Recover => None,
+        Purpose::Run | Purpose::Resume => {
+            match preconditions_beside(&plan, &dir, beside, purpose == Purpose::Resume) {
+                Ok(p) => Some(p),
+                Err(message) => {
+                    return Err(Refused {
+                        message,
+                        recovery: recovery.map(Box::new),
+                    })
+                }
+            }
+        }
+    };
     Ok(Session {
         plan,
         bundle: dir,
         lock,
-        recovery: None,
+        recovery,
         port,
         lane_note,
     })

@@ -36,6 +36,7 @@ mod client;
 mod decide;
 mod engine;
 mod fleet;
+mod fleet_recover;
 mod history;
 mod history_campaigns;
 mod gate {

@@ -1,0 +1,151 @@
+//! A multi-lane bundle taken up again after its run stopped (docs/fleet.md): `bakeoff recover`
+//! puts every lane back after the run died, `bakeoff run --resume` finishes every lane from its
+//! own checkpoint. Each lane is its own one-lane bundle (`lanes/<id>/`, with its launch journal
+//! and checkpoint), so each is recovered or resumed exactly as one lane is; the bundle's one
+//! result is then merged from the lanes' again, as a run merges it.
+//!
+//! ```text
+//! begin_again: per lane (file order) lane_plan ─▶ session::begin_lane_for (its lock, its lane
+//!              record; a resume: the dead run's proven leftovers stopped, its preconditions)
+//! recover:     per lane recover::recover (leftovers, the incumbent restored on its lane, a
+//!              qualification lane checked empty) ─▶ merge ─▶ the bundle sealed, not complete
+//! resume:      fleet::run(resume) (a complete lane is not run again)
+//! ```
+
+use super::fleet::{base, lane_run, read_result, write_sealed, Fleet, FleetLane};
+use super::fleet_merge::{merge, LaneOutcome};
+use super::recover::Recovered;
+use super::session::{self, Purpose, Refused};
+use super::Notify;
+use crate::campaign::{lane_plan, Campaign};
+use crate::evidence::bundle;
+use anyhow::Result;
+use std::path::PathBuf;
+
+/// Takes every lane of the multi-lane bundle `bundle` again for `purpose` (a resume or a
+/// recovery): each lane's lock, lane record and (a resume) its dead run's leftovers and
+/// preconditions. Refused: a lane's reason, tagged with the lane; the lanes taken before it are
+/// let go untouched (a resume may have stopped a dead run's proven leftovers: that is said).
+pub fn begin_again(c: &Campaign, bundle: PathBuf, purpose: Purpose) -> Result<Fleet, Refused> {
+    if !bundle.join(bundle::LANES_DIR).is_dir() {
+        return Err(format!(
+            "{} has no {}/ folder: it is not a multi-lane bundle, or its run died before it began",
+            bundle.display(),
+            bundle::LANES_DIR
+        )
+        .into());
+    }
+    let plan = crate::campaign::plan(c);
+    let mut lanes = Vec::new();
+    for l in c.lanes() {
+        let beside = bundle::lane_beside(&bundle, &l.id);
+        let dir = bundle.join(bundle::lane_dir(&l.id));
+        let lp = lane_plan(c, &plan.schedule, &l.id).expect("every lane of the campaign");
+        match session::begin_lane_for(lp, dir, &beside, purpose, false) {
+            Ok(s) => lanes.push(FleetLane {
+                id: l.id.clone(),
+                session: s,
+                beside,
+            }),
+            Err(mut r) => {
+                r.message = format!("lane {}: {}", l.id, r.message);
+                return Err(r);
+            }
+        }
+    }
+    Ok(Fleet {
+        plan,
+        bundle,
+        lanes,
+    })
+}
+
+/// What `bakeoff recover` did on a multi-lane bundle.
+pub struct FleetRecovered {
+    /// Each lane's id and recovery, in file order.
+    pub lanes: Vec<(String, Recovered)>,
+    /// The bundle was complete (and stays so).
+    pub complete: bool,
+    /// The merged result and the manifest could not be written: why.
+    pub seal_error: Option<String>,
+}
+
+/// `bakeoff recover DIR` on a multi-lane bundle: every lane recovered as one lane is (its launch
+/// journal's proven leftovers stopped, the incumbent restored on its lane, a qualification lane
+/// checked empty), then the lanes' results merged into the bundle's one result, which says the
+/// campaign is not finished, and the bundle sealed. Runs no arm. Call with every lane's lock held
+/// (`begin_again` with [`Purpose::Recover`]).
+pub async fn recover(f: &Fleet, notify: Notify) -> Result<FleetRecovered> {
+    let mut out = Vec::new();
+    for l in &f.lanes {
+        let dir = &l.session.bundle;
+        let r = if dir.join(bundle::CHECKPOINT).is_file() {
+            let tagged = lane_notify(&notify, &l.id);
+            super::recover::recover(
+                l.session.plan.clone(),
+                dir.clone(),
+                tagged,
+                l.session.notes(),
+                Some(l.beside.clone()),
+            )
+            .await?
+        } else {
+            // Its runner never opened the folder: it started and stopped nothing.
+            Recovered {
+                lines: vec![
+                    "its run never began (no checkpoint): nothing was started or stopped on it"
+                        .into(),
+                ],
+                lane_ok: true,
+                evidence: None,
+                complete: false,
+            }
+        };
+        out.push((l.id.clone(), r));
+    }
+    let lanes = f
+        .lanes
+        .iter()
+        .map(|l| {
+            let result = read_result(&l.session.bundle);
+            LaneOutcome {
+                error: result
+                    .is_none()
+                    .then(|| "the lane's run never began (bakeoff died first)".to_string()),
+                lane: lane_run(l),
+                result,
+            }
+        })
+        .collect();
+    let control = f.plan.campaign.control_arm().map(|a| a.id.as_str());
+    let mut result = merge(base(f), lanes, control);
+    result.updated_at = crate::clock::wall_rfc3339();
+    let complete = result.complete;
+    if !complete {
+        let said: Vec<String> = out
+            .iter()
+            .map(|(id, r)| format!("lane {id} {}", if r.lane_ok { "back" } else { "NOT back" }))
+            .collect();
+        result.incomplete_reason = Some(format!(
+            "not finished: the lanes were recovered by `bakeoff recover` ({}); finish the campaign with `bakeoff run --resume {}`",
+            said.join(", "),
+            f.bundle.display()
+        ));
+    }
+    let seal_error = write_sealed(f, &result).err().map(|e| format!("{e:#}"));
+    Ok(FleetRecovered {
+        lanes: out,
+        complete,
+        seal_error,
+    })
+}
+
+/// `notify` with every warning tagged by the lane.
+fn lane_notify(notify: &Notify, lane: &str) -> Notify {
+    let n = notify.clone();
+    let lane = lane.to_string();
+    std::sync::Arc::new(move |note: super::Note<'_>| match note {
+        super::Note::Warning(m) => n(super::Note::Warning(&format!("lane {lane}: {m}"))),
+        other => n(other),
+    })
+}
