@@ -31,6 +31,8 @@ pub fn run(args: Ask, c: Campaign, bundle: PathBuf) -> Result<()> {
             c.lanes().len()
         )));
     }
+    // Slurm lanes: each lane's address is its node's, asked of Slurm now.
+    let c = runner::slurm_lanes::resolve(c).map_err(refuse)?;
     let fleet =
         runner::fleet::begin(&c, bundle, args.accept_lane_drift).map_err(|r| refuse(r.message))?;
     started(&fleet);
@@ -67,6 +69,9 @@ fn started(f: &runner::fleet::Fleet) {
         let what = match &s.port {
             Some(PortState::Incumbent(p)) => {
                 format!("incumbent `{}` serves it (pid {})", c.incumbent().id, p.pid)
+            }
+            Some(PortState::IncumbentJob(j)) => {
+                format!("incumbent `{}` serves it (Slurm {j})", c.incumbent().id)
             }
             _ if s.plan.restores() => "free (no incumbent serving)".to_string(),
             _ => "free (a qualification lane: nothing to stop or restore)".to_string(),
