@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # tests/infra starts a real Docker engine with a local registry (target/infra/docker), a
-# one-node Slurm cluster (target/infra/slurm) and a PostgreSQL server (target/infra/postgres)
+# Slurm cluster (target/infra/slurm: the host node plus four namespaced nodes) and a PostgreSQL server (target/infra/postgres)
 # when they are not up; whatever happens, all are torn down at exit (containers and jobs gone,
 # daemons stopped, no interface or firewall rule left, the database folder removed).
 teardown() {

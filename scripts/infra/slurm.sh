@@ -5,10 +5,12 @@
 #   scripts/infra/slurm.sh up DIR     munged + slurmctld + slurmd with their state, sockets, pids and
 #                                     logs under DIR, on free ports; waits until the node is idle
 #   scripts/infra/slurm.sh up DIR --nodes N
-#                                     the same with N nodes (node1..nodeN), each slurmd in its own
-#                                     network namespace with its own address on a private bridge
-#                                     that exists only inside this machine; DIR/nodes lists
-#                                     "NAME ADDRESS" per node, DIR/net.env what `down` removes
+#                                     the same host node (partition `debug`, the default: one-node
+#                                     campaigns run there unchanged) plus N nodes (node1..nodeN,
+#                                     partition `fleet`), each slurmd in its own network namespace
+#                                     with its own address on a private bridge that exists only
+#                                     inside this machine; DIR/nodes lists "NAME ADDRESS" per
+#                                     namespaced node, DIR/net.env what `down` removes
 #   scripts/infra/slurm.sh env DIR    prints `export SLURM_CONF=DIR/slurm.conf` (eval it)
 #   scripts/infra/slurm.sh down DIR   cancels every job, stops the daemons by pid, removes the
 #                                     namespaces, veth pairs and bridge it made; leaves nothing
@@ -107,6 +109,7 @@ up() {
   if [ "$nodes" -gt 0 ]; then
     # Per node (%n); bakeoff's own record of each slurmd's pid is DIR/slurmd-NODE.pid.
     spool="$d/spool-%n"; slurmd_pid="$d/spool-%n/slurmd.pid"; slurmd_log="$d/slurmd-%n.log"
+    mkdir -p "$d/spool-$host"
   fi
   cat >"$d/slurm.conf" <<CONF
 ClusterName=bakeoff
@@ -138,6 +141,10 @@ AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
 CONF
   local k
+  # The host's own node (root namespace, 127.0.0.1) in the default partition, with or without
+  # namespaced nodes: one-node campaigns run on it the same either way.
+  echo "NodeName=$host NodeAddr=127.0.0.1 CPUs=$(nproc) RealMemory=1000 State=UNKNOWN" >>"$d/slurm.conf"
+  echo "PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP" >>"$d/slurm.conf"
   if [ "$nodes" -gt 0 ]; then
     : >"$d/nodes"
     for k in $(seq 1 "$nodes"); do
@@ -145,10 +152,7 @@ CONF
       echo "node$k $SUBNET.$((10 + k))" >>"$d/nodes"
       mkdir -p "$d/spool-node$k"
     done
-    echo "PartitionName=debug Nodes=node[1-$nodes] Default=YES MaxTime=INFINITE State=UP" >>"$d/slurm.conf"
-  else
-    echo "NodeName=$host NodeAddr=127.0.0.1 CPUs=$(nproc) RealMemory=1000 State=UNKNOWN" >>"$d/slurm.conf"
-    echo "PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP" >>"$d/slurm.conf"
+    echo "PartitionName=fleet Nodes=node[1-$nodes] MaxTime=INFINITE State=UP" >>"$d/slurm.conf"
   fi
   export SLURM_CONF="$d/slurm.conf"
   setsid slurmctld -D -i -f "$SLURM_CONF" >>"$d/slurmctld.out" 2>&1 </dev/null &
@@ -161,11 +165,12 @@ CONF
         >>"$d/slurmd-node$k.out" 2>&1 </dev/null &
       echo $! >"$d/slurmd-node$k.pid"
     done
+    setsid slurmd -D -N "$host" -f "$SLURM_CONF" >>"$d/slurmd-$host.out" 2>&1 </dev/null &
+    echo $! >"$d/slurmd-$host.pid"
   else
     setsid slurmd -D -N "$host" -f "$SLURM_CONF" >>"$d/slurmd.out" 2>&1 </dev/null &
   fi
-  local i want=1
-  [ "$nodes" -gt 0 ] && want="$nodes"
+  local i want=$((nodes + 1))
   for i in $(seq 1 300); do
     if [ "$(sinfo -h -N -o '%t' 2>/dev/null | grep -cx 'idle')" -ge "$want" ]; then
       echo "slurm.sh: up in $d (slurmctld :$p1, slurmd :$p2, $want node(s) idle)" >&2

@@ -70,6 +70,7 @@ impl Campaign {
             port: self.lane.port,
             gpus: &self.lane.gpus,
             stop_grace_s: self.lane.stop_grace_s,
+            slurm_node: self.lane.slurm_node.as_deref(),
         }
     }
 

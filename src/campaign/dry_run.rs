@@ -46,6 +46,12 @@ impl Plan {
         );
         for (l, q) in lanes.iter().zip(&self.schedule.lanes) {
             render_lane(o, &format!("lane {:<7}", l.id), &l.lane);
+            if let Some(node) = &l.lane.slurm_node {
+                let _ = writeln!(
+                    o,
+                    "  slurm      node {node}: every arm's job pinned there (--nodelist={node}); the address above is replaced by the node's NodeAddr when the run starts"
+                );
+            }
             let _ = writeln!(
                 o,
                 "  incumbent  {}",

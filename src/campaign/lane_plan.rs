@@ -52,6 +52,11 @@ pub fn lane_plan(c: &Campaign, schedule: &Schedule, lane: &str) -> Option<Plan> 
             copy.id = control_copy_id(&a.id);
             copy.role = super::spec::Role::Candidate;
             copy.speculative = None;
+            // A Slurm copy's job is found by its name: never the original's (the incumbent's
+            // name is how its lane's stop finds the incumbent).
+            if let Some(s) = copy.slurm.as_mut() {
+                s.job_name = format!("{}-control-{lane}", s.job_name);
+            }
             copy
         });
     if let Some(copy) = &copy {

@@ -202,6 +202,10 @@ fn started(session: &runner::session::Session, resume: bool) {
             c.incumbent().id,
             l.pid
         ),
+        Some(PortState::IncumbentJob(j)) => say!(
+            "bakeoff run: incumbent `{}` serves the lane (Slurm {j})",
+            c.incumbent().id
+        ),
         None => {}
     }
     say!(

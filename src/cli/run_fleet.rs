@@ -33,6 +33,8 @@ pub fn run(args: Ask, c: Campaign, bundle: PathBuf) -> Result<()> {
             c.lanes().len()
         )));
     }
+    // Slurm lanes: each lane's address is its node's, asked of Slurm now.
+    let c = runner::slurm_lanes::resolve(c).map_err(refuse)?;
     let fleet = if args.resume {
         runner::fleet_resume::begin_again(&c, bundle, runner::session::Purpose::Resume)
     } else {
@@ -86,6 +88,9 @@ fn started(f: &runner::fleet::Fleet, resume: bool) {
         let what = match &s.port {
             Some(PortState::Incumbent(p)) => {
                 format!("incumbent `{}` serves it (pid {})", c.incumbent().id, p.pid)
+            }
+            Some(PortState::IncumbentJob(j)) => {
+                format!("incumbent `{}` serves it (Slurm {j})", c.incumbent().id)
             }
             _ if s.plan.restores() => "free (no incumbent serving)".to_string(),
             _ => "free (a qualification lane: nothing to stop or restore)".to_string(),

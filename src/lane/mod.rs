@@ -34,6 +34,7 @@ pub mod recipe;
 pub mod reference;
 pub mod resident;
 pub mod slurm;
+pub mod slurm_node;
 pub mod slurm_recipe;
 
 pub use container_recipe::{ContainerRecipe, Volume};

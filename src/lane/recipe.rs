@@ -240,6 +240,8 @@ pub struct At<'a> {
     /// The lane's GPUs (NVML UUIDs).
     pub gpus: &'a [String],
     pub stop_grace_s: u64,
+    /// A Slurm lane's node: a Slurm arm's job is pinned there (`--nodelist`).
+    pub slurm_node: Option<&'a str>,
 }
 
 /// The files a recipe names, for its fingerprint.
@@ -351,6 +353,12 @@ pub trait Recipe: fmt::Debug + Sync {
     /// The name its jobs are found by (then the incumbent is its jobs, not the process on the
     /// lane port).
     fn job_name(&self) -> Option<&str> {
+        None
+    }
+
+    /// The nodes it names itself (a Slurm job's `nodelist`): a Slurm lane refuses them, it
+    /// pins its arms' jobs to its own node.
+    fn own_nodes(&self) -> Option<&str> {
         None
     }
 

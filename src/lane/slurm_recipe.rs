@@ -78,8 +78,15 @@ impl Recipe for SlurmRecipe {
     }
 
     fn command(&self, at: &At) -> Option<LaunchCommand> {
+        let mut start = submit(self);
+        // A Slurm lane pins the job to its node (load refuses an arm's own `nodelist` there);
+        // before `--wrap`, the last argument.
+        if let Some(node) = at.slurm_node {
+            let at_wrap = start.argv.len().saturating_sub(1);
+            start.argv.insert(at_wrap, format!("--nodelist={node}"));
+        }
         Some(LaunchCommand {
-            start: submit(self),
+            start,
             stop: StopMethod::Slurm {
                 job_name: self.job_name.clone(),
                 grace_s: at.stop_grace_s,
@@ -130,6 +137,10 @@ impl Recipe for SlurmRecipe {
 
     fn job_name(&self) -> Option<&str> {
         Some(&self.job_name)
+    }
+
+    fn own_nodes(&self) -> Option<&str> {
+        self.nodelist.as_deref()
     }
 
     /// Does a job of its name run?

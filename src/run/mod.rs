@@ -29,6 +29,7 @@ mod recorder;
 pub mod recover;
 mod reserve;
 pub mod session;
+pub mod slurm_lanes;
 mod step;
 mod step_outcome;
 pub mod steps;

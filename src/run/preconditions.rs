@@ -13,6 +13,9 @@ use std::path::Path;
 pub enum PortState {
     Free,
     Incumbent(procnet::Listener),
+    /// A Slurm incumbent serving on another host (a Slurm lane's node): its running job,
+    /// `JOBID on NODE`.
+    IncumbentJob(String),
 }
 
 /// Checks that must pass before anything is launched. Each error is one line.
@@ -47,6 +50,15 @@ pub fn preconditions_beside(
     let inc = c.incumbent();
     let listeners = procnet::find_listeners(c.lane.port);
     let Some(l) = listeners.first() else {
+        // A Slurm incumbent serves on its node, not on this host: its running job is what
+        // serves the lane (the stop finds it by its name too).
+        let running = super::launch::slurm_jobs(c, inc)
+            .into_iter()
+            .find(|(_, state, _)| state == "RUNNING");
+        if let Some((id, _, node)) = running.filter(|_| inc.recipe().job_name().is_some()) {
+            output_ok(bundle, beside, resume)?;
+            return Ok(PortState::IncumbentJob(format!("job {id} on {node}")));
+        }
         return Err(format!(
             "port {}:{} is in use by something that is not the incumbent (a process bakeoff cannot identify); stop it or give the lane another port",
             c.lane.host, c.lane.port

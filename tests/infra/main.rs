@@ -11,4 +11,5 @@ mod history_pg;
 mod mixed;
 mod promote;
 mod slurm;
+mod slurm_fleet;
 mod slurm_recovery;

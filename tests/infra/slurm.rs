@@ -1,5 +1,6 @@
-//! The Slurm lane against a real one-node Slurm cluster (munge, slurmctld, slurmd from Debian's
-//! packages, in `target/infra/slurm`, started by `scripts/infra/slurm.sh up` when not up yet;
+//! The Slurm lane against a real Slurm cluster (munge, slurmctld, slurmd from Debian's packages,
+//! in `target/infra/slurm`, started by `scripts/infra/slurm.sh up --nodes 4` when not up yet: the
+//! host's node, where these tests' jobs run, and four namespaced nodes for slurm_fleet.rs;
 //! `scripts/test.sh` tears it down at exit). Every campaign here runs the reference engine
 //! (`bakeoff engine`) as the job's command.
 
@@ -29,9 +30,13 @@ pub(crate) fn cluster() -> MutexGuard<'static, ()> {
     UP.get_or_init(|| {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/infra/slurm.sh");
         let t = Instant::now();
+        // One cluster for every Slurm test: the host's node (partition `debug`, the default,
+        // where the one-node tests' jobs run) and four namespaced nodes (partition `fleet`,
+        // slurm_fleet.rs).
         let o = Command::new(&script)
             .arg("up")
             .arg(state_dir())
+            .args(["--nodes", "4"])
             .output()
             .unwrap();
         assert!(o.status.success(), "slurm.sh up failed: {}", text(&o));

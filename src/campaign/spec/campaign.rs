@@ -187,6 +187,7 @@ impl Campaign {
                     port: l.lane.port,
                     gpus: &l.lane.gpus,
                     stop_grace_s: l.lane.stop_grace_s,
+                    slurm_node: l.lane.slurm_node.as_deref(),
                 };
                 arm.recipe()
                     .command(&at)

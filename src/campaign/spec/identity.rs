@@ -71,6 +71,10 @@ pub struct Lane {
     /// reference-engine slowdown (docs/fleet.md).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub env: std::collections::BTreeMap<String, String>,
+    /// A Slurm lane's node (`[[lanes]] slurm_node`; never written in `[lane]`): every Slurm
+    /// arm's job on the lane is pinned there (`--nodelist`), the arm's own recipe unchanged.
+    #[serde(skip)]
+    pub slurm_node: Option<String>,
 }
 
 pub(super) fn default_host() -> String {
@@ -103,6 +107,7 @@ impl Lane {
             ready_timeout_s: default_ready_timeout(),
             stop_grace_s: default_stop_grace(),
             env: Default::default(),
+            slurm_node: None,
         }
     }
 

@@ -38,6 +38,10 @@ pub struct LaneEntry {
     pub stop_grace_s: u64,
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub env: std::collections::BTreeMap<String, String>,
+    /// A Slurm lane: the node (its Slurm `NodeName`) every arm's job on this lane is pinned to
+    /// (`sbatch --nodelist`). Its address is the node's `NodeAddr`, resolved when the run starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm_node: Option<String>,
 }
 
 impl LaneEntry {
@@ -53,6 +57,7 @@ impl LaneEntry {
             ready_timeout_s: self.ready_timeout_s,
             stop_grace_s: self.stop_grace_s,
             env: self.env.clone(),
+            slurm_node: self.slurm_node.clone(),
         }
     }
 }

@@ -170,6 +170,23 @@ fn across_lanes(c: &Campaign, r: &mut Reporter) {
                 "give every [[lanes]] table an id of its own",
             );
         }
+        // A Slurm lane is where its node is (its address is resolved when the run starts).
+        if let Some(node) = &e.slurm_node {
+            if let Some(first) = addresses.insert((format!("slurm node {node}"), e.port), i) {
+                r.error(
+                    &at.key("slurm_node"),
+                    format!(
+                        "lane `{}` is on Slurm node {node} port {}, which lane `{}` (line {}) already is: two lanes on one port would stop each other's arms",
+                        e.id,
+                        e.port,
+                        c.fleet[first].id,
+                        r.index.line(&p("lanes").index(first).key("slurm_node"))
+                    ),
+                    "give each Slurm lane its own node",
+                );
+            }
+            continue;
+        }
         let host = if loopback(&e.host) {
             "127.0.0.1"
         } else {

@@ -14,6 +14,7 @@ mod open_loop;
 mod policy;
 mod recipes;
 mod slurm;
+mod slurm_lanes;
 mod sources;
 mod trace;
 mod workload;
@@ -46,6 +47,7 @@ pub(super) fn resolve_and_validate(
     trace::trace(c, &dir, &mut r);
     lanes::bound_arms(c, &mut r);
     lanes::fleet(c, &mut r);
+    slurm_lanes::slurm_lanes(c, &mut r);
     workload::long_context(c, &mut r);
     policy::policy(c, &mut r);
     policy::promotion(c, &mut r);

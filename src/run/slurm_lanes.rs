@@ -1,0 +1,27 @@
+//! Slurm lanes at run start (docs/fleet.md): each lane's address becomes its node's `NodeAddr`,
+//! so the lane's checks (the port free before an arm, free again after its stop) look at the
+//! node, where its jobs serve. A node Slurm does not know, or calls down, refuses the run before
+//! anything starts.
+
+use crate::campaign::Campaign;
+
+/// `c` with every Slurm lane's `host` set to its node's address (the campaign's `[lane]`, the
+/// incumbent's lane, follows). Err: `lane <id>: slurm_node <node>: <why>; <fix>`.
+pub fn resolve(mut c: Campaign) -> Result<Campaign, String> {
+    if c.fleet.iter().all(|e| e.slurm_node.is_none()) {
+        return Ok(c);
+    }
+    for e in c.fleet.iter_mut() {
+        let Some(node) = &e.slurm_node else { continue };
+        e.host = crate::lane::slurm_node::node_addr("sbatch", node).map_err(|why| {
+            format!(
+                "lane {}: slurm_node {node}: {why}; name a node `sinfo -N` lists as usable, or bring it back (`scontrol update nodename={node} state=resume`)",
+                e.id
+            )
+        })?;
+    }
+    if let Some(inc) = c.fleet.iter().find(|e| e.incumbent.is_some()) {
+        c.lane = inc.lane();
+    }
+    Ok(c)
+}
