@@ -6,6 +6,7 @@ pub mod history;
 pub mod lane_spread;
 pub mod manifest;
 pub mod result;
+pub mod reuse;
 pub mod types;
 
 pub use types::{

@@ -182,6 +182,7 @@ pub fn load_checked(dir: &Path, force: bool) -> anyhow::Result<Bundle> {
     }
     for a in result.arms.iter_mut() {
         a.prompt_cache = crate::evidence::crosscheck::cache_use(dir, a);
+        a.reuse = crate::evidence::reuse::steps(dir, a);
     }
     let (policy, policy_notes) = read_policy(dir, &result);
     notes.extend(policy_notes);
