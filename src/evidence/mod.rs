@@ -8,6 +8,7 @@ pub mod manifest;
 pub mod result;
 pub mod reuse;
 pub mod types;
+pub mod validity;
 
 pub use types::{
     FailureClass, GateName, GateStatus, Policy, Promotion, QualityRisk, RankingMetric,

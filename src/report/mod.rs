@@ -198,6 +198,7 @@ pub fn load_checked(dir: &Path, force: bool) -> anyhow::Result<Bundle> {
             bakeoff_version: crate::VERSION.into(),
             files: Vec::new(),
             root_sha256: None,
+            validity: Default::default(),
         },
     };
     let series = series::read(dir, &result);

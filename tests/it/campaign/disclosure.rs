@@ -81,6 +81,44 @@ fn an_arm_whose_responses_stop_short_fails_compatibility_and_reasoning_is_stated
         }
     }
     verify(&b);
+    // The validity block: in the manifest, listed in the publication summary, checked by verify.
+    let validity: Vec<&str> = s["validity"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|x| x.as_str())
+        .collect();
+    let line = validity
+        .iter()
+        .find(|l| l.starts_with("short: "))
+        .unwrap_or_else(|| panic!("no validity line for short: {validity:?}"));
+    assert!(
+        line.contains(" requests stopped short of max_tokens"),
+        "{line}"
+    );
+    assert!(
+        !validity.iter().any(|l| l.starts_with("inc: ")),
+        "{validity:?}"
+    );
+    assert!(
+        md.contains("## Measurement validity") && md.contains(line),
+        "{md}"
+    );
+    // A manifest re-sealed with another block is caught against the step files.
+    use bakeoff::evidence::manifest;
+    let mut m = manifest::read(&b).unwrap();
+    m.validity.get_mut("short").unwrap().output_short = 0;
+    m.root_sha256 = Some(manifest::root_digest(&m));
+    std::fs::write(
+        b.join("artifact-manifest.json"),
+        serde_json::to_vec(&m).unwrap(),
+    )
+    .unwrap();
+    let (_, problems) = manifest::verify(&b, None).unwrap();
+    assert_eq!(
+        problems.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
+        ["edited: artifact-manifest.json: its validity block for arm short disagrees with the arm's step files (rewrite it with `bakeoff report`)"]
+    );
 }
 
 /// The ranking figures of a multi-turn workload on two engines that differ only in their prefix
@@ -154,6 +192,12 @@ fn a_win_that_rests_on_cached_history_is_stated_and_first_turns_can_decide() {
     for l in [shares, lead] {
         assert!(md.contains(l), "{l}\n{md}");
     }
+    let validity = s["validity"].to_string();
+    assert!(
+        validity.contains("reuse: ")
+            && validity.contains(" % of its timed prompt tokens came from its prefix cache"),
+        "{validity}"
+    );
     // The pooled median says which turns it covers.
     assert!(
         s["decision"]["reason"]
