@@ -151,7 +151,7 @@ impl Plan {
                 super::spec::ApiKind::Chat => "chat",
                 super::spec::ApiKind::Completions => "completions",
             },
-            if w.allow_prefix_cache { "allowed" } else { "defeated by a nonce" }
+            cache_words(w)
         );
         let _ = writeln!(
             o,
@@ -603,5 +603,16 @@ fn source_line(src: &crate::campaign::WorkSource) -> String {
             order,
             ..
         } => format!("shared prefix: {groups} group(s) of {tokens} tokens, {order:?} order, within each matched prompt"),
+    }
+}
+
+/// The prefix cache as the workload uses it: a nonce defeats it only where no reuse is meant
+/// (conversation turns resend their history, shared prefixes repeat, by design).
+fn cache_words(w: &super::spec::Workload) -> &'static str {
+    match (w.allow_prefix_cache, w.conversation.is_some(), w.shared_prefix.is_some()) {
+        (true, _, _) => "allowed",
+        (false, true, _) => "defeated by a nonce at each conversation's first turn only: later turns resend the history, which the cache is meant to serve (cached share reported per turn)",
+        (false, false, true) => "defeated by a nonce after each shared prefix only: the prefix is meant to be served from the cache (cached share reported per group)",
+        (false, false, false) => "defeated by a nonce",
     }
 }

@@ -3,8 +3,9 @@
 //! (`decide/`) and the documents' headline, labels and comparison (`report/`) all read these, so
 //! a metric's facts live in one place.
 
-use crate::evidence::result::{ArmResult, CiMethod, Stat, TimingRecord};
+use crate::evidence::result::{ArmResult, CiMethod, Stat, StepReuse, TimingRecord};
 use crate::evidence::RankingMetric;
+use crate::metrics::stats::Distribution;
 
 /// Which way a metric improves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,6 +111,17 @@ pub const CAPACITY: Descriptor = Descriptor {
     measured: "the highest open-loop request rate at which every capacity SLO held and failures stayed under the share (`[workload.capacity]`), bracketed by the lowest rate that broke; a rate at which the client was the limit is never the arm's",
 };
 
+pub const TTFT_FIRST_TURN: Descriptor = Descriptor {
+    metric: RankingMetric::TtftFirstTurn,
+    unit: "ms",
+    unit_key: "ms",
+    direction: Direction::LowerIsBetter,
+    words: "warm median first-turn TTFT",
+    short: "first-turn TTFT",
+    key: "ttft_first_turn",
+    measured: "median time to first token of the warm run's first conversation turns (each opens with a fresh nonce, so no earlier request's tokens could be cached), with the interval of the median its sample supports; later turns resend the history a prefix cache may serve",
+};
+
 /// The descriptor of `m`.
 pub fn descriptor(m: RankingMetric) -> &'static Descriptor {
     match m {
@@ -120,6 +132,7 @@ pub fn descriptor(m: RankingMetric) -> &'static Descriptor {
         RankingMetric::E2e => &E2E,
         RankingMetric::Goodput => &GOODPUT,
         RankingMetric::Capacity => &CAPACITY,
+        RankingMetric::TtftFirstTurn => &TTFT_FIRST_TURN,
     }
 }
 
@@ -176,7 +189,8 @@ impl Descriptor {
             RankingMetric::UsableContextAndKv
             | RankingMetric::Concurrency
             | RankingMetric::Goodput
-            | RankingMetric::Capacity => None,
+            | RankingMetric::Capacity
+            | RankingMetric::TtftFirstTurn => None,
         }
     }
 }
@@ -387,6 +401,7 @@ pub fn measure_at(arm: &ArmResult, m: RankingMetric, level: Option<u64>) -> Opti
             .goodput_req_s
             .map(Measure::plain),
         RankingMetric::Capacity => capacity_measure(arm),
+        RankingMetric::TtftFirstTurn => first_turn_ttft(arm).map(Measure::of),
     }
 }
 
@@ -410,6 +425,25 @@ pub fn capacity_measure(arm: &ArmResult) -> Option<Measure> {
         value: held,
         ci95: Some([held, upper]),
         stat: None,
+    })
+}
+
+/// The warm run's cache reuse and turns, when the bundle was read with them.
+pub fn warm_reuse(arm: &ArmResult) -> Option<&StepReuse> {
+    arm.reuse.iter().find(|s| s.step == "warm")
+}
+
+/// The median TTFT of the warm run's first conversation turns, with its interval; None without
+/// turns in the warm run.
+pub fn first_turn_ttft(arm: &ArmResult) -> Option<Stat> {
+    let d = Distribution::from_samples(&warm_reuse(arm)?.turn(1)?.ttft_ms, 0)?;
+    Some(Stat {
+        p50: d.p50,
+        ci95: d.median_ci,
+        p95: d.p95,
+        n: d.n as u64,
+        ci_method: CiMethod::parse(d.median_ci_method),
+        ci_coverage: Some(d.median_ci_coverage),
     })
 }
 

@@ -12,6 +12,7 @@ pub mod output_length;
 pub mod policy;
 pub mod rank;
 pub mod requests;
+pub mod reuse;
 pub mod slo;
 pub mod spread;
 pub mod text;
@@ -112,6 +113,18 @@ pub fn decide(result: &CampaignResult, policy: &Policy) -> Verdict {
     let pol = policy::apply(result, policy, winner.as_deref(), complete, &elig);
     let mut limitations = text::limitations(result, policy, &elig);
     limitations.extend(cache::limitations(result, winner.as_deref()));
+    // The arm the winner beat: its cached share against the winner's.
+    let beaten = ranking.get(1).map(String::as_str);
+    let decided = winner_pick
+        .as_ref()
+        .and_then(|p| p.decided_by)
+        .map(|i| prios[i]);
+    limitations.extend(reuse::limitations(
+        result,
+        winner.as_deref(),
+        beaten,
+        decided,
+    ));
     limitations.extend(output_length::limitations(&result.arms));
     let mut reason = text::reason(result, &prios, &tol, winner_pick.as_ref(), &elig);
     // Failed requests the allowance let through are said wherever the arm's figures are used.

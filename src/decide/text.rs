@@ -72,7 +72,7 @@ pub fn over_requests(arm: &ArmResult, m: RankingMetric, level: Option<u64>) -> S
                 return String::new();
             };
             let n = descriptor(m).stat(t).map(|s| s.n).unwrap_or(t.requests_ok);
-            (t, n, String::new())
+            (t, n, super::reuse::turns_covered(arm))
         }
         RankingMetric::Concurrency | RankingMetric::Goodput => {
             let Some((k, t)) = priority_record(arm, m, level) else {
@@ -86,7 +86,7 @@ pub fn over_requests(arm: &ArmResult, m: RankingMetric, level: Option<u64>) -> S
             }
             (t, t.requests_ok, format!(" at C{k}"))
         }
-        RankingMetric::UsableContextAndKv | RankingMetric::Capacity => return String::new(),
+        _ => return String::new(),
     };
     let sent = t.requests_ok + t.requests_failed;
     if t.requests_failed > 0 {

@@ -11,8 +11,10 @@
 //! - a file deleted together with its manifest entry: that file, when `checkpoint.json` or
 //!   `campaign-result.json` names it as a step's evidence.
 
+use super::validity::ArmValidity;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -36,6 +38,10 @@ pub struct Manifest {
     /// edit of the manifest. Absent in manifests written before bakeoff sealed them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub root_sha256: Option<String>,
+    /// Per arm, what could weaken its figures (`evidence::validity`), gathered from the step
+    /// files when the manifest is written; sealed by the root digest; absent in older manifests.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub validity: BTreeMap<String, ArmValidity>,
 }
 
 /// The root digest of a manifest: SHA-256 of `schema`, `bakeoff_version` and every entry's path,
@@ -45,6 +51,10 @@ pub fn root_digest(m: &Manifest) -> String {
     h.update(format!("{}\n{}\n", m.schema, m.bakeoff_version).as_bytes());
     for e in &m.files {
         h.update(format!("{}\t{}\t{}\n", e.path, e.bytes, e.sha256).as_bytes());
+    }
+    // Only when present, so manifests written before the block keep their digest.
+    if !m.validity.is_empty() {
+        h.update(serde_json::to_vec(&m.validity).unwrap_or_default());
     }
     hex(&h.finalize())
 }
@@ -146,6 +156,7 @@ pub fn write(dir: &Path) -> anyhow::Result<Manifest> {
         bakeoff_version: crate::VERSION.to_string(),
         files,
         root_sha256: None,
+        validity: super::validity::gather(dir),
     };
     m.root_sha256 = Some(root_digest(&m));
     super::write_atomic(&dir.join(MANIFEST), &serde_json::to_vec_pretty(&m)?)?;
@@ -189,6 +200,8 @@ pub enum Problem {
     DigestMismatch { expected: String, actual: String },
     /// A step's evidence file named by `by` that is in neither the bundle nor the manifest.
     Unaccounted { path: String, by: String },
+    /// The manifest's validity block for an arm disagrees with the arm's step files.
+    Validity { arm: String },
 }
 
 fn short(s: &str) -> &str {
@@ -206,7 +219,8 @@ impl Problem {
             | Problem::Unaccounted { path, .. } => path,
             Problem::ManifestEdited { .. }
             | Problem::ManifestEntry { .. }
-            | Problem::DigestMismatch { .. } => MANIFEST,
+            | Problem::DigestMismatch { .. }
+            | Problem::Validity { .. } => MANIFEST,
         }
     }
 }
@@ -241,6 +255,10 @@ impl std::fmt::Display for Problem {
             Problem::DigestMismatch { expected, actual } => write!(
                 f,
                 "replaced: {MANIFEST} has root digest {actual}, not the {expected} given with --digest"
+            ),
+            Problem::Validity { arm } => write!(
+                f,
+                "edited: {MANIFEST}: its validity block for arm {arm} disagrees with the arm's step files (rewrite it with `bakeoff report`)"
             ),
             Problem::Unaccounted { path, by } => write!(
                 f,
@@ -392,6 +410,16 @@ pub fn verify(dir: &Path, digest: Option<&str>) -> anyhow::Result<(Manifest, Vec
     for (path, by) in named_evidence(dir) {
         if !listed.contains(&path) && !present.contains(&path) && seen.insert(path.clone()) {
             problems.push(Problem::Unaccounted { path, by });
+        }
+    }
+    // The validity block against the step files it was gathered from (cheap: they are read
+    // once each), so a re-sealed manifest cannot carry another block.
+    if !m.validity.is_empty() {
+        let again = super::validity::gather(dir);
+        for (arm, v) in &m.validity {
+            if again.get(arm) != Some(v) {
+                problems.push(Problem::Validity { arm: arm.clone() });
+            }
         }
     }
     Ok((m, problems))

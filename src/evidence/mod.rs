@@ -6,7 +6,9 @@ pub mod history;
 pub mod lane_spread;
 pub mod manifest;
 pub mod result;
+pub mod reuse;
 pub mod types;
+pub mod validity;
 
 pub use types::{
     FailureClass, GateName, GateStatus, Policy, Promotion, QualityRisk, RankingMetric,

@@ -287,6 +287,39 @@ impl CacheUse {
     }
 }
 
+/// One timed step's cache use (`evidence::reuse`), and its per-turn rows when its requests were conversation turns.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StepReuse {
+    /// The step as the verdict names it: `cold`, `warm`, `C4`, `long-context timing`, or an
+    /// open-loop rate's key (`r4`).
+    pub step: String,
+    pub evidence: String,
+    pub cache: CacheUse,
+    /// Per conversation turn (1-based, ascending); empty for requests without a turn.
+    pub turns: Vec<TurnReuse>,
+}
+
+/// One conversation turn's successful requests in a step.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TurnReuse {
+    pub turn: u64,
+    pub cache: CacheUse,
+    /// TTFT of each successful request of this turn, ms, in request order.
+    pub ttft_ms: Vec<f64>,
+}
+
+impl StepReuse {
+    /// The turn's row, when the step had requests of that turn.
+    pub fn turn(&self, k: u64) -> Option<&TurnReuse> {
+        self.turns.iter().find(|t| t.turn == k)
+    }
+
+    /// The highest turn the step's requests reached (0 without turns).
+    pub fn last_turn(&self) -> u64 {
+        self.turns.last().map_or(0, |t| t.turn)
+    }
+}
+
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
 #[serde(rename_all = "kebab-case")]
 pub enum ArmStatus {
@@ -350,6 +383,10 @@ pub struct ArmResult {
     /// see [`CacheUse`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt_cache: Option<CacheUse>,
+    /// Cache use per timed step and conversation turn, with each turn's TTFTs (filled when a
+    /// bundle is read, `evidence::reuse`; never written).
+    #[serde(skip)]
+    pub reuse: Vec<StepReuse>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]

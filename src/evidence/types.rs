@@ -204,6 +204,9 @@ str_enum! {
         Goodput = "goodput",
         /// The highest request rate every capacity SLO held at (`[workload.capacity]`).
         Capacity = "capacity",
+        /// Warm median TTFT of the conversations' first turns, whose prompts no earlier request
+        /// shared (`[workload.conversation]`).
+        TtftFirstTurn = "ttft_first_turn",
     }
 }
 

@@ -228,6 +228,10 @@ pub fn render(v: &Verdict, r: &CampaignResult, summary: &DecisionSummary) -> Str
     for l in &v.limitations {
         let _ = writeln!(o, "- {l}");
     }
+    let _ = writeln!(o, "\n## Measurement validity\n");
+    for l in &summary.validity {
+        let _ = writeln!(o, "- {l}");
+    }
     let _ = writeln!(o, "\n## Decision\n");
     let _ = writeln!(o, "- evidence labels: {}", v.evidence_labels.join(", "));
     let _ = writeln!(o, "- decision labels: {}", v.decision_labels.join(", "));

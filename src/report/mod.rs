@@ -183,6 +183,7 @@ pub fn load_checked(dir: &Path, force: bool) -> anyhow::Result<Bundle> {
     }
     for a in result.arms.iter_mut() {
         a.prompt_cache = crate::evidence::crosscheck::cache_use(dir, a);
+        a.reuse = crate::evidence::reuse::steps(dir, a);
     }
     let (policy, policy_notes) = read_policy(dir, &result);
     notes.extend(policy_notes);
@@ -198,6 +199,7 @@ pub fn load_checked(dir: &Path, force: bool) -> anyhow::Result<Bundle> {
             bakeoff_version: crate::VERSION.into(),
             files: Vec::new(),
             root_sha256: None,
+            validity: Default::default(),
         },
     };
     let series = series::read(dir, &result);

@@ -34,6 +34,10 @@ pub struct DecisionSummary {
     pub headline_results: Vec<Headline>,
     pub failures: Vec<FailureRow>,
     pub limitations: Vec<String>,
+    /// What weakens each arm's figures, from the manifest's validity block: one line per arm
+    /// with something to say, or "Nothing weakens these figures."
+    #[serde(default)]
+    pub validity: Vec<String>,
     pub decision: SummaryDecision,
     #[serde(default)]
     pub arms: Vec<ArmVerdict>,
@@ -612,6 +616,7 @@ pub fn build(v: &Verdict, r: &CampaignResult, m: &Manifest) -> DecisionSummary {
         headline_results: headline(v, r),
         failures,
         limitations: v.limitations.clone(),
+        validity: validity_lines(m),
         decision: SummaryDecision {
             evidence_labels: v.evidence_labels.clone(),
             decision_labels: v.decision_labels.clone(),
@@ -625,6 +630,26 @@ pub fn build(v: &Verdict, r: &CampaignResult, m: &Manifest) -> DecisionSummary {
         arms: v.arms.clone(),
         evidence: evidence(v, r, m),
         bakeoff_version: crate::VERSION.into(),
+    }
+}
+
+/// The validity section's lines (`evidence::validity`): per arm what weakens its figures.
+fn validity_lines(m: &Manifest) -> Vec<String> {
+    if m.validity.is_empty() {
+        return vec!["Not recorded (the manifest has no validity block).".into()];
+    }
+    let lines: Vec<String> = m
+        .validity
+        .iter()
+        .filter_map(|(arm, v)| {
+            let w = v.weakens();
+            (!w.is_empty()).then(|| format!("{arm}: {}.", w.join("; ")))
+        })
+        .collect();
+    if lines.is_empty() {
+        vec!["Nothing weakens these figures.".into()]
+    } else {
+        lines
     }
 }
 

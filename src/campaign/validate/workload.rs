@@ -21,6 +21,16 @@ pub(super) fn workload(c: &mut Campaign, r: &mut Reporter) {
         |m| m.as_str(),
         "list each metric once",
     );
+    if w.conversation.is_none()
+        && w.ranking_priority
+            .contains(&crate::evidence::RankingMetric::TtftFirstTurn)
+    {
+        r.error(
+            &p("workload.ranking_priority"),
+            "`ttft_first_turn` ranks by the TTFT of conversations' first turns, but the workload has no conversations",
+            "add [workload.conversation] with turns = N, or rank by \"ttft\"",
+        );
+    }
     within(
         r,
         &p("workload.matched_prompt_tokens"),
@@ -324,7 +334,10 @@ pub(super) fn interval_support(c: &Campaign, r: &mut Reporter) {
         .filter(|m| {
             matches!(
                 m,
-                RankingMetric::Ttft | RankingMetric::DecodeTokensPerSecond | RankingMetric::E2e
+                RankingMetric::Ttft
+                    | RankingMetric::DecodeTokensPerSecond
+                    | RankingMetric::E2e
+                    | RankingMetric::TtftFirstTurn
             )
         })
         .map(|m| m.as_str())
