@@ -60,40 +60,59 @@ pub fn begin(c: &Campaign, bundle: PathBuf, accept_drift: bool) -> Result<Fleet,
             .into());
         }
     }
+    let (plan, lanes) = match begin_lanes(c, &bundle, session::Purpose::Run, accept_drift) {
+        Ok(x) => x,
+        Err((r, lanes, beside)) => {
+            // Nothing ran: the empty folders this made go again (locks drop with `lanes`).
+            let made: Vec<PathBuf> = lanes.iter().map(|f| f.beside.clone()).collect();
+            drop(lanes);
+            for b in made.iter().chain([&beside]) {
+                let _ = std::fs::remove_dir(bundle::logs_dir(b));
+            }
+            if !existed {
+                let _ = std::fs::remove_dir_all(&bundle);
+            } else {
+                let _ = std::fs::remove_dir_all(bundle.join(bundle::LANES_DIR));
+            }
+            return Err(r);
+        }
+    };
+    Ok(Fleet {
+        plan,
+        bundle,
+        lanes,
+    })
+}
+
+/// Begins every lane's session in file order for `purpose`. Refused: the reason tagged with its
+/// lane, with the lanes begun before it (their locks still held) and the refused lane's
+/// `beside`, so the caller can undo what it made.
+#[allow(clippy::type_complexity)]
+pub(super) fn begin_lanes(
+    c: &Campaign,
+    bundle: &Path,
+    purpose: session::Purpose,
+    accept_drift: bool,
+) -> Result<(Plan, Vec<FleetLane>), (Refused, Vec<FleetLane>, PathBuf)> {
     let plan = crate::campaign::plan(c);
     let mut lanes = Vec::new();
     for l in c.lanes() {
-        let beside = bundle::lane_beside(&bundle, &l.id);
+        let beside = bundle::lane_beside(bundle, &l.id);
         let dir = bundle.join(bundle::lane_dir(&l.id));
         let lp = lane_plan(c, &plan.schedule, &l.id).expect("every lane of the campaign");
-        match session::begin_lane(lp, dir, &beside, accept_drift) {
+        match session::begin_lane_for(lp, dir, &beside, purpose, accept_drift) {
             Ok(s) => lanes.push(FleetLane {
                 id: l.id.clone(),
                 session: s,
                 beside,
             }),
             Err(mut r) => {
-                // Nothing ran: the empty folders this made go again (locks drop with `lanes`).
-                let made: Vec<PathBuf> = lanes.iter().map(|f| f.beside.clone()).collect();
-                drop(lanes);
-                for b in made.iter().chain([&beside]) {
-                    let _ = std::fs::remove_dir(bundle::logs_dir(b));
-                }
-                if !existed {
-                    let _ = std::fs::remove_dir_all(&bundle);
-                } else {
-                    let _ = std::fs::remove_dir_all(bundle.join(bundle::LANES_DIR));
-                }
                 r.message = format!("lane {}: {}", l.id, r.message);
-                return Err(r);
+                return Err((r, lanes, beside));
             }
         }
     }
-    Ok(Fleet {
-        plan,
-        bundle,
-        lanes,
-    })
+    Ok((plan, lanes))
 }
 
 impl Fleet {

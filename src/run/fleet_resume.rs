@@ -12,12 +12,12 @@
 //! resume:      fleet::run(resume) (a complete lane is not run again)
 //! ```
 
-use super::fleet::{base, lane_run, read_result, write_sealed, Fleet, FleetLane};
+use super::fleet::{base, begin_lanes, lane_run, read_result, write_sealed, Fleet};
 use super::fleet_merge::{merge, LaneOutcome};
 use super::recover::Recovered;
-use super::session::{self, Purpose, Refused};
+use super::session::{Purpose, Refused};
 use super::Notify;
-use crate::campaign::{lane_plan, Campaign};
+use crate::campaign::Campaign;
 use crate::evidence::bundle;
 use anyhow::Result;
 use std::path::PathBuf;
@@ -35,24 +35,8 @@ pub fn begin_again(c: &Campaign, bundle: PathBuf, purpose: Purpose) -> Result<Fl
         )
         .into());
     }
-    let plan = crate::campaign::plan(c);
-    let mut lanes = Vec::new();
-    for l in c.lanes() {
-        let beside = bundle::lane_beside(&bundle, &l.id);
-        let dir = bundle.join(bundle::lane_dir(&l.id));
-        let lp = lane_plan(c, &plan.schedule, &l.id).expect("every lane of the campaign");
-        match session::begin_lane_for(lp, dir, &beside, purpose, false) {
-            Ok(s) => lanes.push(FleetLane {
-                id: l.id.clone(),
-                session: s,
-                beside,
-            }),
-            Err(mut r) => {
-                r.message = format!("lane {}: {}", l.id, r.message);
-                return Err(r);
-            }
-        }
-    }
+    // A refused lane lets go of those taken before it (their locks drop with them).
+    let (plan, lanes) = begin_lanes(c, &bundle, purpose, false).map_err(|(r, _, _)| r)?;
     Ok(Fleet {
         plan,
         bundle,

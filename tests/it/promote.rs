@@ -381,19 +381,10 @@ fn squat_until_rollback(l: &Lane, name: &str, kill: bool) -> PathBuf {
         l.folder(&format!("{name}.stopped")),
         l.folder(&format!("{name}.rollback")),
     );
-    let mut c = command(
-        &l.locks,
-        &[
-            "promote",
-            l.bundle.to_str().unwrap(),
-            "--confirm",
-            "--output",
-            dir.to_str().unwrap(),
-        ],
-    );
-    c.env(
-        "BAKEOFF_TEST_PAUSE_AT",
-        format!(
+    let mut c = paused_promote(
+        l,
+        &dir,
+        &format!(
             "promote-incumbent-stopped:{};promote-rollback:{}",
             stopped.display(),
             rollback.display()
@@ -427,10 +418,9 @@ fn squat_until_rollback(l: &Lane, name: &str, kill: bool) -> PathBuf {
     dir
 }
 
-/// `bakeoff promote` started with a pause at `point`, SIGKILLed there, then `bakeoff recover`.
-fn kill_at(l: &Lane, point: &str, name: &str) -> PathBuf {
-    let dir = l.folder(name);
-    let marker = l.folder(&format!("{name}.paused"));
+/// `bakeoff promote --confirm --output DIR` of the lane's bundle with `pauses`
+/// (`BAKEOFF_TEST_PAUSE_AT`: `POINT:FILE;...`).
+fn paused_promote(l: &Lane, dir: &Path, pauses: &str) -> Command {
     let mut c = command(
         &l.locks,
         &[
@@ -441,10 +431,15 @@ fn kill_at(l: &Lane, point: &str, name: &str) -> PathBuf {
             dir.to_str().unwrap(),
         ],
     );
-    c.env(
-        "BAKEOFF_TEST_PAUSE_AT",
-        format!("{point}:{}", marker.display()),
-    );
+    c.env("BAKEOFF_TEST_PAUSE_AT", pauses);
+    c
+}
+
+/// `bakeoff promote` started with a pause at `point`, SIGKILLed there, then `bakeoff recover`.
+fn kill_at(l: &Lane, point: &str, name: &str) -> PathBuf {
+    let dir = l.folder(name);
+    let marker = l.folder(&format!("{name}.paused"));
+    let mut c = paused_promote(l, &dir, &format!("{point}:{}", marker.display()));
     let mut child: Child = c.spawn().unwrap();
     wait_for_file(&marker, Duration::from_secs(30));
     child.kill().unwrap();
@@ -503,19 +498,10 @@ fn promotion_killed_at_each_point_is_recovered() {
     // A rollback that fails: something else takes the lane port while the incumbent is stopped.
     let dir = l.folder("rbfail");
     let marker = l.folder("rbfail.paused");
-    let mut c = command(
-        &l.locks,
-        &[
-            "promote",
-            l.bundle.to_str().unwrap(),
-            "--confirm",
-            "--output",
-            dir.to_str().unwrap(),
-        ],
-    );
-    c.env(
-        "BAKEOFF_TEST_PAUSE_AT",
-        format!("promote-incumbent-stopped:{}", marker.display()),
+    let mut c = paused_promote(
+        &l,
+        &dir,
+        &format!("promote-incumbent-stopped:{}", marker.display()),
     );
     let child = c.spawn().unwrap();
     wait_for_file(&marker, Duration::from_secs(30));

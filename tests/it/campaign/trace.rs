@@ -118,44 +118,35 @@ fn every_arm_replays_the_trace_at_its_arrival_times_and_the_arrival_error_is_rep
     verify(&b);
 }
 
+/// `bakeoff run --dry-run` of a campaign with `trace_table`: refused (exit 2); its words.
+fn refused(t: &Camp, trace_table: &str) -> String {
+    let file = write(t, &format!("{trace_table}block_tokens = {BLOCK}\n"));
+    let o = Command::new(BIN)
+        .args(["run", "--dry-run"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    text(&o)
+}
+
 #[test]
 fn a_bad_trace_line_and_a_warmup_that_leaves_nothing_are_refused_at_load() {
     let t = Camp::new();
-    let mut bad = trace();
-    bad = bad.replacen("\"input_length\":38", "\"input_len\":38", 1);
+    let bad = trace().replacen("\"input_length\":38", "\"input_len\":38", 1);
     std::fs::write(t.path("bad.jsonl"), &bad).unwrap();
-    let file = write(
-        &t,
-        &format!("path = \"bad.jsonl\"\nblock_tokens = {BLOCK}\n"),
-    );
-    let o = Command::new(BIN)
-        .args(["run", "--dry-run"])
-        .arg(&file)
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let e = refused(&t, "path = \"bad.jsonl\"\n");
     assert!(
-        text(&o).contains("workload.trace.path")
-            && text(&o).contains("bad.jsonl:2")
-            && text(&o).contains("input_length"),
-        "{}",
-        text(&o)
+        e.contains("workload.trace.path")
+            && e.contains("bad.jsonl:2")
+            && e.contains("input_length"),
+        "{e}"
     );
     std::fs::write(t.path("trace.jsonl"), trace()).unwrap();
-    let file = write(
-        &t,
-        &format!("path = \"trace.jsonl\"\nwarmup = 12\nblock_tokens = {BLOCK}\n"),
-    );
-    let o = Command::new(BIN)
-        .args(["run", "--dry-run"])
-        .arg(&file)
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let e = refused(&t, "path = \"trace.jsonl\"\nwarmup = 12\n");
     assert!(
-        text(&o).contains("workload.trace.warmup")
-            && text(&o).contains("leaves none of the 12 replayed requests"),
-        "{}",
-        text(&o)
+        e.contains("workload.trace.warmup")
+            && e.contains("leaves none of the 12 replayed requests"),
+        "{e}"
     );
 }
