@@ -49,23 +49,9 @@ pub fn steps(arm: &ArmResult) -> Vec<StepRequests<'_>> {
 }
 
 /// The arm's closed-loop timed steps, each with its name in the verdict: `cold`, `warm`, `C<k>`
-/// per concurrency level, `long-context timing`.
+/// per concurrency level, `long-context timing` (one walk: `ArmResult::closed_loop_steps`).
 pub fn timed(arm: &ArmResult) -> Vec<(String, &TimingRecord)> {
-    let mut v: Vec<(String, &TimingRecord)> = Vec::new();
-    v.extend(arm.cold.iter().map(|t| ("cold".to_string(), t)));
-    v.extend(arm.warm.iter().map(|t| ("warm".to_string(), t)));
-    v.extend(
-        arm.concurrency
-            .values()
-            .map(|t| (format!("C{}", t.concurrency), t)),
-    );
-    v.extend(
-        arm.long_context
-            .iter()
-            .filter_map(|l| l.timing.as_ref())
-            .map(|t| ("long-context timing".to_string(), t)),
-    );
-    v
+    arm.closed_loop_steps()
 }
 
 /// `0.04` → `4%`, `0.025` → `2.5%`.

@@ -389,6 +389,29 @@ pub struct ArmResult {
     pub reuse: Vec<StepReuse>,
 }
 
+impl ArmResult {
+    /// The arm's closed-loop timed steps, each with its name in the verdict: `cold`, `warm`,
+    /// `C<k>` per concurrency level, `long-context timing` (the availability count, the
+    /// output-length check and the cache-reuse reading walk these).
+    pub fn closed_loop_steps(&self) -> Vec<(String, &TimingRecord)> {
+        let mut v: Vec<(String, &TimingRecord)> = Vec::new();
+        v.extend(self.cold.iter().map(|t| ("cold".to_string(), t)));
+        v.extend(self.warm.iter().map(|t| ("warm".to_string(), t)));
+        v.extend(
+            self.concurrency
+                .values()
+                .map(|t| (format!("C{}", t.concurrency), t)),
+        );
+        v.extend(
+            self.long_context
+                .iter()
+                .filter_map(|l| l.timing.as_ref())
+                .map(|t| ("long-context timing".to_string(), t)),
+        );
+        v
+    }
+}
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct SpecRecord {
     pub method: String,

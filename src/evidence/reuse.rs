@@ -11,20 +11,7 @@ use std::path::Path;
 /// The arm's timed steps that read request lines, each with its name in the verdict: cold, warm,
 /// each concurrency level, the long-context timing, then the open-loop rates by key.
 pub fn timed_steps(a: &ArmResult) -> Vec<(String, &TimingRecord)> {
-    let mut v: Vec<(String, &TimingRecord)> = Vec::new();
-    v.extend(a.cold.iter().map(|t| ("cold".to_string(), t)));
-    v.extend(a.warm.iter().map(|t| ("warm".to_string(), t)));
-    v.extend(
-        a.concurrency
-            .values()
-            .map(|t| (format!("C{}", t.concurrency), t)),
-    );
-    v.extend(
-        a.long_context
-            .iter()
-            .filter_map(|l| l.timing.as_ref())
-            .map(|t| ("long-context timing".to_string(), t)),
-    );
+    let mut v = a.closed_loop_steps();
     v.extend(a.rates.iter().map(|(k, t)| (k.clone(), t)));
     v
 }
