@@ -169,6 +169,19 @@ impl SloLimit {
         })
     }
 
+    /// A limit as [`Display`](fmt::Display) writes it (`ttft p95 <= 500 ms`, the form the
+    /// evidence records); None for any other text.
+    pub fn from_words(words: &str) -> Option<SloLimit> {
+        match words.split_whitespace().collect::<Vec<_>>()[..] {
+            [metric, stat, "<=", limit, "ms"] => Some(SloLimit {
+                metric: SloMetric::parse(metric)?,
+                stat: SloStat::parse(stat)?,
+                limit_ms: limit.parse().ok().filter(|v: &f64| v.is_finite())?,
+            }),
+            _ => None,
+        }
+    }
+
     /// A comma list of entries; a metric and statistic given twice is an error.
     pub fn parse_list(list: &str) -> Result<Vec<SloLimit>, String> {
         let mut out: Vec<SloLimit> = Vec::new();
@@ -283,6 +296,16 @@ pub fn goodput<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_limit_reads_back_from_the_words_it_is_written_in() {
+        for entry in ["ttft_p95=500ms", "itl_p99.9=0.05s", "e2e_mean=2500"] {
+            let l = SloLimit::parse(entry).unwrap();
+            assert_eq!(SloLimit::from_words(&l.to_string()), Some(l), "{l}");
+        }
+        assert_eq!(SloLimit::from_words("ttft p95 < 500 ms"), None);
+        assert_eq!(SloLimit::from_words("failed share <= 5 %"), None);
+    }
 
     fn req(ttft: Option<f64>, itl: Option<f64>, e2e: Option<f64>) -> RequestMetrics {
         RequestMetrics {

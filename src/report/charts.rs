@@ -26,7 +26,7 @@ pub fn label(a: &ArmResult) -> String {
     }
 }
 
-fn color(r: &CampaignResult, arm: &str) -> &'static str {
+pub(super) fn color(r: &CampaignResult, arm: &str) -> &'static str {
     COLORS[r.arms.iter().position(|a| a.id == arm).unwrap_or(0) % COLORS.len()]
 }
 

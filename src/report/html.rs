@@ -1,7 +1,8 @@
 //! `report.html`: one self-contained file (inline CSS, the vendored Chart.js and the charts'
 //! data, no network access): the verdict, the headline table and the plots of `charts.rs` — TTFT
 //! against decode per arm, TTFT and ITL distributions, latency and throughput against
-//! concurrency, the throughput-latency frontier and the run's timeline.
+//! concurrency, the throughput-latency frontier, the capacity step's rate curves (`rates.rs`)
+//! and the run's timeline.
 //!
 //! The page's script (`charts.js`) writes each chart's render status into `#chart-status` and sets
 //! `document.title` to `ok` once every chart rendered with no script error, so a headless browser
@@ -10,6 +11,7 @@
 use super::chartkit::{self, esc};
 use super::charts;
 use super::markdown::{interval_cells, intervals_sentence, level_cell, num, or_dash};
+use super::rates;
 use super::series::Series;
 use super::summary::{headline_levels, ranked_level, DecisionSummary};
 use super::timeline;
@@ -83,6 +85,7 @@ pub fn render(v: &Verdict, r: &CampaignResult, s: &Series, summary: &DecisionSum
         );
     }
     let mut plots = charts::plots(r, s);
+    plots.extend(rates::plots(r, &s.probe_medians));
     plots.push(timeline::plot(r, s));
     o.push_str("</table>");
     o.push_str(&chartkit::plots_section("Plots", &plots));

@@ -18,6 +18,7 @@ pub mod csv;
 pub mod html;
 pub mod lanes;
 pub mod markdown;
+pub mod rates;
 pub mod series;
 pub mod summary;
 pub mod timeline;

@@ -99,6 +99,8 @@ pub struct Series {
     pub steps: Vec<StepSeries>,
     /// True when the timeline comes from the checkpoint's wall times (false: laid end to end).
     pub timeline_from_checkpoint: bool,
+    /// The medians of each arm's capacity probes (`rates.rs`).
+    pub probe_medians: super::rates::ProbeMedians,
 }
 
 impl Series {
@@ -275,7 +277,10 @@ fn step_ends(dir: &Path) -> Option<BTreeMap<String, f64>> {
 
 /// Reads the series of every arm's timing files.
 pub fn read(dir: &Path, r: &CampaignResult) -> Series {
-    let mut s = Series::default();
+    let mut s = Series {
+        probe_medians: super::rates::read(dir, r),
+        ..Series::default()
+    };
     for a in &r.arms {
         if let Some(t) = &a.cold {
             s.steps.push(step_of(dir, &a.id, "cold", t));

@@ -27,6 +27,23 @@ const ALL_CHARTS: [&str; 8] = [
     "timeline",
 ];
 
+/// The plots of a campaign with a capacity step (`[workload.capacity]` limiting TTFT): the
+/// rate curves come before the timeline.
+const CAPACITY_CHARTS: [&str; 10] = [
+    "ttft-vs-decode",
+    "ttft-cdf",
+    "itl-cdf",
+    "ttft-vs-concurrency",
+    "itl-vs-concurrency",
+    "throughput-vs-concurrency",
+    "frontier",
+    "rate-ttft",
+    "rate-goodput",
+    "timeline",
+];
+/// The timeline's index in [`CAPACITY_CHARTS`].
+const TIMELINE: usize = 9;
+
 pub(super) fn chromium(profile: &Path, args: &[&str], url: &str) -> std::process::Output {
     assert!(
         Path::new(CHROMIUM).exists(),
@@ -353,8 +370,9 @@ fn the_vendored_chart_library_is_the_pinned_one() {
     assert!(root.join("vendor/chart.js/LICENSE.md").exists());
 }
 
-/// A campaign run against reference engines with three levels: every chart renders from the
-/// bundle a real run wrote, with each arm's label (one of them long) in every legend.
+/// A campaign run against reference engines with three levels and a two-rate capacity step:
+/// every chart renders from the bundle a real run wrote, with each arm's label (one of them
+/// long) in every legend, the rate curves included.
 #[test]
 fn a_real_sweep_renders_every_chart() {
     // Chromium takes both cores for a moment: never beside a timing test.
@@ -378,6 +396,8 @@ fn a_real_sweep_renders_every_chart() {
             "id = \"fast\"\n",
             &format!("id = \"fast\"\nlabel = \"{long}\"\n"),
         );
+    // A table after the arms is still `[workload]`'s: two short probes per arm.
+    let toml = toml + "\n[workload.capacity]\nslo = [\"ttft_p95=200ms\"]\nrates = [20.0, 40.0]\nrequests = 4\narrival = \"constant\"\n";
     std::fs::write(&file, toml).unwrap();
     let o = run(&[file.to_str().unwrap()]);
     let b = t.bundle();
@@ -387,7 +407,7 @@ fn a_real_sweep_renders_every_chart() {
     let html = std::fs::read_to_string(&page).unwrap();
     check_self_contained(&html);
     let s = load(&page, &t.path("chromium"));
-    check_rendered(&s, &ALL_CHARTS, &["inc".to_string(), long.to_string()]);
+    check_rendered(&s, &CAPACITY_CHARTS, &["inc".to_string(), long.to_string()]);
     let charts = s.status["charts"].as_array().unwrap();
     assert_eq!(
         charts[3]["axes"]["x"]["ticks"],
@@ -398,12 +418,32 @@ fn a_real_sweep_renders_every_chart() {
     // The timeline covers the whole run: every timed request of both arms (cold 1 + warm 6 +
     // 2 × 6 + 4 × 6 each), no GPU line on a lane without one.
     assert_eq!(
-        charts[7]["points"],
+        charts[TIMELINE]["points"],
         2 * (1 + 6 + 12 + 24),
         "{:#}",
-        charts[7]
+        charts[TIMELINE]
     );
-    assert!(charts[7]["axes"].get("y2").is_none());
+    assert!(charts[TIMELINE]["axes"].get("y2").is_none());
+    // The rate curves: per arm each probe's judged TTFT p95 and its median, and the SLO line;
+    // goodput per probe and the offered-rate line.
+    let result: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(b.join("campaign-result.json")).unwrap()).unwrap();
+    let probes: u64 = result["arms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            a["capacity"]["probes"]
+                .as_array()
+                .map_or(0, |p| p.len() as u64)
+        })
+        .sum();
+    assert_eq!(probes, 4, "two rates per arm");
+    assert_eq!(charts[7]["points"], 2 * probes + 2, "{:#}", charts[7]);
+    assert_eq!(charts[8]["points"], probes + 2, "{:#}", charts[8]);
+    assert!(
+        html.contains("SLO ttft p95 \\u003c= 200 ms") || html.contains("SLO ttft p95 <= 200 ms")
+    );
 
     // GPU readings on the timeline. No GPU here, so the bundle the run wrote gets them added
     // (a fixture): every timed step's evidence gains the `gpu` record `load::session` writes on
@@ -420,8 +460,8 @@ fn a_real_sweep_renders_every_chart() {
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(html.contains("every reading the sampler took during each timed step"));
     let s = load(&page, &t.path("chromium-gpu"));
-    check_rendered(&s, &ALL_CHARTS, &["inc".to_string(), long.to_string()]);
-    let tl = &s.status["charts"][7];
+    check_rendered(&s, &CAPACITY_CHARTS, &["inc".to_string(), long.to_string()]);
+    let tl = &s.status["charts"][TIMELINE];
     for (axis, title, key) in [
         ("y2", "GPU memory used, MiB", "GPU memory used, MiB (right)"),
         ("y3", "GPU utilization, %", "GPU utilization, % (right)"),
