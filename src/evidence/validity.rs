@@ -1,7 +1,9 @@
 //! The validity block: per arm, what could weaken its figures, gathered from its timed step files
 //! (never recomputed from a summary): the client's overload signals, open-loop schedule lag, the
 //! cached share of prompt tokens, output-length shortfall, failed requests, and the clock checks
-//! (reads the kernel did not stamp). Recorded in the manifest and cross-checked by `verify`; the
+//! (reads the kernel did not stamp), and the trace replay's arrival error and failures apart (its
+//! figures are not ranked, and its shared prefixes hit the cache by design, so its cached share
+//! is not counted). Recorded in the manifest and cross-checked by `verify`; the
 //! publication summary lists its lines ([`ArmValidity::weakens`]).
 
 use super::result::{CacheUse, CampaignResult};
@@ -35,6 +37,19 @@ pub struct ArmValidity {
     /// Clock checks: reads stamped by the kernel, and reads timed by the read itself.
     pub kernel_stamped_reads: u64,
     pub read_time_reads: u64,
+    /// The trace replay step (`[workload.trace]`), when the arm ran one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TraceValidity>,
+}
+
+/// The trace replay's own signals, from its step file.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
+pub struct TraceValidity {
+    /// Actual send minus the trace's schedule, p99, ms (`stats.metrics.schedule_lag_ms`).
+    pub arrival_error_p99_ms: Option<f64>,
+    /// Measured requests sent and failed.
+    pub requests_sent: u64,
+    pub requests_failed: u64,
 }
 
 impl ArmValidity {
@@ -76,6 +91,19 @@ impl ArmValidity {
                 self.read_time_reads, reads
             ));
         }
+        if let Some(t) = &self.trace {
+            if let Some(e) = t.arrival_error_p99_ms.filter(|e| *e >= LAG_SIGNAL_MS) {
+                w.push(format!(
+                    "trace replay arrival error p99 {e:.1} ms behind the trace's schedule"
+                ));
+            }
+            if t.requests_failed > 0 {
+                w.push(format!(
+                    "{} of {} trace replay requests failed",
+                    t.requests_failed, t.requests_sent
+                ));
+            }
+        }
         w
     }
 }
@@ -97,6 +125,28 @@ fn add_step(v: &mut ArmValidity, step: &str, ev: &Value) {
     let clock = &ev["arrival_clock"];
     v.kernel_stamped_reads += clock["kernel_stamped_reads"].as_u64().unwrap_or(0);
     v.read_time_reads += clock["read_time_reads"].as_u64().unwrap_or(0);
+}
+
+/// The trace step's signals from its file (a client-limit warning goes with the other steps').
+fn trace_of(v: &mut ArmValidity, ev: &Value) -> TraceValidity {
+    if ev["client_limit_warning"].is_string() {
+        v.client_limited.push("trace replay".into());
+    }
+    let measured = ev["requests"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| r["warmup"] != Value::Bool(true));
+    let (mut sent, mut failed) = (0, 0);
+    for r in measured {
+        sent += 1;
+        failed += u64::from(r["ok"] != Value::Bool(true));
+    }
+    TraceValidity {
+        arrival_error_p99_ms: ev["stats"]["metrics"]["schedule_lag_ms"]["p99"].as_f64(),
+        requests_sent: sent,
+        requests_failed: failed,
+    }
 }
 
 /// Every arm's validity block from the bundle's `campaign-result.json` and its timed step
@@ -125,7 +175,13 @@ pub fn gather(dir: &Path) -> BTreeMap<String, ArmValidity> {
                 add_step(&mut v, &step, &ev);
             }
         }
-        if v.steps > 0 || v.requests_sent > 0 {
+        if let Some(t) = &a.trace {
+            let ev = std::fs::read(dir.join(&t.timing.evidence))
+                .ok()
+                .and_then(|b| serde_json::from_slice::<Value>(&b).ok());
+            v.trace = Some(trace_of(&mut v, ev.as_ref().unwrap_or(&Value::Null)));
+        }
+        if v.steps > 0 || v.requests_sent > 0 || v.trace.is_some() {
             out.insert(a.id.clone(), v);
         }
     }
@@ -170,5 +226,45 @@ mod tests {
                 "requests": [{"ok": true, "usage": {"prompt_tokens": 100, "cached_tokens": 0}}]}),
         );
         assert!(clean.weakens().is_empty(), "{:?}", clean.weakens());
+    }
+
+    #[test]
+    fn the_trace_replay_is_judged_apart_and_its_cache_hits_are_not_counted() {
+        let mut v = ArmValidity::default();
+        let t = trace_of(
+            &mut v,
+            &json!({"client_limit_warning": "the client, not the server, was the limit",
+                "stats": {"metrics": {"schedule_lag_ms": {"p99": 4.25}}},
+                "requests": [
+                    {"ok": true, "warmup": true, "usage": {"prompt_tokens": 100, "cached_tokens": 90}},
+                    {"ok": true, "usage": {"prompt_tokens": 100, "cached_tokens": 90}},
+                    {"ok": false},
+                    {"ok": true}]}),
+        );
+        assert_eq!(
+            t,
+            TraceValidity {
+                arrival_error_p99_ms: Some(4.25),
+                requests_sent: 3,
+                requests_failed: 1
+            }
+        );
+        v.trace = Some(t);
+        assert_eq!(
+            v.weakens(),
+            [
+                "the client was the limit at trace replay (its overload signals fired)",
+                "trace replay arrival error p99 4.2 ms behind the trace's schedule",
+                "1 of 3 trace replay requests failed",
+            ]
+        );
+        assert_eq!(v.cache, CacheUse::default());
+        // On schedule, nothing failed: nothing said.
+        let mut quiet = ArmValidity::default();
+        quiet.trace = Some(trace_of(
+            &mut quiet,
+            &json!({"stats": {"metrics": {"schedule_lag_ms": {"p99": 0.4}}}, "requests": [{"ok": true}]}),
+        ));
+        assert!(quiet.weakens().is_empty(), "{:?}", quiet.weakens());
     }
 }

@@ -109,6 +109,19 @@ fn every_arm_replays_the_trace_at_its_arrival_times_and_the_arrival_error_is_rep
             cached >= (N as u64 - 2) * BLOCK,
             "cached {cached}: {lines:#?}"
         );
+        // The validity block judges the replay apart: its requests and arrival error from the
+        // step file, its (intended) prefix-cache hits not in the arm's cached share.
+        let v = &json(&b.join("artifact-manifest.json"))["validity"][id];
+        assert_eq!(v["trace"]["requests_sent"], N - 2, "{v:#}");
+        assert_eq!(v["trace"]["requests_failed"], 0, "{v:#}");
+        assert_eq!(
+            v["trace"]["arrival_error_p99_ms"], tr["arrival_error_ms"]["p99"],
+            "{v:#}"
+        );
+        assert!(
+            v["cache"]["cached_tokens"].as_u64().unwrap() < cached,
+            "{v:#}"
+        );
     }
     let md = std::fs::read_to_string(b.join("publication-summary.md")).unwrap();
     assert!(
