@@ -436,15 +436,7 @@ pub fn warm_reuse(arm: &ArmResult) -> Option<&StepReuse> {
 /// The median TTFT of the warm run's first conversation turns, with its interval; None without
 /// turns in the warm run.
 pub fn first_turn_ttft(arm: &ArmResult) -> Option<Stat> {
-    let d = Distribution::from_samples(&warm_reuse(arm)?.turn(1)?.ttft_ms, 0)?;
-    Some(Stat {
-        p50: d.p50,
-        ci95: d.median_ci,
-        p95: d.p95,
-        n: d.n as u64,
-        ci_method: CiMethod::parse(d.median_ci_method),
-        ci_coverage: Some(d.median_ci_coverage),
-    })
+    Some(Distribution::from_samples(&warm_reuse(arm)?.turn(1)?.ttft_ms, 0)?.median_stat())
 }
 
 /// A number the way the reports print it: one decimal below 10,000, none above.

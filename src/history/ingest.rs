@@ -11,6 +11,7 @@ use super::store::Store;
 use crate::evidence::bundle;
 use crate::evidence::manifest;
 use crate::evidence::result::{ArmResult, CampaignResult, Stat, TimingRecord};
+use crate::metrics::stats::Distribution;
 use anyhow::{bail, Context, Result};
 use serde_json::Value as J;
 use sha2::{Digest, Sha256};
@@ -227,7 +228,24 @@ fn arm(dir: &Path, a: &ArmResult, env: &J, ck: &J) -> ArmSummary {
             .map(|g| format!("{}={}", g.name, g.status))
             .collect::<Vec<_>>()
             .join(","),
-        figures: figures(a),
+        figures: {
+            let mut f = figures(a);
+            first_turn(&mut f, dir, a);
+            f
+        },
+    }
+}
+
+/// The warm run's first conversation turns' median TTFT (`ttft_first_turn_p50@c1`), from its
+/// step file's requests: the like-for-like figure when later turns hit a prefix cache.
+fn first_turn(out: &mut Vec<Figure>, dir: &Path, a: &ArmResult) {
+    let steps = crate::evidence::reuse::steps(dir, a);
+    let turn = steps
+        .iter()
+        .find(|s| s.step == "warm")
+        .and_then(|s| s.turn(1));
+    if let Some(d) = turn.and_then(|t| Distribution::from_samples(&t.ttft_ms, 0)) {
+        stat(out, "ttft_first_turn_p50@c1".into(), &Some(d.median_stat()));
     }
 }
 
@@ -461,5 +479,52 @@ pub fn synthetic(i: usize) -> Summary {
             arm("inc", "incumbent", 50.0),
             arm("cand", "candidate", 45.0),
         ],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_turns_become_their_own_figure_and_plain_runs_get_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut a = ArmResult {
+            id: "conv".into(),
+            warm: Some(TimingRecord {
+                evidence: "conv-warm.json".into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        // Turns 1 and 2 of three conversations; the warm-up and a failed request do not count.
+        let req = |turn: u64, ttft: f64| serde_json::json!({"ok": true, "turn": turn, "metrics": {"ttft_ms": ttft}});
+        let file = serde_json::json!({"requests": [
+            {"ok": true, "warmup": true, "turn": 1, "metrics": {"ttft_ms": 99.0}},
+            {"ok": false, "turn": 1},
+            req(1, 30.0), req(2, 10.0), req(1, 32.0), req(2, 11.0), req(1, 31.0), req(2, 12.0),
+        ]});
+        std::fs::write(
+            dir.path().join("conv-warm.json"),
+            serde_json::to_vec(&file).unwrap(),
+        )
+        .unwrap();
+        let mut out = Vec::new();
+        first_turn(&mut out, dir.path(), &a);
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert_eq!(out[0].name, "ttft_first_turn_p50@c1");
+        assert_eq!((out[0].value, out[0].n), (31.0, 3));
+        // Requests without turns (no conversation workload): no figure.
+        std::fs::write(
+            dir.path().join("conv-warm.json"),
+            br#"{"requests": [{"ok": true, "metrics": {"ttft_ms": 5.0}}]}"#,
+        )
+        .unwrap();
+        let mut none = Vec::new();
+        first_turn(&mut none, dir.path(), &a);
+        assert!(none.is_empty(), "{none:?}");
+        a.warm = None;
+        first_turn(&mut none, dir.path(), &a);
+        assert!(none.is_empty());
     }
 }

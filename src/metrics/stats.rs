@@ -122,6 +122,18 @@ pub struct Distribution {
 }
 
 impl Distribution {
+    /// The median with its interval, as the result records it (`evidence::result::Stat`).
+    pub fn median_stat(&self) -> crate::evidence::result::Stat {
+        crate::evidence::result::Stat {
+            p50: self.p50,
+            ci95: self.median_ci,
+            p95: self.p95,
+            n: self.n as u64,
+            ci_method: crate::evidence::result::CiMethod::parse(self.median_ci_method),
+            ci_coverage: Some(self.median_ci_coverage),
+        }
+    }
+
     /// None when there are no samples. NaN values are dropped. The seed is not used (the
     /// interval of the median is exact, nothing is resampled); callers keep passing it.
     pub fn from_samples(samples: &[f64], _seed: u64) -> Option<Distribution> {

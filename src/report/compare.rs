@@ -5,7 +5,9 @@
 //! comparison renders as a table or JSON, and [`regressions`] lists every metric of B worse than
 //! A's beyond a threshold (`--fail-on-regression PCT`).
 
-use crate::decide::metric::{descriptor, interval_kind, IntervalKind, WARM_STATS};
+use crate::decide::metric::{
+    descriptor, first_turn_ttft, interval_kind, IntervalKind, TTFT_FIRST_TURN, WARM_STATS,
+};
 use crate::decide::rank::{ties, Measure};
 use crate::evidence::result::{ArmResult, CampaignResult, Stat};
 use crate::evidence::RankingMetric;
@@ -144,11 +146,14 @@ pub struct Comparison {
     pub only_b: Vec<String>,
 }
 
+/// The warm medians, then the first conversation turns' TTFT (uncached by design: a comparison
+/// of two runs whose later turns a prefix cache served differently still has a like figure).
 fn stats(arm: &ArmResult) -> Vec<(RankingMetric, Option<Stat>)> {
     let w = arm.warm.as_ref();
     WARM_STATS
         .iter()
         .map(|d| (d.metric, w.and_then(|w| d.stat(w))))
+        .chain([(TTFT_FIRST_TURN.metric, first_turn_ttft(arm))])
         .collect()
 }
 
@@ -169,6 +174,8 @@ pub fn compare(a: &CampaignResult, b: &CampaignResult, force: bool) -> anyhow::R
                 .into_iter()
                 .zip(stats(y))
                 .map(|((n, s1), (_, s2))| (n, s1, s2))
+                // First-turn TTFT only where a side had conversation turns.
+                .filter(|(n, s1, s2)| *n != TTFT_FIRST_TURN.metric || s1.is_some() || s2.is_some())
                 .collect();
             rows.push(Row {
                 arm: x.id.clone(),
@@ -421,4 +428,54 @@ fn interval_tag(s: &Stat) -> String {
 /// below 6 requests.
 fn cis_overlap(x: &Stat, y: &Stat) -> bool {
     ties(Measure::of(*x), Measure::of(*y), 0.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::evidence::result::{StepReuse, TurnReuse};
+
+    fn result(first_turns: Option<&[f64]>) -> CampaignResult {
+        let mut a = ArmResult {
+            id: "inc".into(),
+            ..Default::default()
+        };
+        if let Some(t) = first_turns {
+            a.reuse = vec![StepReuse {
+                step: "warm".into(),
+                turns: vec![TurnReuse {
+                    turn: 1,
+                    ttft_ms: t.to_vec(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }];
+        }
+        CampaignResult {
+            campaign_id: "c".into(),
+            arms: vec![a],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn first_turn_ttft_is_compared_and_regresses_only_where_conversations_ran() {
+        let a = result(Some(&[20.0, 21.0, 22.0, 20.5, 21.5, 20.0, 22.0, 21.0]));
+        let b = result(Some(&[30.0, 31.0, 32.0, 30.5, 31.5, 30.0, 32.0, 31.0]));
+        let c = compare(&a, &b, false).unwrap();
+        let row = &c.rows[0].metrics;
+        let (m, x, y) = row.last().unwrap();
+        assert_eq!(*m, RankingMetric::TtftFirstTurn);
+        assert_eq!((x.unwrap().p50, y.unwrap().p50), (21.0, 31.0));
+        let r = regressions(&c, 10.0);
+        assert_eq!(r.len(), 1, "{r:?}");
+        assert_eq!(r[0].metric, RankingMetric::TtftFirstTurn);
+        assert!(!r[0].inside_cis);
+        // Without conversations on either side the row is not there at all.
+        let plain = compare(&result(None), &result(None), false).unwrap();
+        assert!(plain.rows[0]
+            .metrics
+            .iter()
+            .all(|(m, _, _)| *m != RankingMetric::TtftFirstTurn));
+    }
 }

@@ -11,7 +11,7 @@ use crate::bench::{ArrivalKind, LoadMode, LoadRecord, LoadShape};
 use crate::campaign::plan::OpenLoopStep;
 use crate::campaign::ArrivalProcess;
 use crate::client::{StreamOpts, Target, Trace};
-use crate::evidence::result::{CiMethod, Stat, TimingRecord};
+use crate::evidence::result::{Stat, TimingRecord};
 use crate::load::places::{PlaceSummary, Shape};
 use crate::load::session::{self, Session, Telemetry};
 use crate::load::source::PromptText;
@@ -430,14 +430,7 @@ fn prefix_record(m: &MatchedPrompt, p: &PrefixWork) -> Value {
 }
 
 fn stat(s: &RunStats, name: &str) -> Option<Stat> {
-    s.metrics.get(name).map(|d| Stat {
-        p50: d.p50,
-        ci95: d.median_ci,
-        p95: d.p95,
-        n: d.n as u64,
-        ci_method: CiMethod::parse(d.median_ci_method),
-        ci_coverage: Some(d.median_ci_coverage),
-    })
+    s.metrics.get(name).map(|d| d.median_stat())
 }
 
 /// The result record of a timed step.
