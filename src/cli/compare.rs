@@ -39,15 +39,6 @@ pub fn run(a: CompareArgs) -> anyhow::Result<()> {
     // Each bundle is verified and its summary cross-checked against its step files first.
     let x = crate::report::load_checked(&a.a, a.force)?;
     let y = crate::report::load_checked(&a.b, a.force)?;
-    for (dir, b) in [(&a.a, &x), (&a.b, &y)] {
-        if !b.result.lanes.is_empty() {
-            anyhow::bail!(
-                "{} is a multi-lane bundle ({} lanes): `bakeoff compare` of multi-lane bundles is not built yet (docs/fleet.md)",
-                dir.display(),
-                b.result.lanes.len()
-            );
-        }
-    }
     let mut c = crate::report::compare::compare(&x.result, &y.result, a.force)?;
     if let Some(l) = &a.label_a {
         c.a = l.clone();
@@ -66,6 +57,7 @@ pub fn run(a: CompareArgs) -> anyhow::Result<()> {
             .iter()
             .map(|n| format!("A: {n}"))
             .chain(y.notes.iter().map(|n| format!("B: {n}")))
+            .chain(crate::report::compare::card_warnings(&c))
             .collect();
         if a.fail_on_regression.is_some() {
             doc.fail_on_regression_pct = a.fail_on_regression;
@@ -79,15 +71,18 @@ pub fn run(a: CompareArgs) -> anyhow::Result<()> {
         for n in &y.notes {
             println!("warning (B): {n}");
         }
+        for w in crate::report::compare::card_warnings(&c) {
+            println!("warning: {w}");
+        }
         print!("{}", crate::report::compare::render(&c));
         if let Some(p) = a.fail_on_regression {
             for r in &regs {
                 println!(
                     "{}: {} {}: {:.1} → {:.1} ({:.1} % worse, limit {p} %){}",
-                    if r.inside_cis {
-                        "not counted"
-                    } else {
+                    if r.counts() {
                         "regression"
+                    } else {
+                        "not counted"
                     },
                     r.arm,
                     crate::decide::metric::descriptor(r.metric).field(),
@@ -95,15 +90,17 @@ pub fn run(a: CompareArgs) -> anyhow::Result<()> {
                     r.b_p50,
                     r.worse_pct,
                     if r.inside_cis {
-                        " but inside the medians' intervals"
+                        " but inside the medians' intervals".to_string()
+                    } else if let Some(w) = &r.within_card_spread {
+                        format!(" but {w}: the arm ran on different cards")
                     } else {
-                        ""
+                        String::new()
                     }
                 );
             }
         }
     }
-    let regs: Vec<_> = regs.into_iter().filter(|r| !r.inside_cis).collect();
+    let regs: Vec<_> = regs.into_iter().filter(|r| r.counts()).collect();
     if let Some(p) = a.fail_on_regression {
         if !regs.is_empty() {
             return Err(super::Exit::with(

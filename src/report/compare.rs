@@ -133,6 +133,63 @@ pub struct Row {
     pub arm: String,
     /// Per warm metric (TTFT, decode, E2E): its statistic in A and in B.
     pub metrics: Vec<(RankingMetric, Option<Stat>, Option<Stat>)>,
+    /// Where it ran in each, when either campaign had several lanes (docs/fleet.md).
+    pub lanes: Option<ArmLanes>,
+}
+
+/// The lanes an arm ran on in A and in B (`id (host:port)`; None: the campaign's one lane).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ArmLanes {
+    pub a: Option<String>,
+    pub b: Option<String>,
+    /// Its figures came from different cards in A and B: a different lane address, or one
+    /// side's only lane against a lane of the other's several.
+    pub other_card: bool,
+}
+
+/// The lane an arm ran on in a multi-lane campaign: its id and address.
+fn lane_of(r: &CampaignResult, arm: &str) -> Option<(String, String)> {
+    r.lanes
+        .iter()
+        .find(|l| l.arms.iter().any(|a| a == arm))
+        .map(|l| (l.id.clone(), l.address.clone()))
+}
+
+fn arm_lanes(a: &CampaignResult, b: &CampaignResult, arm: &str) -> Option<ArmLanes> {
+    if a.lanes.is_empty() && b.lanes.is_empty() {
+        return None;
+    }
+    let (x, y) = (lane_of(a, arm), lane_of(b, arm));
+    let other_card = match (&x, &y) {
+        (Some((_, p)), Some((_, q))) => p != q,
+        _ => true,
+    };
+    let name = |l: Option<(String, String)>| l.map(|(id, addr)| format!("{id} ({addr})"));
+    Some(ArmLanes {
+        a: name(x),
+        b: name(y),
+        other_card,
+    })
+}
+
+/// The card-to-card spread that bounds a change of `m` between two cards: the larger of the
+/// two campaigns' measured spreads, with its words; None when neither measured one on `m`.
+pub fn card_spread(c: &Comparison, m: RankingMetric) -> Option<(f64, String)> {
+    c.spreads
+        .iter()
+        .filter_map(|s| Some((s.spread.get(&m)?.spread, s.words(m)?)))
+        .max_by(|x, y| x.0.total_cmp(&y.0))
+}
+
+/// Whether B's change against A on `m` is within the card-to-card spread, for an arm whose
+/// figures came from different cards: `|a − b| / min(a, b) ≤ spread`, the ranking's measure.
+fn within_spread(c: &Comparison, r: &Row, m: RankingMetric, x: &Stat, y: &Stat) -> Option<String> {
+    if !r.lanes.as_ref().is_some_and(|l| l.other_card) {
+        return None;
+    }
+    let (s, words) = card_spread(c, m)?;
+    let lo = x.p50.abs().min(y.p50.abs());
+    (lo > 0.0 && (x.p50 - y.p50).abs() / lo <= s).then_some(words)
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -144,6 +201,9 @@ pub struct Comparison {
     pub rows: Vec<Row>,
     pub only_a: Vec<String>,
     pub only_b: Vec<String>,
+    /// The card-to-card spreads the two campaigns measured (multi-lane ones only).
+    #[serde(skip)]
+    pub spreads: Vec<crate::evidence::result::LaneSpread>,
 }
 
 /// The warm medians, then the first conversation turns' TTFT (uncached by design: a comparison
@@ -180,6 +240,7 @@ pub fn compare(a: &CampaignResult, b: &CampaignResult, force: bool) -> anyhow::R
             rows.push(Row {
                 arm: x.id.clone(),
                 metrics,
+                lanes: arm_lanes(a, b, &x.id),
             });
         }
     }
@@ -200,7 +261,43 @@ pub fn compare(a: &CampaignResult, b: &CampaignResult, force: bool) -> anyhow::R
             .filter(|x| a.arm(&x.id).is_none())
             .map(|x| x.id.clone())
             .collect(),
+        spreads: [a, b]
+            .iter()
+            .filter_map(|r| r.lane_spread.clone())
+            .collect(),
     })
+}
+
+/// Shared arms whose figures came from different cards, on a metric with no card-to-card
+/// spread to judge the change by: one warning each.
+pub fn card_warnings(c: &Comparison) -> Vec<String> {
+    let mut out = Vec::new();
+    for r in &c.rows {
+        let Some(l) = r.lanes.as_ref().filter(|l| l.other_card) else {
+            continue;
+        };
+        let unbounded: Vec<String> = r
+            .metrics
+            .iter()
+            .filter(|(m, x, y)| x.is_some() && y.is_some() && card_spread(c, *m).is_none())
+            .map(|(m, _, _)| descriptor(*m).field())
+            .collect();
+        if !unbounded.is_empty() {
+            out.push(format!(
+                "`{}` ran on {} in A and {} in B, and no card-to-card spread was measured for {}: a change there may be the card's, not the arm's",
+                r.arm,
+                on(&l.a),
+                on(&l.b),
+                unbounded.join(", ")
+            ));
+        }
+    }
+    out
+}
+
+/// A side's lane in words.
+fn on(s: &Option<String>) -> String {
+    s.clone().unwrap_or_else(|| "its one lane".into())
 }
 
 /// A side's default label: campaign id and when it ran, so two runs of one campaign differ.
@@ -231,6 +328,17 @@ pub struct Regression {
     /// requests): beyond the threshold, but not shown to be a real difference
     /// (not counted by `--fail-on-regression`).
     pub inside_cis: bool,
+    /// The arm ran on different cards in A and B and the change is within the card-to-card
+    /// spread (its words); not counted by `--fail-on-regression` either.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub within_card_spread: Option<String>,
+}
+
+impl Regression {
+    /// Whether `--fail-on-regression` counts it: beyond the intervals and the card spread.
+    pub fn counts(&self) -> bool {
+        !self.inside_cis && self.within_card_spread.is_none()
+    }
 }
 
 /// Every shared metric whose median is worse in B than in A by more than `pct` percent of A's,
@@ -258,6 +366,7 @@ pub fn regressions(c: &Comparison, pct: f64) -> Vec<Regression> {
                     b_p50: y.p50,
                     worse_pct: worse,
                     inside_cis: cis_overlap(x, y),
+                    within_card_spread: within_spread(c, r, *m, x, y),
                 });
             }
         }
@@ -275,6 +384,12 @@ pub struct MetricRow {
     pub a: Option<Stat>,
     pub b: Option<Stat>,
     pub change_pct: Option<f64>,
+    /// Where the arm ran in A and B, when either campaign had several lanes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lanes: Option<ArmLanes>,
+    /// The change is within the card-to-card spread (its words): the arm ran on different cards.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub within_card_spread: Option<String>,
 }
 
 /// What `compare --json` prints: labels, forced differences, a row per shared arm and metric,
@@ -310,6 +425,11 @@ impl ComparisonDoc {
                     b: *y,
                     change_pct: match (x, y) {
                         (Some(x), Some(y)) => change_pct(x, y),
+                        _ => None,
+                    },
+                    lanes: r.lanes.clone(),
+                    within_card_spread: match (x, y) {
+                        (Some(x), Some(y)) => within_spread(c, r, *m, x, y),
                         _ => None,
                     },
                 })
@@ -375,15 +495,17 @@ pub fn render(c: &Comparison) -> String {
                     (
                         format!("{pct:+.1}%"),
                         if tie {
-                            "tie (intervals overlap)"
+                            "tie (intervals overlap)".to_string()
+                        } else if let Some(w) = within_spread(c, r, *m, x, y) {
+                            format!("tie ({w})")
                         } else if better {
-                            "B better"
+                            "B better".into()
                         } else {
-                            "A better"
+                            "A better".into()
                         },
                     )
                 }
-                _ => ("—".into(), "not measured in both"),
+                _ => ("—".into(), "not measured in both".into()),
             };
             let _ = writeln!(
                 o,
@@ -393,6 +515,17 @@ pub fn render(c: &Comparison) -> String {
                 f(x),
                 f(y),
                 change
+            );
+        }
+    }
+    for r in &c.rows {
+        if let Some(l) = r.lanes.as_ref().filter(|l| l.other_card) {
+            let _ = writeln!(
+                o,
+                "lanes: `{}` ran on {} in A and {} in B (different cards)",
+                r.arm,
+                on(&l.a),
+                on(&l.b)
             );
         }
     }
@@ -477,5 +610,121 @@ mod tests {
             .metrics
             .iter()
             .all(|(m, _, _)| *m != RankingMetric::TtftFirstTurn));
+    }
+}
+
+#[cfg(test)]
+mod lane_tests {
+    use super::*;
+    use crate::evidence::result::{LaneRun, LaneSpread, MetricSpread, TimingRecord};
+
+    fn stat(p50: f64) -> Stat {
+        // A tight interval: the intervals alone never tie these.
+        Stat {
+            p50,
+            ci95: [p50 * 0.995, p50 * 1.005],
+            p95: p50,
+            n: 20,
+            ci_method: None,
+            ci_coverage: Some(0.95),
+        }
+    }
+
+    /// One arm `cand` with warm TTFT `ttft` on lane `lane` of two, the spread 8 % on TTFT.
+    fn multi(lane: &str, ttft: f64) -> CampaignResult {
+        let arm = ArmResult {
+            id: "cand".into(),
+            warm: Some(TimingRecord {
+                ttft_ms: Some(stat(ttft)),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let run = |id: &str, port: u16, arms: Vec<String>| LaneRun {
+            id: id.into(),
+            address: format!("127.0.0.1:{port}"),
+            arms,
+            ..Default::default()
+        };
+        let mut spread = LaneSpread::default();
+        spread.spread.insert(
+            RankingMetric::Ttft,
+            MetricSpread {
+                spread: 0.08,
+                lanes: 2,
+                lowest: "g0".into(),
+                highest: "g1".into(),
+            },
+        );
+        let on = |l: &str| {
+            if l == lane {
+                vec!["cand".into()]
+            } else {
+                vec![]
+            }
+        };
+        CampaignResult {
+            campaign_id: "c".into(),
+            arms: vec![arm],
+            lanes: vec![run("g0", 18200, on("g0")), run("g1", 18201, on("g1"))],
+            lane_spread: Some(spread),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_change_within_the_card_spread_on_another_card_is_a_tie_not_a_regression() {
+        // 5 % slower on the other card: within the 8 % spread, not counted.
+        let c = compare(&multi("g0", 40.0), &multi("g1", 42.0), false).unwrap();
+        let l = c.rows[0].lanes.as_ref().unwrap();
+        assert_eq!(
+            (l.a.as_deref(), l.b.as_deref(), l.other_card),
+            (
+                Some("g0 (127.0.0.1:18200)"),
+                Some("g1 (127.0.0.1:18201)"),
+                true
+            )
+        );
+        let r = regressions(&c, 2.0);
+        assert_eq!(r.len(), 1, "{r:?}");
+        assert_eq!(
+            r[0].within_card_spread.as_deref(),
+            Some("within card-to-card spread (8.0 % across 2 lanes)")
+        );
+        assert!(!r[0].counts());
+        assert!(render(&c).contains("tie (within card-to-card spread (8.0 % across 2 lanes))"));
+        assert!(render(&c).contains("lanes: `cand` ran on g0 (127.0.0.1:18200) in A and g1 (127.0.0.1:18201) in B (different cards)"));
+        // Decode and E2E were not measured; TTFT has a spread: no warning.
+        assert!(card_warnings(&c).is_empty(), "{:?}", card_warnings(&c));
+        // 15 % slower: beyond the spread, counted.
+        let c = compare(&multi("g0", 40.0), &multi("g1", 46.0), false).unwrap();
+        assert!(regressions(&c, 2.0)[0].counts());
+        // The same 5 % on the same card is a real regression: the spread is between cards.
+        let c = compare(&multi("g1", 40.0), &multi("g1", 42.0), false).unwrap();
+        assert!(!c.rows[0].lanes.as_ref().unwrap().other_card);
+        assert!(regressions(&c, 2.0)[0].counts());
+    }
+
+    #[test]
+    fn another_card_without_a_measured_spread_is_warned_about() {
+        let mut b = multi("g1", 42.0);
+        b.lane_spread = None;
+        let mut a = multi("g0", 40.0);
+        a.lane_spread = None;
+        let c = compare(&a, &b, false).unwrap();
+        assert!(regressions(&c, 2.0)[0].counts());
+        let w = card_warnings(&c);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].contains("no card-to-card spread was measured for ttft_ms"),
+            "{w:?}"
+        );
+        // A one-lane campaign against a multi-lane one: its one lane is another card.
+        let mut one = multi("g0", 40.0);
+        one.lanes.clear();
+        let c = compare(&one, &multi("g1", 42.0), false).unwrap();
+        let l = c.rows[0].lanes.as_ref().unwrap();
+        assert!(l.a.is_none() && l.other_card, "{l:?}");
+        assert!(regressions(&c, 2.0)[0].within_card_spread.is_some());
     }
 }

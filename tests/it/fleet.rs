@@ -285,11 +285,21 @@ fn two_lanes_run_side_by_side_into_one_bundle() {
         2,
         "is one lane's folder of a multi-lane bundle: `bakeoff recover` takes the whole bundle",
     );
-    refused(
-        &["compare", bs, bs],
-        1,
-        "`bakeoff compare` of multi-lane bundles is not built yet",
-    );
+    // `compare` reads a multi-lane bundle: each shared arm's lanes beside its figures (the same
+    // lane on both sides here, so no card-to-card caveat).
+    let o = bakeoff_command(&locks, &["compare", bs, bs, "--json"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text_of(&o));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let rows = doc["rows"].as_array().unwrap();
+    assert!(!rows.is_empty(), "{doc:#}");
+    for r in rows {
+        let l = &r["lanes"];
+        assert!(l["a"].as_str().is_some_and(|s| s.starts_with("g")), "{r:#}");
+        assert_eq!(l["a"], l["b"], "{r:#}");
+        assert_eq!(l["other_card"], false, "{r:#}");
+    }
     let db = t.path("history.sqlite");
     refused(
         &["history", "--db", db.to_str().unwrap(), "add", bs],
