@@ -135,6 +135,32 @@ pub struct DatasetDigest {
     pub sha256: String,
 }
 
+impl NamedFile {
+    /// Why this file is not what the run started with (gone, unreadable or changed), with the
+    /// fix; None: unchanged.
+    pub fn changed(&self) -> Option<String> {
+        let short = |s: &str| s.chars().take(12).collect::<String>();
+        let p = &self.digest.path;
+        match super::fingerprint::file_digest(p) {
+            Err(e) => Some(format!(
+                "{} ({}) cannot be read now ({e}); the run started with it there: put it back at that path",
+                p.display(),
+                self.named_by
+            )),
+            Ok(now) if !super::fingerprint::same_content(&self.digest, &now) => Some(format!(
+                "{} ({}) changed since the run started (sha256 {}… size {} then, {}… size {} now): put the original back, or start a new campaign",
+                p.display(),
+                self.named_by,
+                short(&self.digest.sha256),
+                self.digest.size,
+                short(&now.sha256),
+                now.size
+            )),
+            Ok(_) => None,
+        }
+    }
+}
+
 impl Checkpoint {
     pub fn new(plan: &super::Plan) -> Checkpoint {
         let c = &plan.campaign;
@@ -180,30 +206,13 @@ impl Checkpoint {
     /// The files the campaign named when the run started that are gone or changed now, one line
     /// each with the fix (empty: none, or a bundle written before files were recorded).
     pub fn files_changed(&self) -> Vec<String> {
-        let short = |s: &str| s.chars().take(12).collect::<String>();
-        self.files
-            .iter()
-            .filter_map(|f| {
-                let p = &f.digest.path;
-                match super::fingerprint::file_digest(p) {
-                    Err(e) => Some(format!(
-                        "{} ({}) cannot be read now ({e}); the run started with it there: put it back at that path",
-                        p.display(),
-                        f.named_by
-                    )),
-                    Ok(now) if !super::fingerprint::same_content(&f.digest, &now) => Some(format!(
-                        "{} ({}) changed since the run started (sha256 {}… size {} then, {}… size {} now): put the original back, or start a new campaign",
-                        p.display(),
-                        f.named_by,
-                        short(&f.digest.sha256),
-                        f.digest.size,
-                        short(&now.sha256),
-                        now.size
-                    )),
-                    Ok(_) => None,
-                }
-            })
-            .collect()
+        self.files.iter().filter_map(NamedFile::changed).collect()
+    }
+
+    /// The file the campaign's field `named_by` named when the run started (None: it named none,
+    /// or the bundle was written before files were recorded).
+    pub fn file_named_by(&self, named_by: &str) -> Option<&NamedFile> {
+        self.files.iter().find(|f| f.named_by == named_by)
     }
 
     /// Why the campaign `c` (the bundle's copy, loaded again for a resume) may not resume this

@@ -537,7 +537,7 @@ fn replayed(c: &Campaign) -> bool {
 }
 
 /// The dry-run line of a workload source.
-fn source_line(src: &crate::campaign::WorkSource) -> String {
+pub fn source_line(src: &crate::campaign::WorkSource) -> String {
     use crate::campaign::WorkSource;
     let opt = |v: Option<u64>| v.map_or("-".to_string(), |x| x.to_string());
     match src {

@@ -29,6 +29,7 @@ mod validate;
 
 pub use command::{shell_quote, CommandLine, LaunchCommand, Mask, StopMethod, SELF_PROGRAM};
 pub use diag::{CampaignError, Diagnostic};
+pub use dry_run::source_line;
 pub use lane_plan::{lane_campaign, lane_plan};
 pub use loader::{load, parse};
 pub use plan::{plan, Phase, Plan, PlanStep, RequestContract, RunState, StepKind, WorkSource};

@@ -183,6 +183,9 @@ fn load(dir: &Path, a: &PromoteArgs) -> Result<(Source, bool)> {
     let chosen =
         check::choose(&c, &v, &b.result, a.arm.as_deref(), authorized_if_auto).map_err(refuse)?;
     let measured = check::winner(&c, dir, &chosen.arm).map_err(refuse)?;
+    let table = promote::table(&c).map_err(refuse)?;
+    let (canary, bake_checked) =
+        check::bake_inputs(&c, &bc.checkpoint, table.canary_every).map_err(refuse)?;
     Ok((
         Source {
             dir: dir.to_path_buf(),
@@ -192,6 +195,8 @@ fn load(dir: &Path, a: &PromoteArgs) -> Result<(Source, bool)> {
             authorization: chosen.authorization,
             baseline: chosen.baseline,
             measured,
+            canary,
+            bake_checked,
         },
         chosen.needs_confirm,
     ))

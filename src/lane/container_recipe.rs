@@ -173,6 +173,21 @@ impl Recipe for ContainerRecipe {
         Proof::Process { planned_hash: true }
     }
 
+    /// The listener on the lane port is docker's proxy (or, with host networking, the engine
+    /// inside): the container itself is read back (`docker inspect`): its name, image digest
+    /// and labels against the recipe's.
+    fn running_identity(&self, at: &At) -> Option<Result<serde_json::Value, String>> {
+        let labels = labels(self, at);
+        Some(super::container_identity::prove(
+            Path::new(&self.docker),
+            &super::container_identity::Expected {
+                name: &self.name,
+                image: &self.image,
+                labels: &labels,
+            },
+        ))
+    }
+
     /// The image is present on the daemon (`docker image inspect`), else its registry lists it
     /// (`docker manifest inspect`: a digest-pinned image can be pulled again).
     fn restart_check(&self, _lc: Option<&LaunchCommand>) -> Result<String, String> {

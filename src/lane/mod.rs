@@ -19,6 +19,7 @@
 pub mod adopt;
 pub mod adopt_slurm;
 pub mod container;
+pub mod container_identity;
 pub mod container_recipe;
 pub mod endpoint;
 mod facts;

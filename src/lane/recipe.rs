@@ -389,6 +389,13 @@ pub trait Recipe: fmt::Debug + Sync {
         }
     }
 
+    /// The kind's own proof that what runs is this recipe on `at`, beyond the process on the
+    /// lane port (a container: the container of its name runs its image digest with its
+    /// labels). None: the kind has none (the process proof is all); Some(Err): why it is not.
+    fn running_identity(&self, _at: &At) -> Option<Result<serde_json::Value, String>> {
+        None
+    }
+
     /// Where requests go when it is not the lane's own address (an endpoint's URL).
     fn serving_target(&self) -> Option<Target> {
         None

@@ -46,18 +46,27 @@ async fn cancelled(mut rx: super::Cancel) {
 pub async fn run(s: &Source, o: &Options, f: &mut Folder, running: &mut Running) -> BakeEnd {
     let t = &o.table;
     let target = running.target.clone();
-    let src = traffic::source(&s.campaign, &s.arm, &target, 1_000_000);
+    // Sized on the winner before the window opens, as the bake-off's timing steps were.
+    let work = match traffic::prepare(&s.campaign, &s.arm, &target).await {
+        Ok(w) => w,
+        Err(e) => {
+            return BakeEnd::Failed(format!(
+                "the bake cannot send the campaign's workload to `{}`: {e}",
+                s.arm.id
+            ))
+        }
+    };
+    f.rec.bake["workload"] = work.record.clone();
+    let _ = f.save();
     let started = Instant::now();
     let length = Duration::from_secs_f64(t.interval_s);
     let slo = s.campaign.workload.slo_at(1);
-    let canary_checks = match super::canary::checks(&s.campaign) {
-        Ok(c) if t.canary_every > 0 => c,
-        Ok(_) => Vec::new(),
-        Err(e) => return BakeEnd::Failed(format!("the bake canary cannot run: {e}")),
-    };
+    // Loaded and checked before the switch (`check::bake_inputs`).
+    let canary_checks = &s.canary;
     let gate_ctx = super::canary::context(&s.campaign, &s.arm, &target);
     let (mut failed, mut passed, mut inconclusive) = (0u32, 0u32, 0u32);
     let mut index = 0;
+    let mut sent = 0u64;
     (o.say)(&format!(
         "baking `{}` for {:.0} s",
         s.arm.id,
@@ -69,9 +78,10 @@ pub async fn run(s: &Source, o: &Options, f: &mut Folder, running: &mut Running)
         // The canary runs beside the interval's traffic, every `canary_every`-th interval.
         let canary_now = !canary_checks.is_empty() && index % t.canary_every == 0;
         let measure = async {
-            let traffic = traffic::interval(&target, src.clone(), t.rate, length);
+            let src = work.source(u64::from(index), sent);
+            let traffic = traffic::interval(&target, src, t.rate, length);
             if canary_now {
-                let (m, c) = tokio::join!(traffic, super::canary::run(&gate_ctx, &canary_checks));
+                let (m, c) = tokio::join!(traffic, super::canary::run(&gate_ctx, canary_checks));
                 (m, Some(c))
             } else {
                 (traffic.await, None)
@@ -84,6 +94,7 @@ pub async fn run(s: &Source, o: &Options, f: &mut Folder, running: &mut Running)
                 return BakeEnd::Failed(format!("{sig} arrived during the bake (interval {index})"));
             }
         };
+        sent += m.ok + m.failed;
         let mut iv = judge(index, at, length, &m, &s.baseline, t, &slo);
         if let Some(c) = canary {
             with_canary(&mut iv, c);

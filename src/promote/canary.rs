@@ -23,17 +23,23 @@ pub fn context(c: &Campaign, arm: &Arm, target: &Target) -> GateContext {
 }
 
 /// The canary's checks: the campaign's tools and quality gates, each made small. Empty when the
-/// campaign declares neither; Err when a suite no longer loads (said before the switch).
+/// campaign declares neither; Err when a suite no longer loads, naming the field and the file
+/// (the promotion's checks refuse it before the switch: `check::bake_inputs`).
 pub fn checks(c: &Campaign) -> Result<Vec<Check>, String> {
     let mut out = Vec::new();
+    let file = |s: Option<&std::path::Path>| {
+        s.map(|p| p.display().to_string())
+            .unwrap_or_else(|| "the built-in suite".into())
+    };
     if let Some(t) = &c.gates.tools {
         let suite = gates::builtin::load_tools(t.suite.as_deref())
-            .map_err(|e| format!("the bake canary's tools suite: {e}"))?;
+            .map_err(|e| format!("gates.tools.suite ({}): {e}", file(t.suite.as_deref())))?;
         let variants = t
             .variants
             .iter()
             .map(|v| gates::ToolVariant::parse(v.as_str()))
-            .collect::<Result<Vec<_>, _>>()?;
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("gates.tools.variants: {e}"))?;
         // One request per case, all in flight at once: the canary fits beside an interval.
         let batch = suite.cases.len().max(1);
         out.push(Check::Tools(gates::ToolsCheck::new(
@@ -42,7 +48,7 @@ pub fn checks(c: &Campaign) -> Result<Vec<Check>, String> {
     }
     if let Some(q) = &c.gates.quality {
         let suite = gates::builtin::load_quality(q.suite.as_deref())
-            .map_err(|e| format!("the bake canary's quality suite: {e}"))?;
+            .map_err(|e| format!("gates.quality.suite ({}): {e}", file(q.suite.as_deref())))?;
         let mut qc = gates::QualityCheck::new(suite, 1);
         qc.reasoning_headroom = q.reasoning_headroom;
         out.push(Check::Quality(qc));

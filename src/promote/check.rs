@@ -3,11 +3,13 @@
 //! rollback check). Each refusal is one line that says what was found and what to do.
 
 use super::Baseline;
+use crate::campaign::checkpoint::Checkpoint;
 use crate::campaign::fingerprint::{changes, changes_since, fingerprint, Fingerprint};
 use crate::campaign::{Arm, Campaign, Mask};
 use crate::decide::Verdict;
 use crate::evidence::bundle;
 use crate::evidence::result::CampaignResult;
+use crate::gates::Check;
 use crate::lane::procnet;
 use crate::lane::resident::{self, LaneState};
 use crate::run::launch::{launch_spec, runs_recipe, slurm_jobs};
@@ -252,4 +254,179 @@ pub fn winner(c: &Campaign, dir: &Path, arm: &Arm) -> Result<Fingerprint, String
         ));
     }
     Ok(measured)
+}
+
+/// The bake check: what the bake will send and run is what the bake-off measured with, proven
+/// before anything stops. The dataset its traffic replays is the file the bake-off sent (the
+/// bundle's checkpoint digests it); the gate suites its canary runs are the files the bake-off's
+/// gates ran, and they load. Ok: the canary's checks (empty: no canary) and what was proven, in
+/// words; Err: the field and the file, and what to do.
+pub fn bake_inputs(
+    c: &Campaign,
+    ck: &Checkpoint,
+    canary_every: u32,
+) -> Result<(Vec<Check>, Vec<String>), String> {
+    let refuse = |why: String| {
+        format!("bake check: {why}; nothing was touched: put the file back, or run a new bake-off")
+    };
+    let mut lines = Vec::new();
+    if let Some(why) = ck.workload_changed(c) {
+        return Err(refuse(format!(
+            "the bake replays the campaign's workload, but {why}"
+        )));
+    }
+    if let Some(d) = &c.workload.dataset {
+        lines.push(format!(
+            "the dataset {} is the file the bake-off sent (sha256 {}…)",
+            d.path.display(),
+            d.sha256.chars().take(12).collect::<String>()
+        ));
+    }
+    if canary_every == 0 {
+        return Ok((Vec::new(), lines));
+    }
+    let suites = [
+        (
+            "gates.tools.suite",
+            c.gates.tools.as_ref().and_then(|t| t.suite.as_deref()),
+        ),
+        (
+            "gates.quality.suite",
+            c.gates.quality.as_ref().and_then(|q| q.suite.as_deref()),
+        ),
+    ];
+    for (field, path) in suites {
+        let Some(path) = path else { continue };
+        match ck.file_named_by(field) {
+            Some(f) => {
+                if let Some(why) = f.changed() {
+                    return Err(refuse(format!(
+                        "{field}: the bake's gate canary would not run the suite the bake-off's gate passed: {why}"
+                    )));
+                }
+                lines.push(format!(
+                    "{field} {} is the file the bake-off's gate ran",
+                    path.display()
+                ));
+            }
+            // Not a file when the bake-off began (a built-in suite named by its repository path).
+            None if path.is_file() => {
+                return Err(refuse(format!(
+                    "{field}: {} was not a file when the bake-off began, so the bake's gate canary would not run the suite its gate ran",
+                    path.display()
+                )))
+            }
+            None => {}
+        }
+    }
+    let checks = super::canary::checks(c)
+        .map_err(|e| refuse(format!("the bake's gate canary cannot run: {e}")))?;
+    if !checks.is_empty() {
+        let names: Vec<&str> = checks.iter().map(|k| k.name()).collect();
+        lines.push(format!(
+            "the gate canary's suites load ({})",
+            names.join(" and ")
+        ));
+    }
+    Ok((checks, lines))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::campaign::checkpoint::Checkpoint;
+
+    const ARMS: &str = "[[arms]]\nid = \"inc\"\nrole = \"incumbent\"\nengine = \"e\"\nmodel = \"m\"\nserved_model = \"m\"\nserved_context = 4096\n[arms.process]\nargv = [\"/bin/sleep\", \"1000\"]\n";
+
+    /// A campaign in `dir` with `workload` lines, `tables` and `arms` after the incumbent.
+    fn campaign(dir: &Path, workload: &str, tables: &str, arms: &str) -> Campaign {
+        let text = format!(
+            "[campaign]\nid = \"promo-check\"\n[lane]\nport = 18399\n[workload]\nranking_priority = [\"ttft\"]\nmatched_prompt_tokens = 64\nmax_tokens = 8\n{workload}\n{tables}\n{ARMS}{arms}"
+        );
+        let file = dir.join("c.toml");
+        std::fs::write(&file, &text).unwrap();
+        crate::campaign::parse(&text, &file).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn verdict(winner: &str) -> Verdict {
+        Verdict {
+            priorities: Vec::new(),
+            winner: Some(winner.into()),
+            decided_by: None,
+            ranking: vec![winner.into()],
+            arms: Vec::new(),
+            failures: Vec::new(),
+            evidence_labels: Vec::new(),
+            decision_labels: Vec::new(),
+            promotion_authorized: true,
+            reason: String::new(),
+            next_gate: String::new(),
+            limitations: Vec::new(),
+            complete: true,
+        }
+    }
+
+    #[test]
+    fn an_endpoint_arm_is_refused_bakeoff_does_not_own_it() {
+        let d = tempfile::tempdir().unwrap();
+        let gw = "[[arms]]\nid = \"gw\"\nrole = \"candidate\"\nengine = \"e\"\nmodel = \"m\"\nserved_model = \"gw\"\nserved_context = 4096\n[arms.endpoint]\nurl = \"http://127.0.0.1:18398\"\n";
+        let c = campaign(d.path(), "", "", gw);
+        let r = CampaignResult::default();
+        let Err(e) = choose(&c, &verdict("gw"), &r, None, true) else {
+            panic!("an endpoint arm was chosen for promotion")
+        };
+        assert!(
+            e.contains("`gw` is an endpoint arm: bakeoff does not own it")
+                && e.contains("switch your router to it by hand"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_bake_check_refuses_a_changed_suite_or_dataset_naming_field_and_file() {
+        let d = tempfile::tempdir().unwrap();
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let suite = d.path().join("tools.toml");
+        std::fs::copy(root.join("suites/tools.toml"), &suite).unwrap();
+        let data = d.path().join("d.jsonl");
+        std::fs::copy(root.join("examples/datasets/sample.jsonl"), &data).unwrap();
+        let (workload, tables) = (
+            "[workload.dataset]\npath = \"d.jsonl\"\n",
+            "[gates.tools]\nbatch = 1\nvariants = [\"plain\"]\nsuite = \"tools.toml\"\n",
+        );
+        let c = campaign(d.path(), workload, tables, "");
+        let ck = Checkpoint::new(&crate::campaign::plan(&c));
+        let (checks, lines) = bake_inputs(&c, &ck, 1).unwrap();
+        assert_eq!(checks.len(), 1, "{lines:?}");
+        assert!(lines.join("\n").contains("gates.tools.suite"), "{lines:?}");
+        assert!(bake_inputs(&c, &ck, 0).unwrap().0.is_empty(), "no canary");
+
+        // The suite edited since the bake-off (it still loads): refused, field and file named.
+        let text = std::fs::read_to_string(&suite).unwrap();
+        std::fs::write(&suite, format!("{text}\n# edited\n")).unwrap();
+        let e = bake_inputs(&c, &ck, 1).map(|_| ()).unwrap_err();
+        assert!(
+            e.contains("gates.tools.suite")
+                && e.contains(&suite.display().to_string())
+                && e.contains("changed since the run started")
+                && e.contains("nothing was touched"),
+            "{e}"
+        );
+        // The suite no longer loads: refused with the suite's own error.
+        std::fs::write(&suite, "not = [valid").unwrap();
+        let e = bake_inputs(&c, &ck, 1).map(|_| ()).unwrap_err();
+        assert!(e.contains("gates.tools.suite"), "{e}");
+        std::fs::write(&suite, &text).unwrap();
+        assert!(bake_inputs(&c, &ck, 1).is_ok());
+
+        // The dataset the bake replays changed: the campaign copy loads it anew, the checkpoint
+        // keeps what the bake-off sent.
+        std::fs::write(&data, "{\"id\": \"x\", \"prompt\": \"other\"}\n").unwrap();
+        let c = campaign(d.path(), workload, tables, "");
+        let e = bake_inputs(&c, &ck, 1).map(|_| ()).unwrap_err();
+        assert!(
+            e.contains("the bake replays the campaign's workload") && e.contains("d.jsonl"),
+            "{e}"
+        );
+    }
 }

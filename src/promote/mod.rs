@@ -65,6 +65,11 @@ pub struct Source {
     /// The winner's recipe files as the bake-off measured them (the winner check passed against
     /// it; the launch's identity compares against it again).
     pub measured: crate::campaign::fingerprint::Fingerprint,
+    /// The bake's gate canary, loaded and checked before the switch (`check::bake_inputs`;
+    /// empty: no canary).
+    pub canary: Vec<crate::gates::Check>,
+    /// What the bake check proved, in words.
+    pub bake_checked: Vec<String>,
 }
 
 /// Progress lines for the CLI (only `cli/` prints).
@@ -131,6 +136,11 @@ pub fn plan_lines(s: &Source, o: &Options, rollback_check: &[String]) -> Vec<Str
         "rollback check (passed):".into(),
     ];
     l.extend(rollback_check.iter().map(|x| format!("  - {x}")));
+    l.push(
+        "bake check (passed): what the bake sends and runs is what the bake-off measured with"
+            .into(),
+    );
+    l.extend(s.bake_checked.iter().map(|x| format!("  - {x}")));
     l.extend([
         "transaction (each action journaled before it is taken):".into(),
         format!("  1. take the lane lock of {}:{}", c.lane.host, c.lane.port),
@@ -139,9 +149,10 @@ pub fn plan_lines(s: &Source, o: &Options, rollback_check: &[String]) -> Vec<Str
         format!("  4. readiness with the exit watch (up to {} s); identity: served model `{}`, context {}", c.lane.ready_timeout_s, s.arm.served_model, s.arm.served_context),
         format!("  5. preflight: {}", preflight_names(c).join(", ")),
         format!(
-            "  6. bake {} s in intervals of {} s: the workload at {} req/s; an interval fails on TTFT p95 above {} ms (+{} %), decode tok/s below {} (−{} %), more than {} % failed requests, or a broken SLO; fewer than {} requests is inconclusive; {} failed interval(s) roll back",
+            "  6. bake {} s in intervals of {} s: {} at {} req/s, open loop; an interval fails on TTFT p95 above {} ms (+{} %), decode tok/s below {} (−{} %), more than {} % failed requests, or a broken SLO; fewer than {} requests is inconclusive; {} failed interval(s) roll back",
             o.bake.as_secs_f64(),
             t.interval_s,
+            traffic::sends(c),
             t.rate,
             fmt_opt(s.baseline.ttft_p95_ms.map(|b| b * (1.0 + t.ttft_p95_within_pct / 100.0))),
             t.ttft_p95_within_pct,
@@ -151,14 +162,14 @@ pub fn plan_lines(s: &Source, o: &Options, rollback_check: &[String]) -> Vec<Str
             t.min_requests,
             t.failure_limit
         ),
-        match canary::checks(c) {
-            Ok(k) if !k.is_empty() && t.canary_every > 0 => format!(
+        if s.canary.is_empty() {
+            "     no gate canary (the campaign declares no tools or quality gate, or canary_every = 0)".into()
+        } else {
+            format!(
                 "     with a canary of the {} gate(s) beside the traffic every {} interval(s) (a failed gate fails its interval)",
-                k.iter().map(|x| x.name()).collect::<Vec<_>>().join(" and "),
+                s.canary.iter().map(|x| x.name()).collect::<Vec<_>>().join(" and "),
                 t.canary_every
-            ),
-            Ok(_) => "     no gate canary (the campaign declares no tools or quality gate, or canary_every = 0)".into(),
-            Err(e) => format!("     the gate canary cannot run: {e} (the bake will fail)"),
+            )
         },
         "  7. keep the winner; the lane record names it".into(),
         "rollback plan (any failure in 2-6, a failed bake, --abort, Ctrl-C):".into(),

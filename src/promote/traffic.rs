@@ -1,17 +1,23 @@
-//! The bake's traffic, the one place a promotion calls the measurement core (`load::`,
-//! `workload::`, `metrics::`): the campaign's request (model, sampling, `max_tokens`, API) with a
-//! prompt of the matched prompt's length in filler words (not re-sized against the endpoint's
-//! tokenizer), sent open loop at the declared rate for one interval through `load::session`.
+//! The bake's traffic: the campaign's own workload, sized on the winner once when the bake starts
+//! and sent open loop at the declared rate for one interval at a time. The sizing and the request
+//! source are the ones a campaign's timing steps use (`run::steps::timing_work::size`,
+//! `run::timed::source`): the matched prompt counted against the winner's tokenizer, a dataset's
+//! items (or its conversations replayed), synthetic lengths, conversations or shared prefixes,
+//! so an interval sends what the bake-off measured the arm's figures with. Each interval takes
+//! its own request numbers (and the next work items), so no interval repeats another's prompts.
 
-use crate::campaign::{ApiKind, Arm, Campaign};
+use crate::campaign::{plan, ApiKind, Arm, Campaign};
 use crate::client::{StreamOpts, Target, Trace};
 use crate::load::session::{self, Session, Sink, Telemetry};
-use crate::load::source::{PromptText, RequestSource};
-use crate::load::{Arrival, Mode, Plan};
+use crate::load::{Arrival, Mode, Plan, Source};
 use crate::metrics::stats::Distribution;
 use crate::metrics::summary::Collector;
+use crate::run::steps::timing_work::{size, SizeInput};
+use crate::run::timed::{self, StepWork, TimingInput};
+use crate::workload::prompt::MatchedPrompt;
 use crate::workload::request::BodySpec;
 use crate::workload::Endpoint;
+use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,13 +33,62 @@ pub struct Measured {
     pub metrics: BTreeMap<String, Distribution>,
 }
 
-/// The request source of the bake (built once).
-pub fn source(c: &Campaign, arm: &Arm, target: &Target, offset: u64) -> Arc<RequestSource> {
-    let s = &c.workload.sampling;
-    let endpoint = match c.workload.api {
+/// Request numbers of interval k start at `FIRST + k * STRIDE` (an interval sends far fewer).
+const FIRST: u64 = 1_000_000_000;
+const STRIDE: u64 = 10_000_000;
+
+/// The bake's workload, sized on the winner (built once).
+pub struct Work {
+    target: Target,
+    base: Map<String, Value>,
+    prompt: Arc<MatchedPrompt>,
+    work: StepWork,
+    api_key: Option<String>,
+    nonce_base: u64,
+    seed: u64,
+    /// What it sends, for `promotion.json`.
+    pub record: Value,
+}
+
+/// What the bake sends, in words (the dry run and the plan): the campaign's workload source.
+pub fn sends(c: &Campaign) -> String {
+    match &plan(c).request.source {
+        Some(src) => format!(
+            "the campaign's workload ({})",
+            crate::campaign::source_line(src)
+        ),
+        None => format!(
+            "the campaign's matched prompt ({} tokens, sized on the winner)",
+            c.workload.matched_prompt_tokens
+        ),
+    }
+}
+
+/// Sizes the campaign's workload on the winner at `target`, as its timing steps did in the
+/// bake-off. Err: why it cannot be sent (the bake fails: nothing unmeasured is sent instead).
+pub async fn prepare(c: &Campaign, arm: &Arm, target: &Target) -> Result<Work, String> {
+    let req = plan(c).request;
+    let s = &req.sampling;
+    let endpoint = match req.api {
         ApiKind::Chat => Endpoint::Chat,
         ApiKind::Completions => Endpoint::Completions,
     };
+    let api_key = arm.api_key_env.as_ref().and_then(|k| std::env::var(k).ok());
+    let nonce_base = crate::workload::filler::random_nonce_base();
+    let (prompt, work) = size(SizeInput {
+        target: target.clone(),
+        model: arm.served_model.clone(),
+        endpoint,
+        tokenizer: arm.tokenizer.clone(),
+        api_key: api_key.clone(),
+        nonce: req.defeat_prefix_cache,
+        timeout: Duration::from_secs(req.sizing_timeout_s),
+        matched_tokens: c.workload.matched_prompt_tokens.into(),
+        max_tokens: c.workload.max_tokens.into(),
+        source: req.source.clone(),
+        nonce_base,
+    })
+    .await?;
     let base = BodySpec {
         model: &arm.served_model,
         max_tokens: c.workload.max_tokens.into(),
@@ -44,18 +99,50 @@ pub fn source(c: &Campaign, arm: &Arm, target: &Target, offset: u64) -> Arc<Requ
         stream: Some(true),
     }
     .build();
-    Arc::new(RequestSource {
+    let mut record = json!({
+        "sends": sends(c),
+        "matched_prompt_tokens": prompt.target_tokens,
+        "prefix_cache_nonce": prompt.nonce,
+    });
+    if let StepWork::Items { set, .. } = &work {
+        record["items"] = set.record.clone();
+    }
+    Ok(Work {
         target: target.clone(),
-        endpoint,
         base,
-        prompt: PromptText::Literal {
-            text: crate::workload::filler::words(c.workload.matched_prompt_tokens.into()),
-            nonce: true,
-        },
-        api_key: arm.api_key_env.as_ref().and_then(|k| std::env::var(k).ok()),
-        offset,
-        nonce_base: crate::workload::filler::random_nonce_base(),
+        prompt: Arc::new(prompt),
+        work,
+        api_key,
+        nonce_base,
+        seed: s.seed,
+        record,
     })
+}
+
+impl Work {
+    /// The request source of interval `k` (from 1); `sent`: requests the intervals before it
+    /// sent, so a work set goes on with its next item.
+    pub fn source(&self, k: u64, sent: u64) -> Arc<dyn Source> {
+        let mut work = self.work.clone();
+        if let StepWork::Items { first_item, .. } = &mut work {
+            *first_item = sent;
+        }
+        let inp = TimingInput {
+            target: self.target.clone(),
+            base: self.base.clone(),
+            prompt: self.prompt.clone(),
+            api_key: self.api_key.clone(),
+            concurrency: 1,
+            requests: 0,
+            open_loop: None,
+            first_index: FIRST + k * STRIDE,
+            nonce_base: self.nonce_base,
+            seed: self.seed,
+            gpus: Vec::new(),
+            schedule: None,
+        };
+        timed::source(&inp, &work).0
+    }
 }
 
 /// Keeps the first failures in words (the interval's detail quotes them).
@@ -77,7 +164,7 @@ impl Sink for FirstErrors {
 /// thread, the statistics a campaign's timing steps compute).
 pub async fn interval(
     target: &Target,
-    src: Arc<RequestSource>,
+    src: Arc<dyn Source>,
     rate: f64,
     length: Duration,
 ) -> Measured {

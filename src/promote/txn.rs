@@ -308,7 +308,9 @@ fn identity(
         .map(|(b, since)| changes_since(b, &now, since))
         .unwrap_or_default();
     let mut bad = Vec::new();
-    if hash != expected {
+    if let Some(w) = process.get("running_error").and_then(|v| v.as_str()) {
+        bad.push(w.to_string());
+    } else if hash != expected {
         bad.push(format!(
             "argv/env hash expected {expected}, got {}",
             if hash.is_empty() { "nothing" } else { &hash }

@@ -230,10 +230,10 @@ pub async fn run_work(inp: TimingInput, work: StepWork) -> Result<TimingOutput, 
 
 /// The step's request source (`bench::conv::source`, as `bakeoff bench` builds its levels'),
 /// and its work items renumbered to the step's server indices (request i of the step sends item
-/// `first_item + i` on every arm).
-type StepSource = (Arc<dyn Source>, Option<Arc<WorkSet>>, Option<Arc<Scripts>>);
+/// `first_item + i` on every arm). A promotion's bake sends its intervals through it too.
+pub type StepSource = (Arc<dyn Source>, Option<Arc<WorkSet>>, Option<Arc<Scripts>>);
 
-fn source(inp: &TimingInput, work: &StepWork) -> StepSource {
+pub fn source(inp: &TimingInput, work: &StepWork) -> StepSource {
     let (mut prompt, mut items) = (PromptText::Matched(inp.prompt.clone()), None);
     let (mut multi_turn, mut prefix, mut script) = (None, None, None);
     let plan = |p: &PrefixWork| PrefixPlan {

@@ -162,6 +162,22 @@ fn promote_container_arms_on_the_real_daemon_rolls_back_then_keeps() {
             vec![format!("bakeoff-{id}-ctr")],
             "only the promoted winner's container is left"
         );
+        // The kept winner's identity read its container back: name, image digest, labels.
+        let r = json(&t.path("keep").join("promotion.json"));
+        let step = r["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == "winner-identity" && s["status"] == "ok")
+            .unwrap_or_else(|| panic!("no proven winner identity: {r:#}"));
+        let seen = &step["facts"]["process"]["running"];
+        assert_eq!(seen["name"], format!("bakeoff-{id}-ctr"), "{step:#}");
+        assert_eq!(seen["labels"]["bakeoff.arm"], "ctr", "{step:#}");
+        let digest = infra().image.rsplit('@').next().unwrap().to_string();
+        assert!(
+            seen["repo_digests"].to_string().contains(&digest),
+            "the recipe's digest among the image's: {step:#}"
+        );
         let rec = record(&locks);
         assert_eq!(rec["resident"]["arm"], "ctr", "{rec:#}");
         assert_eq!(rec["set_by"]["kind"], "promotion", "{rec:#}");

@@ -28,8 +28,9 @@ const SLOWWIN: &str = PROMO_SLOWWIN;
 /// promotion's second interval (its canary's requests are numbered above 12 from then on).
 const TOOLBRK: &str =
     "ttft_ms = 8\ndecode_tok_s = 400\ncontext_tokens = 4096\ntools_break_after_requests = 12";
-/// The tools gate in the bake-off, and so the bake's canary of it.
-const TOOLS: &str = "[gates.tools]\nbatch = 2\nvariants = [\"plain\"]\n";
+/// The tools gate in the bake-off, and so the bake's canary of it: the built-in suite's copy
+/// beside the campaign (`Lane::with` writes it), so the test can change it after the bake-off.
+const TOOLS: &str = "[gates.tools]\nbatch = 2\nvariants = [\"plain\"]\nsuite = \"tools.toml\"\n";
 const BAD: &str =
     "ttft_ms = 5\ndecode_tok_s = 400\ncontext_tokens = 4096\nfail_at_startup = \"no GPU\"";
 
@@ -50,6 +51,10 @@ impl Lane {
     /// [`Lane::new`] with `tables` after the `[promotion]` table (e.g. `[gates.tools]`).
     fn with(arms: &[(&str, &str)], tables: &str) -> Lane {
         let t = Camp::new();
+        if tables.contains("suite = \"tools.toml\"") {
+            let builtin = Path::new(env!("CARGO_MANIFEST_DIR")).join("suites/tools.toml");
+            std::fs::copy(builtin, t.path("tools.toml")).unwrap();
+        }
         t.profile("inc", INC);
         let mut all = vec![("inc", "incumbent")];
         for (id, body) in arms {
@@ -203,12 +208,44 @@ fn promotion_refusals_dry_run_rollback_and_keep() {
         assert_eq!(code(&o), 2, "{}", text(&o));
         assert!(text(&o).contains("someone-else"), "{}", text(&o));
     }
+    // The bake's gate canary would not run the suite the bake-off's gate ran: an edited suite
+    // file and a missing one are refused before anything stops, naming the field and the file.
+    let suite = l.folder("tools.toml");
+    let kept = std::fs::read_to_string(&suite).unwrap();
+    std::fs::write(&suite, format!("{kept}\n# edited after the bake-off\n")).unwrap();
+    let o = l.promote(&["--confirm"]);
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(
+        text(&o).contains("bake check: gates.tools.suite")
+            && text(&o).contains(&suite.display().to_string())
+            && text(&o).contains("changed since"),
+        "{}",
+        text(&o)
+    );
+    std::fs::remove_file(&suite).unwrap();
+    let o = l.promote(&["--confirm"]);
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(
+        text(&o).contains("gates.tools.suite") && text(&o).contains("does not exist"),
+        "{}",
+        text(&o)
+    );
+    std::fs::write(&suite, kept).unwrap();
+    assert_eq!(
+        bakeoff::lane::procnet::find_listeners(l.t.port)[0].pid,
+        inc_pid,
+        "the refusals touched nothing"
+    );
+
     // The dry run: the transaction and the rollback plan, nothing touched.
     let o = l.promote(&["--dry-run"]);
     assert!(o.status.success(), "{}", text(&o));
     let out = String::from_utf8_lossy(&o.stdout);
     for w in [
         "rollback check (passed)",
+        "bake check (passed)",
+        "gates.tools.suite",
+        "the campaign's matched prompt (32 tokens, sized on the winner) at 30 req/s",
         "stop the incumbent `inc`",
         "launch `win`",
         "rollback plan",
@@ -537,4 +574,63 @@ fn promotion_killed_at_each_point_is_recovered() {
     );
     verify(&dir);
     eprintln!("timings: whole test {:.1} s", t0.elapsed().as_secs_f64());
+}
+
+/// The bake sends the campaign's own workload: a `[workload.dataset]` campaign's bake replays its
+/// items, sized on the winner as the bake-off's timing steps were (each request its item's own
+/// prompt length), the next items in each interval; the plan names the dataset.
+#[test]
+fn the_bake_replays_the_campaigns_dataset() {
+    let _g = crate::support::shared();
+    let t = Camp::new();
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/datasets/sample.jsonl");
+    std::fs::copy(data, t.path("d.jsonl")).unwrap();
+    t.profile("inc", INC);
+    t.profile("win", WIN);
+    let small = Small {
+        prompt: 32,
+        tables: "[workload.dataset]\npath = \"d.jsonl\"\n",
+        ..Small::default()
+    };
+    let file = t.write_small("ds", &small, &[("inc", "incumbent"), ("win", "candidate")]);
+    let c = bakeoff::campaign::load(&file).unwrap_or_else(|e| panic!("{e}"));
+    let sends = bakeoff::promote::traffic::sends(&c);
+    assert!(
+        sends.contains("dataset") && sends.contains("d.jsonl"),
+        "{sends}"
+    );
+    let e = crate::support::reference::Engine::start(&format!("model = \"win\"\n{WIN}"));
+    let target = bakeoff::client::Target::parse(&e.url).unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let arm = c.arm("win").unwrap();
+    let work = rt
+        .block_on(bakeoff::promote::traffic::prepare(&c, arm, &target))
+        .unwrap();
+    assert_eq!(
+        work.record["items"]["strategy"], "dataset",
+        "{:#}",
+        work.record
+    );
+    let lengths = |k: u64, sent: u64| {
+        let m = rt.block_on(bakeoff::promote::traffic::interval(
+            &target,
+            work.source(k, sent),
+            40.0,
+            Duration::from_millis(300),
+        ));
+        assert!(m.ok >= 8 && m.failed == 0, "{m:?}");
+        let p = &m.metrics["prompt_tokens"];
+        (p.min, p.max, m.ok)
+    };
+    let (min, max, sent) = lengths(1, 0);
+    assert!(
+        min < max && (min, max) != (32.0, 32.0),
+        "the items' own prompt lengths, not the matched prompt's: {min}..{max}"
+    );
+    let (min2, max2, _) = lengths(2, sent);
+    assert!(min2 < max2, "{min2}..{max2}");
 }

@@ -232,7 +232,20 @@ pub fn serving_identity(
             (hash, json!({"slurm_jobs": jobs}))
         }
         (Proof::Process { planned_hash }, Some(pid), Some(lc)) => {
-            process_identity(c, inc, pid, lc, planned_hash)
+            let (hash, mut facts) = process_identity(c, inc, pid, lc, planned_hash);
+            // A kind whose listener is not itself (a container behind docker's proxy) proves
+            // what runs its own way; a failed proof is no identity.
+            match inc.recipe().running_identity(&c.at(inc)) {
+                None => (hash, facts),
+                Some(Ok(seen)) => {
+                    facts["running"] = seen;
+                    (hash, facts)
+                }
+                Some(Err(why)) => {
+                    facts["running_error"] = json!(why);
+                    (String::new(), facts)
+                }
+            }
         }
         _ => (String::new(), Value::Null),
     }
