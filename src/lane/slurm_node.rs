@@ -57,6 +57,13 @@ pub fn node_addr(sbatch: &str, node: &str) -> Result<String, String> {
     if let Some(why) = unusable(node, &f) {
         return Err(format!("{why}: no job would start there"));
     }
+    node_addr_any(sbatch, node)
+}
+
+/// The node's address whatever its state (a recovery puts a lane back even on a node that went
+/// down): Err only when Slurm does not know the node.
+pub fn node_addr_any(sbatch: &str, node: &str) -> Result<String, String> {
+    let f = show(sbatch, node)?;
     Ok(f.get("NodeAddr")
         .filter(|a| !a.is_empty())
         .cloned()
