@@ -299,6 +299,7 @@ pub async fn run(f: &Fleet, notify: Notify, cancel: Cancel, resume: bool) -> Res
     }
     let mut busy = vec![false; f.lanes.len()];
     let mut dead = vec![false; f.lanes.len()];
+    let restores: Vec<bool> = f.lanes.iter().map(|l| l.session.plan.restores()).collect();
     let mut running = 0usize;
     loop {
         let go = cancel.borrow().is_none();
@@ -313,7 +314,7 @@ pub async fn run(f: &Fleet, notify: Notify, cancel: Cancel, resume: bool) -> Res
             }
         }
         while go && !queue.is_empty() {
-            let Some(to) = super::fleet_drain::pick(f, &busy, &dead) else {
+            let Some(to) = super::fleet_drain::pick(&restores, &busy, &dead) else {
                 break;
             };
             let (from, left_in, d) = queue.remove(0);

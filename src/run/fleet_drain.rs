@@ -11,7 +11,6 @@
 //!        ─▶ a run of its own there, `lanes/<lane>.moved-<n>/`, each arm from its start
 //! ```
 
-use super::fleet::Fleet;
 use super::LaneProbe;
 use crate::campaign::Campaign;
 use crate::evidence::result::ArmMove;
@@ -39,14 +38,14 @@ pub fn probe(c: &Campaign, lane: &str) -> LaneProbe {
 }
 
 /// The lane a drained lane's arms go to: the first lane, in file order, that is neither busy
-/// nor dead, a qualification lane before the incumbent's (whose incumbent would be stopped and
-/// restored once more). None: every live lane is busy (wait) or none is left.
-pub fn pick(f: &Fleet, busy: &[bool], dead: &[bool]) -> Option<usize> {
+/// nor dead, a qualification lane before the incumbent's (`restores`: whose incumbent would be
+/// stopped and restored once more). None: every live lane is busy (wait) or none is left.
+pub fn pick(restores: &[bool], busy: &[bool], dead: &[bool]) -> Option<usize> {
     let free = |i: &usize| !busy[*i] && !dead[*i];
-    let n = f.lanes.len();
+    let n = restores.len();
     (0..n)
         .filter(free)
-        .find(|&i| !f.lanes[i].session.plan.restores())
+        .find(|&i| !restores[i])
         .or_else(|| (0..n).find(free))
 }
 
