@@ -148,6 +148,25 @@ fn node_down(node: &str, reason: &str) {
     assert!(o.status.success(), "{}", text(&o));
 }
 
+/// `bakeoff run FILE` paused when arm `b` is ready (`pause` appears): the running child, once
+/// paused.
+fn run_paused(file: &Path, pause: &Path) -> std::process::Child {
+    let run = Command::new(BIN)
+        .arg("run")
+        .arg(file)
+        .arg("--no-progress")
+        .env(
+            "BAKEOFF_TEST_PAUSE_AT",
+            format!("arm-ready@b:{}", pause.display()),
+        )
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for(pause, Duration::from_secs(60));
+    run
+}
+
 /// Waits until `file` exists (a pause of `BAKEOFF_TEST_PAUSE_AT`), failing past `limit`.
 fn wait_for(file: &Path, limit: Duration) {
     let t = Instant::now();
@@ -360,19 +379,7 @@ fn a_node_marked_down_mid_run_moves_its_arm_and_the_verdict_is_unchanged() {
     // inc on n1, a → n2, b → n3, c → n4, d → n1: b serves on node3 when node3 goes down.
     let pause = t.path("pause-b");
     let started = Instant::now();
-    let run = Command::new(BIN)
-        .arg("run")
-        .arg(&file)
-        .arg("--no-progress")
-        .env(
-            "BAKEOFF_TEST_PAUSE_AT",
-            format!("arm-ready@b:{}", pause.display()),
-        )
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    wait_for(&pause, Duration::from_secs(60));
+    let run = run_paused(&file, &pause);
     node_down("node3", "slurm_fleet drain test");
     std::fs::remove_file(&pause).unwrap();
     // b ready again on the lane it moved to: let it go on there.
@@ -493,19 +500,7 @@ fn sigkill_during_three_slurm_lanes_then_recover_leaves_no_job_and_resume_comple
     // inc on n1, a on n2, b on n3: killed while b serves on node3 (a serving or done on n2).
     let pause = t.path("pause-b");
     let started = Instant::now();
-    let mut run = Command::new(BIN)
-        .arg("run")
-        .arg(&file)
-        .arg("--no-progress")
-        .env(
-            "BAKEOFF_TEST_PAUSE_AT",
-            format!("arm-ready@b:{}", pause.display()),
-        )
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_for(&pause, Duration::from_secs(60));
+    let mut run = run_paused(&file, &pause);
     let b = t.bundle();
     let on_b = squeue(&format!("{name}-b"));
     assert_eq!(on_b.len(), 1, "b's job serves: {on_b:?}");
