@@ -132,7 +132,9 @@ ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
-ReturnToService=2
+# 1: a node set DOWN by scontrol stays down until `state=resume` (tests/infra/slurm_fleet.rs
+# marks one down mid-run and must find it down); one that stopped responding returns on its own.
+ReturnToService=1
 SchedulerParameters=sched_interval=1
 MinJobAge=600
 KillWait=5

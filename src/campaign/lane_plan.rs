@@ -27,6 +27,11 @@ pub fn control_copy_id(control: &str) -> String {
     format!("{control}.control")
 }
 
+/// Whether `arm` is a control's copy ([`control_copy_id`]).
+pub fn is_control_copy(arm: &str) -> bool {
+    arm.ends_with(".control")
+}
+
 /// The plan of lane `lane` of `c` (a `[[lanes]]` campaign): the steps [`plan`] makes for
 /// [`lane_campaign`] (so every lane parameter is this lane's: ready timeout, GPUs, memory
 /// reserve), keeping the setup's idle baseline, the arm steps of the arms `schedule` puts on
@@ -40,12 +45,55 @@ pub fn control_copy_id(control: &str) -> String {
 /// c1 (the shape the ranking's TTFT, decode and E2E figures come from), between its launch and
 /// its stop. On the control arm's own lane its own measurement of that step serves.
 pub fn lane_plan(c: &Campaign, schedule: &Schedule, lane: &str) -> Option<Plan> {
-    let mut sub = lane_campaign(c, lane)?;
     let queue = schedule.lanes.iter().find(|q| q.lane == lane)?.clone();
+    queue_plan(c, queue, true)
+}
+
+/// The plan of arms `arms` moved onto lane `lane` from drained lane `from` (docs/fleet.md "A
+/// lane that dies"): as [`lane_plan`] makes a lane's, for those arms alone (file order), each
+/// from its start, without the control's copy (the lane measured its control in its own run);
+/// on the incumbent's lane with the incumbent's stop and restoration again. None: no such lane.
+pub fn moved_plan(
+    c: &Campaign,
+    schedule: &Schedule,
+    lane: &str,
+    arms: &[String],
+    from: &str,
+) -> Option<Plan> {
+    let own = schedule.lanes.iter().find(|q| q.lane == lane)?;
+    let steps = plan(c);
+    let placed = c
+        .arms
+        .iter()
+        .filter(|a| arms.contains(&a.id))
+        .map(|a| super::schedule::Placed {
+            arm: a.id.clone(),
+            steps: steps
+                .steps
+                .iter()
+                .filter(|s| s.arm.as_deref() == Some(a.id.as_str()))
+                .count(),
+            why: super::schedule::Why::Moved(from.to_string()),
+        })
+        .collect();
+    let queue = super::schedule::LaneQueue {
+        arms: placed,
+        ..own.clone()
+    };
+    queue_plan(c, queue, false)
+}
+
+/// The plan of `queue` on its lane; `control`: with the control's copy when the queue does not
+/// hold the control arm.
+fn queue_plan(c: &Campaign, queue: super::schedule::LaneQueue, control: bool) -> Option<Plan> {
+    let lane = queue.lane.clone();
+    let lane = lane.as_str();
+    let mut sub = lane_campaign(c, lane)?;
     let serves_incumbent = queue.incumbent.is_some();
     let copy = c
         .control_arm()
         .ok()
+        .filter(|_| control)
         .filter(|a| !queue.arms.iter().any(|q| q.arm == a.id))
         .map(|a| {
             let mut copy = a.clone();

@@ -59,6 +59,8 @@ pub enum Why {
     PairedWith(String),
     /// The least-loaded lane when its turn came (longest first).
     LeastLoaded,
+    /// Moved here from a lane that died during the run (docs/fleet.md "A lane that dies").
+    Moved(String),
 }
 
 impl Why {
@@ -69,6 +71,7 @@ impl Why {
             Why::NamesPort => "its start command names this lane's port".into(),
             Why::PairedWith(a) => format!("paired with `{a}` (speculative arm and its control)"),
             Why::LeastLoaded => "least-loaded lane when its turn came (longest first)".into(),
+            Why::Moved(l) => format!("moved here from lane {l}, drained during the run"),
         }
     }
 }

@@ -92,6 +92,8 @@ pub fn run(args: RecoverArgs) -> Result<()> {
 /// holds refuses the whole recovery before anything is touched), then each lane recovered as one
 /// lane is, one summary line per lane; exit 1 when any lane is not back.
 fn lanes(c: Campaign, dir: &Path) -> Result<()> {
+    // Slurm lanes: each lane's address is its node's, as the run had it (a node down now too).
+    let c = runner::slurm_lanes::resolve_any(c).map_err(refuse)?;
     let fleet = runner::fleet_resume::begin_again(&c, dir.to_path_buf(), Purpose::Recover)
         .map_err(|r| refuse(r.message))?;
     for l in &fleet.lanes {

@@ -235,6 +235,7 @@ async fn execute(
             notes: session.notes(),
             recovery: session.recovery.clone(),
             logs_beside: None,
+            lane_probe: None,
         },
     )
     .await

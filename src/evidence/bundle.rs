@@ -59,6 +59,13 @@ pub fn lane_dir(lane: &str) -> String {
     format!("{LANES_DIR}/{lane}")
 }
 
+/// The folder of the `n`-th run of arms moved onto lane `lane` from a drained lane
+/// (docs/fleet.md): `lanes/<lane>.moved-<n>`, a whole one-lane bundle as a lane folder is (a
+/// lane id has no `.`, so it is never another lane's folder).
+pub fn moved_dir(lane: &str, n: usize) -> String {
+    lane_dir(&format!("{lane}.moved-{n}"))
+}
+
 /// What a lane folder's raw logs sit beside: `<bundle>.<lane>` (so `<bundle>.<lane>.logs/`
 /// and `<bundle>.<lane>.incumbent.log`): beside the whole bundle, never in it.
 pub fn lane_beside(bundle: &Path, lane: &str) -> PathBuf {

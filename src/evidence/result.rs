@@ -47,6 +47,28 @@ pub struct CampaignResult {
     /// (`lane-spread.json`, docs/fleet.md); the verdict ties arms of different lanes within it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lane_spread: Option<LaneSpread>,
+    /// Arms moved off a drained lane (docs/fleet.md "A lane that dies"), in the order they
+    /// were moved. Empty (and not written) when no lane was drained.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub moves: Vec<ArmMove>,
+}
+
+/// An arm moved off a lane that died during the run, to be run from the start on a live lane.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ArmMove {
+    pub arm: String,
+    /// The drained lane.
+    pub from: String,
+    /// The lane it ran on instead; None: no live lane was left (the run is incomplete).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
+    /// The folder it ran in on that lane (`lanes/<lane>.moved-<n>`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub folder: Option<String>,
+    /// Why the lane was drained, in the words of whoever said it (Slurm's state and reason).
+    pub cause: String,
+    /// The drained lane's folder: the arm's partial evidence there is kept and not counted.
+    pub left_in: String,
 }
 
 /// `lane-spread.json`: a multi-lane campaign's card-to-card spread (computed in
@@ -112,6 +134,13 @@ pub struct LaneRun {
     pub complete: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub incomplete_reason: Option<String>,
+    /// The lane died during the run and was drained: why (its unfinished arms moved, `moves`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drained: Option<String>,
+    /// This record is a run of arms moved here from drained lane `moved_from` (in its own
+    /// folder, `lanes/<id>.moved-<n>`), not the lane's own run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moved_from: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]

@@ -138,8 +138,21 @@ pub fn section(dir: &Path, r: &CampaignResult) -> String {
             .incumbent
             .as_deref()
             .unwrap_or("none (qualification lane)");
+        // A drained lane says why; a run of arms moved onto a lane says from where.
+        let said = match (&l.drained, &l.moved_from) {
+            (Some(why), _) => format!(
+                "<br>drained: {}; its unfinished arms moved (see below)",
+                esc(why)
+            ),
+            (None, Some(from)) => format!(
+                "<br>arms moved here from lane {} ({})",
+                esc(from),
+                esc(&l.folder)
+            ),
+            _ => String::new(),
+        };
         let head = format!(
-            "<td rowspan={}>{}</td><td rowspan={0}>{}</td><td rowspan={0}>{}</td>",
+            "<td rowspan={}>{}{said}</td><td rowspan={0}>{}</td><td rowspan={0}>{}</td>",
             sp.len().max(1),
             esc(&l.id),
             esc(&l.address),
@@ -170,7 +183,27 @@ pub fn section(dir: &Path, r: &CampaignResult) -> String {
         }
     }
     o.push_str("</table>");
-    o + &control(r)
+    o + &moves(r) + &control(r)
+}
+
+/// The arms moved off drained lanes: from where, to where, why.
+fn moves(r: &CampaignResult) -> String {
+    if r.moves.is_empty() {
+        return String::new();
+    }
+    let mut o = String::from("<h3 id=\"lane-moves\">Arms moved off drained lanes</h3><table><tr><th>arm</th><th>from</th><th>to</th><th>cause</th><th>kept, not counted</th></tr>");
+    for m in &r.moves {
+        let _ = write!(
+            o,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&m.arm),
+            esc(&m.from),
+            esc(m.to.as_deref().unwrap_or("not run: no live lane was left")),
+            esc(&m.cause),
+            esc(&m.left_in)
+        );
+    }
+    o + "</table>"
 }
 
 /// The control per lane and the spread (or why it was not measured).

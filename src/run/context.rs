@@ -36,6 +36,10 @@ pub struct Cx {
     pub quality: Option<Check>,
     pub restore: RestoreState,
     pub notify: super::Notify,
+    /// A fault of the lane itself that a step saw (the lane port taken by something bakeoff did
+    /// not start): read by the runner's lane check after the step (docs/fleet.md "A lane that
+    /// dies").
+    pub lane_fault: Option<String>,
 }
 
 impl Cx {
@@ -64,6 +68,7 @@ impl Cx {
             quality,
             restore: RestoreState::default(),
             notify: opts.notify.clone(),
+            lane_fault: None,
             plan,
         })
     }

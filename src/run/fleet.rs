@@ -18,11 +18,11 @@
 
 use super::fleet_merge::{merge, LaneOutcome};
 use super::session::{self, Refused, Session};
-use super::{Cancel, Note, Notify, Options, Outcome};
+use super::{Cancel, Drained, Note, Notify, Options, Outcome};
 use crate::campaign::checkpoint::InvocationTiming;
 use crate::campaign::{lane_plan, Campaign, Plan};
 use crate::evidence::bundle;
-use crate::evidence::result::{CampaignResult, LaneRun};
+use crate::evidence::result::{ArmMove, CampaignResult, LaneRun};
 use anyhow::Result;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -158,56 +158,319 @@ fn tagged(notify: &Notify, lane: &str) -> Notify {
 /// What a lane's thread hands back.
 type LaneEnd = Result<Outcome>;
 
+/// One run on a lane: the lane's own plan, or arms moved onto it from a drained lane.
+pub(super) struct Unit {
+    /// Its lane (an index into `Fleet::lanes`).
+    pub lane: usize,
+    pub plan: Plan,
+    /// Its folder of the bundle (`lanes/<id>`, or `lanes/<id>.moved-<n>`).
+    pub folder: String,
+    /// The drained lane its arms come from (a moved run).
+    pub moved_from: Option<String>,
+}
+
+impl Unit {
+    fn dir(&self, f: &Fleet) -> PathBuf {
+        f.bundle.join(&self.folder)
+    }
+
+    /// What its raw logs sit beside (`bundle::lane_beside` of its folder's name).
+    fn beside(&self, f: &Fleet) -> PathBuf {
+        let name = self.folder.rsplit('/').next().unwrap_or_default();
+        bundle::lane_beside(&f.bundle, name)
+    }
+
+    /// Its record in the bundle's result, before its outcome is known.
+    pub(super) fn record(&self, f: &Fleet) -> LaneRun {
+        let l = &f.lanes[self.lane];
+        match &self.moved_from {
+            None => lane_run(l),
+            Some(from) => LaneRun {
+                folder: self.folder.clone(),
+                arms: self.plan.arm_ids().iter().map(|a| a.to_string()).collect(),
+                incumbent: self
+                    .plan
+                    .restores()
+                    .then(|| lane_run(l).incumbent)
+                    .flatten(),
+                moved_from: Some(from.clone()),
+                ..lane_run(l)
+            },
+        }
+    }
+}
+
+/// Starts `u` (the `k`-th unit) on a thread and runtime of its own; its end comes on `tx`.
+fn spawn(
+    f: &Fleet,
+    u: &Unit,
+    k: usize,
+    resume: bool,
+    ctx: (&Notify, &Cancel),
+    tx: tokio::sync::mpsc::UnboundedSender<(usize, LaneEnd)>,
+) -> Result<()> {
+    let (notify, cancel) = ctx;
+    let l = &f.lanes[u.lane];
+    let own = u.moved_from.is_none();
+    let dir = u.dir(f);
+    // A lane's own folder is made by its session; a moved run's here.
+    std::fs::create_dir_all(&dir)?;
+    let opts = Options {
+        // A lane whose run never opened its folder starts it now.
+        resume: resume && dir.join(bundle::CHECKPOINT).is_file(),
+        bundle: dir,
+        notify: tagged(notify, &l.id),
+        cancel: cancel.clone(),
+        notes: if own { l.session.notes() } else { Vec::new() },
+        recovery: if own {
+            l.session.recovery.clone()
+        } else {
+            None
+        },
+        logs_beside: Some(u.beside(f)),
+        lane_probe: Some(super::fleet_drain::probe(&f.plan.campaign, &l.id)),
+    };
+    let plan = u.plan.clone();
+    std::thread::Builder::new()
+        .name(format!("lane-{}", l.id))
+        .spawn(move || {
+            let end = match crate::load::pace::client_runtime() {
+                Ok(rt) => rt.block_on(super::run(plan, opts)),
+                Err(e) => Err(anyhow::anyhow!("cannot start the lane's runtime: {e}")),
+            };
+            let _ = tx.send((k, end));
+        })?;
+    Ok(())
+}
+
 /// Runs every lane at once (one thread and runtime per lane, as a one-lane run has), then
 /// merges their results into the bundle's one `campaign-result.json` and seals it with one
 /// manifest. Never returns before every lane's runner returned (each restores before it does).
-/// `resume` (`bakeoff run --resume`, `fleet_resume::begin_again`): each lane goes on
-/// from its own checkpoint; a lane already complete is not run again.
+/// A lane that dies is drained (`fleet_drain`): its arms run again, each from its start, on
+/// the first live lane that is idle, in a folder of their own. `resume` (`bakeoff run
+/// --resume`, `fleet_resume::begin_again`): each run (a lane's own, a moved one) goes on from
+/// its own checkpoint, one per lane at a time; a complete or drained one is not run again, and
+/// arms no live lane was left for are moved now.
 pub async fn run(f: &Fleet, notify: Notify, cancel: Cancel, resume: bool) -> Result<Outcome> {
     let t0 = Instant::now();
+    let prev = if resume { read_result(&f.bundle) } else { None };
     let base = first_files(f, resume)?;
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(usize, LaneEnd)>();
+    let mut units = units_of(f, prev.as_ref());
+    let mut moves: Vec<ArmMove> = Vec::new();
+    // A drained run's lane, its folder, and what it hands on.
+    let mut queue: Vec<(usize, String, Drained)> = Vec::new();
+    for m in prev.iter().flat_map(|p| &p.moves) {
+        if m.to.is_some() {
+            moves.push(m.clone());
+            continue;
+        }
+        let from = f.lanes.iter().position(|l| l.id == m.from).unwrap_or(0);
+        match queue.iter_mut().find(|q| q.1 == m.left_in) {
+            Some(q) => q.2.arms.push(m.arm.clone()),
+            None => queue.push((
+                from,
+                m.left_in.clone(),
+                Drained {
+                    cause: m.cause.clone(),
+                    arms: vec![m.arm.clone()],
+                },
+            )),
+        }
+    }
+    let mut ends: Vec<Option<LaneEnd>> = Vec::new();
     let mut waiting = Vec::new();
-    for l in &f.lanes {
-        let (tx, rx) = tokio::sync::oneshot::channel::<LaneEnd>();
-        if resume {
-            if let Some(done) = complete_lane(&l.session.bundle) {
-                let _ = tx.send(Ok(done));
-                waiting.push(rx);
-                continue;
+    for (k, u) in units.iter().enumerate() {
+        let dir = u.dir(f);
+        let drained_before = prev
+            .iter()
+            .flat_map(|p| &p.moves)
+            .any(|m| m.left_in == u.folder);
+        let done = if drained_before {
+            // Its arms moved on: it is not run again.
+            lane_outcome(&dir)
+        } else {
+            complete_lane(&dir).filter(|_| resume)
+        };
+        ends.push(done.map(Ok));
+        if ends[k].is_none() {
+            waiting.push(k);
+        }
+    }
+    let mut busy = vec![false; f.lanes.len()];
+    let mut dead = vec![false; f.lanes.len()];
+    let restores: Vec<bool> = f.lanes.iter().map(|l| l.session.plan.restores()).collect();
+    let mut running = 0usize;
+    loop {
+        let go = cancel.borrow().is_none();
+        // Runs waiting for their lane (a resume: a lane's own and a moved one), one at a time.
+        for k in waiting.clone() {
+            let l = units[k].lane;
+            if go && !busy[l] && !dead[l] {
+                spawn(f, &units[k], k, resume, (&notify, &cancel), tx.clone())?;
+                waiting.retain(|w| *w != k);
+                busy[l] = true;
+                running += 1;
             }
         }
-        let plan = l.session.plan.clone();
-        let opts = Options {
-            bundle: l.session.bundle.clone(),
-            // A lane whose run never opened its folder starts it now.
-            resume: resume && l.session.bundle.join(bundle::CHECKPOINT).is_file(),
-            notify: tagged(&notify, &l.id),
-            cancel: cancel.clone(),
-            notes: l.session.notes(),
-            recovery: l.session.recovery.clone(),
-            logs_beside: Some(l.beside.clone()),
+        while go && !queue.is_empty() {
+            let Some(to) = super::fleet_drain::pick(&restores, &busy, &dead) else {
+                break;
+            };
+            let (from, left_in, d) = queue.remove(0);
+            let u = moved_unit(f, &units, to, from, &d.arms);
+            for a in &d.arms {
+                moves.push(ArmMove {
+                    arm: a.clone(),
+                    from: f.lanes[from].id.clone(),
+                    to: Some(f.lanes[to].id.clone()),
+                    folder: Some(u.folder.clone()),
+                    cause: d.cause.clone(),
+                    left_in: left_in.clone(),
+                });
+            }
+            notify(Note::Warning(&format!(
+                "lane {} drained ({}): arm(s) {} move to lane {} ({})",
+                f.lanes[from].id,
+                d.cause,
+                d.arms.join(", "),
+                f.lanes[to].id,
+                u.folder
+            )));
+            units.push(u);
+            ends.push(None);
+            running_record(f, &units, &moves);
+            let k = units.len() - 1;
+            spawn(f, &units[k], k, false, (&notify, &cancel), tx.clone())?;
+            busy[to] = true;
+            running += 1;
+        }
+        if running == 0 {
+            break;
+        }
+        let Some((k, end)) = rx.recv().await else {
+            break;
         };
-        std::thread::Builder::new()
-            .name(format!("lane-{}", l.id))
-            .spawn(move || {
-                let end = match crate::load::pace::client_runtime() {
-                    Ok(rt) => rt.block_on(super::run(plan, opts)),
-                    Err(e) => Err(anyhow::anyhow!("cannot start the lane's runtime: {e}")),
-                };
-                let _ = tx.send(end);
-            })?;
-        waiting.push(rx);
+        running -= 1;
+        let lane = units[k].lane;
+        busy[lane] = false;
+        match &end {
+            Ok(o) if o.drained.is_some() => {
+                dead[lane] = true;
+                let d = o.drained.clone().expect("checked");
+                if !d.arms.is_empty() {
+                    queue.push((lane, units[k].folder.clone(), d));
+                }
+            }
+            Ok(_) => {}
+            // A lane whose runner failed takes no other lane's arms.
+            Err(_) => dead[lane] = true,
+        }
+        ends[k] = Some(end);
     }
-    let mut ends = Vec::new();
-    for rx in waiting {
-        ends.push(rx.await.unwrap_or_else(|_| {
-            Err(anyhow::anyhow!(
-                "the lane's runner stopped without an outcome (a panic)"
-            ))
-        }));
+    // No live lane was left for these (or a signal came first): recorded, not run.
+    for (from, left_in, d) in queue {
+        for a in d.arms {
+            moves.push(ArmMove {
+                arm: a,
+                from: f.lanes[from].id.clone(),
+                to: None,
+                folder: None,
+                cause: d.cause.clone(),
+                left_in: left_in.clone(),
+            });
+        }
     }
     notify(Note::Finished);
-    Ok(seal(f, base, ends, t0))
+    let ends = units
+        .iter()
+        .zip(ends)
+        .map(|(u, e)| {
+            let e = e.unwrap_or_else(|| {
+                Err(anyhow::anyhow!(if cancel.borrow().is_some() {
+                    "not run: a signal came before its lane was free"
+                } else {
+                    "not run: its lane was drained before its turn came"
+                }))
+            });
+            (u.record(f), e)
+        })
+        .collect();
+    Ok(seal(f, base, ends, moves, t0))
+}
+
+/// The run of arms `arms`, moved from lane `from`, on lane `to`: its plan and its folder
+/// (`lanes/<to>.moved-<n>`, the lane's n-th).
+fn moved_unit(f: &Fleet, units: &[Unit], to: usize, from: usize, arms: &[String]) -> Unit {
+    let (to_id, from_id) = (&f.lanes[to].id, &f.lanes[from].id);
+    let n = 1 + units
+        .iter()
+        .filter(|u| u.lane == to && u.moved_from.is_some())
+        .count();
+    let c = &f.plan.campaign;
+    Unit {
+        lane: to,
+        plan: crate::campaign::lane_plan::moved_plan(c, &f.plan.schedule, to_id, arms, from_id)
+            .expect("every lane of the campaign"),
+        folder: bundle::moved_dir(to_id, n),
+        moved_from: Some(from_id.clone()),
+    }
+}
+
+/// Every run of the bundle: each lane's own (file order), then the moved runs `prev` (the
+/// bundle's result, on a resume or a recovery) lists, each with the plan it ran.
+pub(super) fn units_of(f: &Fleet, prev: Option<&CampaignResult>) -> Vec<Unit> {
+    let mut units: Vec<Unit> = f
+        .lanes
+        .iter()
+        .enumerate()
+        .map(|(i, l)| Unit {
+            lane: i,
+            plan: l.session.plan.clone(),
+            folder: bundle::lane_dir(&l.id),
+            moved_from: None,
+        })
+        .collect();
+    let Some(prev) = prev else { return units };
+    for r in &prev.lanes {
+        let (Some(from), Some(i)) = (&r.moved_from, f.lanes.iter().position(|l| l.id == r.id))
+        else {
+            continue;
+        };
+        let arms: Vec<String> = prev
+            .moves
+            .iter()
+            .filter(|m| m.folder.as_deref() == Some(r.folder.as_str()))
+            .map(|m| m.arm.clone())
+            .collect();
+        let c = &f.plan.campaign;
+        if let Some(plan) =
+            crate::campaign::lane_plan::moved_plan(c, &f.plan.schedule, &r.id, &arms, from)
+        {
+            units.push(Unit {
+                lane: i,
+                plan,
+                folder: r.folder.clone(),
+                moved_from: Some(from.clone()),
+            });
+        }
+    }
+    units
+}
+
+/// While moved runs go on: the bundle's result lists every run's folder and the moves, so a
+/// recovery after bakeoff died finds each run's launch journal.
+fn running_record(f: &Fleet, units: &[Unit], moves: &[ArmMove]) {
+    if let Some(mut r) = read_result(&f.bundle) {
+        r.lanes = units.iter().map(|u| u.record(f)).collect();
+        r.moves = moves.to_vec();
+        if let Ok(t) = serde_json::to_string_pretty(&r) {
+            let _ = crate::evidence::write_atomic(
+                &f.bundle.join(bundle::RESULT),
+                (t + "\n").as_bytes(),
+            );
+        }
+    }
 }
 
 /// The bundle's own first files (the campaign copy, the environment, the plan with its
@@ -264,12 +527,17 @@ fn first_files(f: &Fleet, resume: bool) -> Result<CampaignResult> {
 }
 
 /// The lanes' outcomes merged, written and sealed; the run's outcome.
-fn seal(f: &Fleet, base: CampaignResult, ends: Vec<LaneEnd>, t0: Instant) -> Outcome {
+fn seal(
+    f: &Fleet,
+    base: CampaignResult,
+    ends: Vec<(LaneRun, LaneEnd)>,
+    moves: Vec<ArmMove>,
+    t0: Instant,
+) -> Outcome {
     let mut lanes = Vec::new();
     let mut interrupted = Vec::new();
     let (mut engine, mut measure, mut overhead, mut lane_total) = (0.0, 0.0, 0.0, 0.0);
-    for (l, end) in f.lanes.iter().zip(ends) {
-        let run = lane_run(l);
+    for (run, end) in ends {
         match end {
             Ok(o) => {
                 engine += o.timing.engine_lifecycle_ms;
@@ -277,7 +545,7 @@ fn seal(f: &Fleet, base: CampaignResult, ends: Vec<LaneEnd>, t0: Instant) -> Out
                 overhead += o.timing.overhead_ms;
                 lane_total += o.timing.total_ms;
                 if let Some(i) = &o.interrupted {
-                    interrupted.push(format!("lane {}: {i}", l.id));
+                    interrupted.push(format!("lane {}: {i}", run.id));
                 }
                 lanes.push(LaneOutcome {
                     lane: run,
@@ -293,7 +561,7 @@ fn seal(f: &Fleet, base: CampaignResult, ends: Vec<LaneEnd>, t0: Instant) -> Out
         }
     }
     let control = f.plan.campaign.control_arm().map(|a| a.id.as_str());
-    let mut result = merge(base, lanes, control);
+    let mut result = merge(base, lanes, control, moves);
     result.updated_at = crate::clock::wall_rfc3339();
     if let Err(e) = write_sealed(f, &result) {
         result.complete = false;
@@ -326,6 +594,7 @@ fn seal(f: &Fleet, base: CampaignResult, ends: Vec<LaneEnd>, t0: Instant) -> Out
         interrupted: (!interrupted.is_empty()).then(|| interrupted.join("; ")),
         result,
         timing,
+        drained: None,
     }
 }
 
@@ -346,12 +615,18 @@ pub(super) fn read_result(dir: &Path) -> Option<CampaignResult> {
 /// A lane whose own result says complete: its outcome as the run hands it to the merge (the
 /// lane is not run again on a resume).
 pub(super) fn complete_lane(dir: &Path) -> Option<Outcome> {
-    let r = read_result(dir).filter(|r| r.complete)?;
+    lane_outcome(dir).filter(|o| o.complete)
+}
+
+/// A run's outcome as its own result says it (a drained or complete run not run again).
+fn lane_outcome(dir: &Path) -> Option<Outcome> {
+    let r = read_result(dir)?;
     Some(Outcome {
-        complete: true,
+        complete: r.complete,
         interrupted: None,
         result: r,
         timing: InvocationTiming::default(),
+        drained: None,
     })
 }
 

@@ -9,7 +9,7 @@
 //! each arm's own step files, never an average across lanes.
 
 use crate::evidence::lane_spread::{LaneControl, LaneSpread, FILE as LANE_SPREAD_FILE};
-use crate::evidence::result::{CampaignResult, LaneRun};
+use crate::evidence::result::{ArmMove, CampaignResult, LaneRun};
 use serde::{de::DeserializeOwned, Serialize};
 
 /// A lane's run as the merge takes it: its record in the bundle and its own result (None: its
@@ -56,10 +56,18 @@ fn prefixed<T: Serialize + DeserializeOwned + Clone>(v: &T, folder: &str) -> T {
 /// verdict's lines about them in `base.notes`; when no control ran on every lane, the line that
 /// the spread was not measured. Only when arms ran on more than one lane.
 fn spread(base: &mut CampaignResult, lanes: &[LaneOutcome], control: Result<&str, String>) {
-    let ran: Vec<String> = lanes
+    // Per lane id (a lane's moved runs with its own), the arms counted there.
+    let mut by_lane: Vec<(&str, Vec<&str>)> = Vec::new();
+    for l in lanes.iter().filter(|l| !l.lane.arms.is_empty()) {
+        let arms = l.lane.arms.iter().map(String::as_str);
+        match by_lane.iter_mut().find(|(id, _)| *id == l.lane.id) {
+            Some((_, a)) => a.extend(arms),
+            None => by_lane.push((&l.lane.id, arms.collect())),
+        }
+    }
+    let ran: Vec<String> = by_lane
         .iter()
-        .filter(|l| !l.lane.arms.is_empty())
-        .map(|l| format!("{} ({})", l.lane.id, l.lane.arms.join(", ")))
+        .map(|(id, arms)| format!("{id} ({})", arms.join(", ")))
         .collect();
     if ran.len() < 2 {
         return;
@@ -87,15 +95,22 @@ fn spread(base: &mut CampaignResult, lanes: &[LaneOutcome], control: Result<&str
     let copy = crate::campaign::lane_plan::control_copy_id(control);
     let (mut found, mut missing) = (Vec::new(), Vec::new());
     for l in lanes {
+        if l.lane.moved_from.is_some() {
+            // A moved run has no control: its lane's own run measured it.
+            continue;
+        }
         let rec = l
             .result
             .as_ref()
             .and_then(|r| r.arms.iter().find(|a| a.id == copy || a.id == control));
+        let emptied = l.lane.drained.is_some() && l.lane.arms.is_empty();
         match rec.map(|a| (a, prefixed(a, &l.lane.folder))) {
             Some((a, p)) if p.warm.is_some() => {
                 let warm = p.warm.as_ref().expect("checked");
                 found.push(LaneControl::of(&l.lane.id, &a.id, warm));
             }
+            // A drained lane none of whose arms counted needs no control figures.
+            _ if emptied => {}
             Some((a, _)) => missing.push(format!(
                 "lane {}: the control {} has no warm c1 timing ({:?}{})",
                 l.lane.id,
@@ -141,11 +156,27 @@ fn spread(base: &mut CampaignResult, lanes: &[LaneOutcome], control: Result<&str
 ///
 /// `control`: the id of the arm whose recipe is the card-to-card control (its copy on the
 /// lanes that do not run it is `lane_plan::control_copy_id`), or why none ran.
+///
+/// `moves`: the arms moved off drained lanes (docs/fleet.md "A lane that dies"). A moved arm's
+/// record is its moved run's (that run comes after the drained one in `lanes`); the drained run
+/// no longer lists it, and says why it was drained. A drained run does not leave the campaign
+/// incomplete when its arms ran elsewhere and its restoration (if it has one) passed.
 pub fn merge(
     mut base: CampaignResult,
-    lanes: Vec<LaneOutcome>,
+    mut lanes: Vec<LaneOutcome>,
     control: Result<&str, String>,
+    moves: Vec<ArmMove>,
 ) -> CampaignResult {
+    for l in lanes.iter_mut() {
+        let out: Vec<&ArmMove> = moves
+            .iter()
+            .filter(|m| m.left_in == l.lane.folder)
+            .collect();
+        if let Some(m) = out.first() {
+            l.lane.drained = Some(m.cause.clone());
+            l.lane.arms.retain(|a| !out.iter().any(|m| &m.arm == a));
+        }
+    }
     let mut reasons = Vec::new();
     let mut lane_notes: Vec<Vec<String>> = Vec::new();
     for l in &lanes {
@@ -193,7 +224,13 @@ pub fn merge(
         }
     }
     spread(&mut base, &lanes, control);
+    for n in super::fleet_drain::notes(&moves) {
+        if !base.notes.contains(&n) {
+            base.notes.push(n);
+        }
+    }
     let mut runs = Vec::new();
+    let mut done = Vec::new();
     for l in lanes {
         let mut run = l.lane;
         match (&l.result, &l.error) {
@@ -209,12 +246,35 @@ pub fn merge(
                 );
             }
         }
-        if let Some(why) = run.incomplete_reason.as_ref().filter(|_| !run.complete) {
+        // A drained run is done when its restoration (its lane's incumbent) passed or it had none.
+        let restored = l.result.as_ref().is_some_and(|r| {
+            r.restoration
+                .as_ref()
+                .is_none_or(|x| x.status == crate::evidence::RestorationStatus::Passed)
+        });
+        done.push(run.complete || (run.drained.is_some() && restored));
+        if let Some(why) = run
+            .incomplete_reason
+            .as_ref()
+            .filter(|_| !done[done.len() - 1])
+        {
             reasons.push(format!("lane {}: {why}", run.id));
         }
         runs.push(run);
     }
-    base.complete = runs.iter().all(|r| r.complete);
+    let stranded: Vec<&str> = moves
+        .iter()
+        .filter(|m| m.to.is_none())
+        .map(|m| m.arm.as_str())
+        .collect();
+    if !stranded.is_empty() {
+        reasons.push(format!(
+            "arm(s) {} not run: their lane was drained and no live lane was left; `bakeoff run --resume` runs them",
+            stranded.join(", ")
+        ));
+    }
+    base.complete = done.iter().all(|d| *d) && stranded.is_empty();
+    base.moves = moves;
     base.incomplete_reason = (!base.complete).then(|| reasons.join("; "));
     base.lanes = runs;
     base
@@ -300,6 +360,7 @@ mod tests {
             base(),
             two_lanes(g0, g1),
             Err("the control arm `inc` is an endpoint".into()),
+            Vec::new(),
         );
         let ids: Vec<&str> = m.arms.iter().map(|a| a.id.as_str()).collect();
         assert_eq!(ids, vec!["inc", "a", "b"]);
@@ -331,6 +392,7 @@ mod tests {
             base(),
             two_lanes(result(&["inc", "b"], true, &[]), result(&["a"], false, &[])),
             Ok("inc"),
+            Vec::new(),
         );
         assert!(!m.complete);
         assert_eq!(
@@ -345,6 +407,7 @@ mod tests {
                 error: Some("cannot open the bundle".into()),
             }],
             Ok("inc"),
+            Vec::new(),
         );
         assert_eq!(
             m.incomplete_reason.as_deref(),
@@ -372,7 +435,7 @@ mod tests {
         g0.arms = vec![timed("inc", 60.0), timed("b", 40.0)];
         let mut g1 = result(&[], true, &[]);
         g1.arms = vec![timed("inc.control", 64.8), timed("a", 43.0)];
-        let m = merge(base(), two_lanes(g0, g1), Ok("inc"));
+        let m = merge(base(), two_lanes(g0, g1), Ok("inc"), Vec::new());
         // The copy is not an arm of the campaign: only its figures are kept.
         assert!(m.arm("inc.control").is_none());
         let s = m.lane_spread.as_ref().unwrap();

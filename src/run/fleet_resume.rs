@@ -12,7 +12,7 @@
 //! resume:      fleet::run(resume) (a complete lane is not run again)
 //! ```
 
-use super::fleet::{base, begin_lanes, lane_run, read_result, write_sealed, Fleet};
+use super::fleet::{base, begin_lanes, read_result, units_of, write_sealed, Fleet};
 use super::fleet_merge::{merge, LaneOutcome};
 use super::recover::Recovered;
 use super::session::{Purpose, Refused};
@@ -60,17 +60,23 @@ pub struct FleetRecovered {
 /// campaign is not finished, and the bundle sealed. Runs no arm. Call with every lane's lock held
 /// (`begin_again` with [`Purpose::Recover`]).
 pub async fn recover(f: &Fleet, notify: Notify) -> Result<FleetRecovered> {
+    let prev = read_result(&f.bundle);
+    // Each lane's own run, then the runs of arms moved off a drained lane (their folders).
+    let units = units_of(f, prev.as_ref());
     let mut out = Vec::new();
-    for l in &f.lanes {
-        let dir = &l.session.bundle;
+    for u in &units {
+        let l = &f.lanes[u.lane];
+        let dir = f.bundle.join(&u.folder);
+        let own = u.moved_from.is_none();
+        let name = u.folder.rsplit('/').next().unwrap_or_default();
         let r = if dir.join(bundle::CHECKPOINT).is_file() {
             let tagged = lane_notify(&notify, &l.id);
             super::recover::recover(
-                l.session.plan.clone(),
+                u.plan.clone(),
                 dir.clone(),
                 tagged,
-                l.session.notes(),
-                Some(l.beside.clone()),
+                if own { l.session.notes() } else { Vec::new() },
+                Some(bundle::lane_beside(&f.bundle, name)),
             )
             .await?
         } else {
@@ -85,24 +91,29 @@ pub async fn recover(f: &Fleet, notify: Notify) -> Result<FleetRecovered> {
                 complete: false,
             }
         };
-        out.push((l.id.clone(), r));
+        let id = if own {
+            l.id.clone()
+        } else {
+            format!("{} ({})", l.id, u.folder)
+        };
+        out.push((id, r));
     }
-    let lanes = f
-        .lanes
+    let lanes = units
         .iter()
-        .map(|l| {
-            let result = read_result(&l.session.bundle);
+        .map(|u| {
+            let result = read_result(&f.bundle.join(&u.folder));
             LaneOutcome {
                 error: result
                     .is_none()
                     .then(|| "the lane's run never began (bakeoff died first)".to_string()),
-                lane: lane_run(l),
+                lane: u.record(f),
                 result,
             }
         })
         .collect();
     let control = f.plan.campaign.control_arm().map(|a| a.id.as_str());
-    let mut result = merge(base(f), lanes, control);
+    let moves = prev.map(|p| p.moves).unwrap_or_default();
+    let mut result = merge(base(f), lanes, control, moves);
     result.updated_at = crate::clock::wall_rfc3339();
     let complete = result.complete;
     if !complete {

@@ -17,6 +17,7 @@ mod arm;
 mod context;
 mod first_records;
 pub mod fleet;
+mod fleet_drain;
 mod fleet_merge;
 pub mod fleet_resume;
 mod guard;
@@ -69,6 +70,23 @@ pub struct Options {
     /// Where the raw engine logs and the held-back space go: beside this path (None: beside
     /// the bundle). A lane folder of a multi-lane bundle keeps them beside the whole bundle.
     pub logs_beside: Option<PathBuf>,
+    /// A lane of a multi-lane campaign: asked whether the lane died when an arm's step failed
+    /// and when an arm's turn comes (docs/fleet.md "A lane that dies"). None (one lane): never.
+    pub lane_probe: Option<LaneProbe>,
+}
+
+/// Whether the lane is dead: given the lane fault a step saw (`Cx::lane_fault`, or None),
+/// Some(why) drains the lane: its arm's engine is stopped and every arm step left is not run
+/// here ([`Outcome::drained`]).
+pub type LaneProbe = std::sync::Arc<dyn Fn(Option<&str>) -> Option<String> + Send + Sync>;
+
+/// A lane that died during its run: why, and the arms to run from the start on a live lane.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Drained {
+    pub cause: String,
+    /// In plan order: the arm that was running, the arms queued after it, and the partner of
+    /// any of them in a speculative pair (the two share a lane).
+    pub arms: Vec<String>,
 }
 
 pub struct Outcome {
@@ -77,6 +95,8 @@ pub struct Outcome {
     pub interrupted: Option<String>,
     pub result: CampaignResult,
     pub timing: InvocationTiming,
+    /// The lane died and was drained ([`Options::lane_probe`]).
+    pub drained: Option<Drained>,
 }
 
 /// The arm whose steps are running.
@@ -98,6 +118,9 @@ struct Runner<S: Steps> {
     halted: Option<String>,
     arm: Option<ArmRun<S::Live>>,
     t0: Instant,
+    probe: Option<LaneProbe>,
+    /// The lane died (why): the arm steps left are not run here.
+    drained: Option<String>,
 }
 
 /// Runs (or resumes) a campaign. Never returns before the incumbent restoration was attempted.
@@ -128,6 +151,8 @@ async fn run_with<S: Steps>(plan: Plan, opts: Options, steps: S) -> Result<Outco
         halted: None,
         arm: None,
         t0,
+        probe: opts.lane_probe.clone(),
+        drained: None,
     };
     let steps = r.cx.plan.steps.clone();
     for s in &steps {
@@ -146,7 +171,7 @@ async fn run_with<S: Steps>(plan: Plan, opts: Options, steps: S) -> Result<Outco
         } else {
             if r.interrupted.is_some()
                 || r.halted.is_some()
-                || (s.phase == Phase::Arm && r.cx.rec.finished(s.number))
+                || (s.phase == Phase::Arm && (r.drained.is_some() || r.cx.rec.finished(s.number)))
             {
                 continue;
             }
@@ -198,6 +223,10 @@ impl<S: Steps> Runner<S> {
                 )
             });
         let wall_ms = t.elapsed().as_secs_f64() * 1e3;
+        let failed = matches!(
+            done.outcome,
+            StepOutcome::GateFailed(_) | StepOutcome::Fatal(_)
+        );
         let file = done.file.clone().unwrap_or_else(|| s.evidence.clone());
         if let Some(ev) = &done.evidence {
             self.cx.rec.write_json_or_warn(&file, ev);
@@ -237,7 +266,87 @@ impl<S: Steps> Runner<S> {
         if let Some(e) = self.cx.rec.take_write_failure() {
             // The result or the checkpoint could not be saved.
             self.unwritable(s, &file, e, wall_ms).await;
+            return;
         }
+        if failed && s.phase == Phase::Arm {
+            let seen = self.cx.lane_fault.take();
+            if let Some(cause) = self.lane_dead(seen.as_deref()) {
+                self.drain(s, cause).await;
+            }
+        }
+    }
+
+    /// The lane's probe's answer (None without one: a one-lane run is never drained).
+    fn lane_dead(&self, seen: Option<&str>) -> Option<String> {
+        self.probe.as_ref().and_then(|p| p(seen))
+    }
+
+    /// The lane died (`cause`): the arm of `s` is stopped (its engine, if one runs) and marked
+    /// moved; every arm step left is not run here (its arms go to a live lane, docs/fleet.md).
+    /// What the arm measured here stays in the lane's folder.
+    async fn drain(&mut self, s: &PlanStep, cause: String) {
+        let id = s.arm.clone().unwrap_or_default();
+        self.cx.rec.warn(&format!(
+            "the lane is drained ({cause}): arm {id} and the arms queued after it move to a live lane"
+        ));
+        if self.arm.is_none() {
+            self.arm = Some(ArmRun {
+                id: id.clone(),
+                live: None,
+                fatal: false,
+            });
+        }
+        let here = self
+            .cx
+            .rec
+            .arm_result(&id)
+            .failure
+            .as_ref()
+            .map(|f| format!("; what failed here: {}", f.detail))
+            .unwrap_or_default();
+        self.stop_early("stop (lane drained)").await;
+        let detail = format!("moved to a live lane: this lane was drained ({cause}){here}");
+        self.cx.rec.arm_result(&id).failure =
+            Some(fail(FailureClass::Interrupted, detail, &s.evidence));
+        self.cx.rec.save();
+        self.drained = Some(cause);
+    }
+
+    /// What a drained lane hands on: its cause and the arms whose steps did not all run here
+    /// (never the control's copy: every lane has its own), with their speculative partners.
+    fn moved_arms(&self) -> Option<Drained> {
+        let cause = self.drained.clone()?;
+        let p = &self.cx.plan;
+        let c = &p.campaign;
+        let unfinished = |a: &str| {
+            p.steps.iter().any(|s| {
+                s.phase == Phase::Arm
+                    && s.arm.as_deref() == Some(a)
+                    && !self.cx.rec.finished(s.number)
+            })
+        };
+        let mut arms: Vec<String> = p
+            .arm_ids()
+            .into_iter()
+            .filter(|a| !crate::campaign::lane_plan::is_control_copy(a) && unfinished(a))
+            .map(str::to_string)
+            .collect();
+        let partner = |a: &str| {
+            c.arms.iter().find_map(|x| match &x.speculative {
+                Some(sp) if x.id == a => Some(sp.control.clone()),
+                Some(sp) if sp.control == a => Some(x.id.clone()),
+                _ => None,
+            })
+        };
+        let with: Vec<String> = arms.iter().filter_map(|a| partner(a)).collect();
+        for b in with {
+            if !arms.contains(&b) {
+                arms.push(b);
+            }
+        }
+        let order: Vec<&str> = c.arms.iter().map(|a| a.id.as_str()).collect();
+        arms.sort_by_key(|a| order.iter().position(|o| o == a));
+        Some(Drained { cause, arms })
     }
 
     /// A step whose evidence (or the result, or the checkpoint) could not be written: it is not
@@ -272,6 +381,13 @@ impl<S: Steps> Runner<S> {
         let id = s.arm.clone().unwrap_or_default();
         if self.arm.as_ref().is_some_and(|a| a.id == id) {
             return true;
+        }
+        // Test-only: the arm's turn came, nothing of it launched.
+        testhook::pause_for("arm-start", &id).await;
+        if let Some(cause) = self.lane_dead(None) {
+            // The lane died between arms: this arm and the rest go elsewhere.
+            self.drain(s, cause).await;
+            return false;
         }
         let fatal = self.cx.rec.arm_result(&id).status == ArmStatus::Failed;
         let a = self.cx.rec.arm_result(&id);
@@ -376,8 +492,13 @@ impl<S: Steps> Runner<S> {
         }
     }
 
-    /// Stops the running arm after a signal and records it as interrupted.
     async fn stop_interrupted_arm(&mut self) {
+        self.stop_early("stop (interrupted)").await
+    }
+
+    /// Stops the running arm before its steps ended (a signal, a drained lane; `label` says
+    /// which in the checkpoint) and records it as interrupted.
+    async fn stop_early(&mut self, label: &str) {
         let Some(mut a) = self.arm.take() else { return };
         if let Some(live) = a.live.take() {
             let t = Instant::now();
@@ -386,9 +507,7 @@ impl<S: Steps> Runner<S> {
             let written = self.cx.rec.write_json_or_warn(&name, &ev);
             let w = t.elapsed().as_secs_f64() * 1e3;
             let evidence = written.then_some(name.as_str());
-            self.cx
-                .rec
-                .extra(Some(&a.id), "stop (interrupted)", evidence, w);
+            self.cx.rec.extra(Some(&a.id), label, evidence, w);
             if written {
                 self.cx.rec.add_evidence(&a.id, &name);
             }
@@ -410,7 +529,13 @@ impl<S: Steps> Runner<S> {
     fn finish(mut self) -> Result<Outcome> {
         (self.cx.notify)(Note::Finished);
         let total_ms = self.t0.elapsed().as_secs_f64() * 1e3;
-        let reason = self.interrupted.as_deref().or(self.halted.as_deref());
+        let drained = self.drained.as_ref().map(|c| format!("drained: {c}"));
+        let reason = self
+            .interrupted
+            .as_deref()
+            .or(self.halted.as_deref())
+            .or(drained.as_deref());
+        let moved = self.moved_arms();
         let restores = self.cx.plan.restores();
         let (mut complete, timing) =
             self.cx
@@ -457,6 +582,7 @@ impl<S: Steps> Runner<S> {
             interrupted: self.interrupted,
             result: self.cx.rec.into_result(),
             timing,
+            drained: moved,
         })
     }
 }

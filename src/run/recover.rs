@@ -243,6 +243,7 @@ pub async fn recover(
         notes,
         recovery: None,
         logs_beside,
+        lane_probe: None,
     };
     let complete = std::fs::read(dir.join(bundle::RESULT))
         .ok()

@@ -7,13 +7,26 @@ use crate::campaign::Campaign;
 
 /// `c` with every Slurm lane's `host` set to its node's address (the campaign's `[lane]`, the
 /// incumbent's lane, follows). Err: `lane <id>: slurm_node <node>: <why>; <fix>`.
-pub fn resolve(mut c: Campaign) -> Result<Campaign, String> {
+pub fn resolve(c: Campaign) -> Result<Campaign, String> {
+    resolve_with(c, crate::lane::slurm_node::node_addr)
+}
+
+/// [`resolve`] for `bakeoff recover`: a node Slurm calls down still gives its address (each
+/// lane is put back wherever it is); only a node Slurm does not know refuses.
+pub fn resolve_any(c: Campaign) -> Result<Campaign, String> {
+    resolve_with(c, crate::lane::slurm_node::node_addr_any)
+}
+
+fn resolve_with(
+    mut c: Campaign,
+    addr: fn(&str, &str) -> Result<String, String>,
+) -> Result<Campaign, String> {
     if c.fleet.iter().all(|e| e.slurm_node.is_none()) {
         return Ok(c);
     }
     for e in c.fleet.iter_mut() {
         let Some(node) = &e.slurm_node else { continue };
-        e.host = crate::lane::slurm_node::node_addr("sbatch", node).map_err(|why| {
+        e.host = addr("sbatch", node).map_err(|why| {
             format!(
                 "lane {}: slurm_node {node}: {why}; name a node `sinfo -N` lists as usable, or bring it back (`scontrol update nodename={node} state=resume`)",
                 e.id

@@ -6,6 +6,8 @@
 //!
 //! Points: `launch-unrecorded` (an arm was started, its pid or job id not yet in the launch
 //! journal; `launch-unrecorded@ARM`: only arm ARM's launch),
+//! `arm-start@ARM` (arm ARM's turn came on its lane, nothing of it launched yet),
+//! `arm-ready@ARM` (arm ARM is ready, its measurement not begun),
 //! `incumbent-stopped` (the incumbent was stopped, the step not yet recorded),
 //! `restoration-launched` (the restored incumbent was started, not yet ready),
 //! `restoration-preflight` (the restoration's last step began: its preflight requests not sent);

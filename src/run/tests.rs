@@ -155,6 +155,7 @@ async fn go(dir: &Path, mut fake: Fake, resume: bool) -> Ran {
         notes: vec![],
         recovery: None,
         logs_beside: None,
+        lane_probe: None,
     };
     let mut fake = fake;
     let out = run_with_fake(plan.clone(), opts, &mut fake).await;

@@ -86,6 +86,96 @@ required_gates = ["smoke", "streaming", "restoration"]
     p
 }
 
+/// The incumbent `inc` serving on node1 as a job of its name (`<name>-inc`), as bakeoff would
+/// submit it: its job id, once it answers there.
+fn serve_incumbent(t: &Camp, name: &str) -> String {
+    let sub = Command::new("sbatch")
+        .args(["--parsable", "--partition=fleet", "--nodelist=node1"])
+        .arg(format!("--job-name={name}-inc"))
+        .arg(format!("--chdir={}", t.dir.path().display()))
+        .arg(format!("--output={}", t.path("inc-job.log").display()))
+        .arg(format!(
+            "--wrap=exec {BIN} engine --profile inc.toml --host 0.0.0.0 --port {}",
+            t.port
+        ))
+        .output()
+        .unwrap();
+    assert!(sub.status.success(), "{}", text(&sub));
+    let first = String::from_utf8_lossy(&sub.stdout).trim().to_string();
+    let n1 = node_addr("node1");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while health(&n1, t.port) != Some(200) {
+        assert!(
+            Instant::now() < deadline,
+            "the incumbent's job {first} never served on {n1}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    first
+}
+
+/// `[[lanes]]` tables `n1..n<k>` on node1..node<k>, the incumbent's lane n1, all on `port`.
+fn node_lanes(k: usize, port: u16) -> String {
+    let mut lanes = String::new();
+    for i in 1..=k {
+        lanes.push_str(&format!(
+            "\n[[lanes]]\nid = \"n{i}\"\nslurm_node = \"node{i}\"\nport = {port}\nready_timeout_s = 30\nstop_grace_s = 3\n{}",
+            if i == 1 { "incumbent = \"inc\"\n" } else { "" },
+        ));
+    }
+    lanes
+}
+
+/// Sets a node back in service when dropped (pass or fail), so the other tests sharing the
+/// cluster find it as they expect.
+struct NodeBack(&'static str);
+
+impl Drop for NodeBack {
+    fn drop(&mut self) {
+        let _ = Command::new("scontrol")
+            .args(["update", &format!("nodename={}", self.0), "state=resume"])
+            .output();
+    }
+}
+
+/// Marks `node` down (`scontrol update nodename=NODE state=down reason=…`).
+fn node_down(node: &str, reason: &str) {
+    let o = Command::new("scontrol")
+        .args(["update", &format!("nodename={node}"), "state=down"])
+        .arg(format!("reason={reason}"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+}
+
+/// `bakeoff run FILE` paused when arm `b` is ready (`pause` appears): the running child, once
+/// paused.
+fn run_paused(file: &Path, pause: &Path) -> std::process::Child {
+    let run = Command::new(BIN)
+        .arg("run")
+        .arg(file)
+        .arg("--no-progress")
+        .env(
+            "BAKEOFF_TEST_PAUSE_AT",
+            format!("arm-ready@b:{}", pause.display()),
+        )
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for(pause, Duration::from_secs(60));
+    run
+}
+
+/// Waits until `file` exists (a pause of `BAKEOFF_TEST_PAUSE_AT`), failing past `limit`.
+fn wait_for(file: &Path, limit: Duration) {
+    let t = Instant::now();
+    while !file.exists() {
+        assert!(t.elapsed() < limit, "{} never appeared", file.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Six arms over four Slurm nodes, node4 slowed by 8 % through its lane `env`: every arm runs
 /// as a job on its lane's node, the bundle verifies and names each arm's node, the incumbent's
 /// job is back on node1 and nothing else is left in squeue; the control's spread is measured.
@@ -125,30 +215,8 @@ fn six_arms_over_four_slurm_nodes_complete_verify_and_measure_a_slow_node() {
         dry.contains("node node3: every arm's job pinned there (--nodelist=node3)"),
         "{dry}"
     );
-    // The incumbent serves on node1 as a job of its name, as bakeoff would submit it.
-    let inc_job = format!("{name}-inc");
-    let sub = Command::new("sbatch")
-        .args(["--parsable", "--partition=fleet", "--nodelist=node1"])
-        .arg(format!("--job-name={inc_job}"))
-        .arg(format!("--chdir={}", t.dir.path().display()))
-        .arg(format!("--output={}", t.path("inc-job.log").display()))
-        .arg(format!(
-            "--wrap=exec {BIN} engine --profile inc.toml --host 0.0.0.0 --port {}",
-            t.port
-        ))
-        .output()
-        .unwrap();
-    assert!(sub.status.success(), "{}", text(&sub));
-    let first = String::from_utf8_lossy(&sub.stdout).trim().to_string();
+    let first = serve_incumbent(&t, &name);
     let n1 = node_addr("node1");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while health(&n1, t.port) != Some(200) {
-        assert!(
-            Instant::now() < deadline,
-            "the incumbent's job {first} never served on {n1}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
     let b = t.bundle();
     let started = Instant::now();
     let o = Command::new(BIN)
@@ -271,4 +339,208 @@ fn a_slurm_lane_on_a_down_or_unknown_node_is_refused_before_anything_starts() {
     );
     assert!(!t.bundle().exists());
     assert!(squeue(&name).is_empty());
+}
+
+/// Node3 marked down while its arm serves (`scontrol update nodename=node3 state=down`): Slurm
+/// takes the arm's job off the node, the lane is drained, the arm runs again from its start on
+/// a live lane, the move is recorded with Slurm's words, the bundle verifies, the verdict is the
+/// one the campaign gives without the fault (built so: `a` is 2x faster than every other arm,
+/// `c` cannot start), and nothing of the campaign is left in squeue but the restored incumbent.
+#[test]
+fn a_node_marked_down_mid_run_moves_its_arm_and_the_verdict_is_unchanged() {
+    let _g = cluster();
+    let t = Camp::new();
+    let name = format!("bo-dr-{}", t.port);
+    let _left = Leftovers(name.clone(), t.port);
+    let _back = NodeBack("node3");
+    let mid = "ttft_ms = 40\ndecode_tok_s = 400\ncontext_tokens = 4096";
+    t.profile("inc", mid);
+    t.profile(
+        "a",
+        "ttft_ms = 20\ndecode_tok_s = 400\ncontext_tokens = 4096",
+    );
+    t.profile("b", mid);
+    t.profile("c", &format!("fail_at_startup = \"no such device\"\n{mid}"));
+    t.profile("d", mid);
+    let ids = ["inc", "a", "b", "c", "d"];
+    let arms: Vec<String> = ids
+        .iter()
+        .map(|id| {
+            let role = if *id == "inc" {
+                "incumbent"
+            } else {
+                "candidate"
+            };
+            arm(&t, id, role, &format!("{name}-{id}"))
+        })
+        .collect();
+    let file = campaign(&t, &node_lanes(4, t.port), &arms);
+    let first = serve_incumbent(&t, &name);
+    // inc on n1, a → n2, b → n3, c → n4, d → n1: b serves on node3 when node3 goes down.
+    let pause = t.path("pause-b");
+    let started = Instant::now();
+    let run = run_paused(&file, &pause);
+    node_down("node3", "slurm_fleet drain test");
+    std::fs::remove_file(&pause).unwrap();
+    // b ready again on the lane it moved to: let it go on there.
+    wait_for(&pause, Duration::from_secs(60));
+    std::fs::remove_file(&pause).unwrap();
+    let o = run.wait_with_output().unwrap();
+    eprintln!(
+        "four Slurm lanes, node3 down mid-run: {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    let out = text(&o);
+    let b = t.bundle();
+    assert!(o.status.success(), "{out}");
+    let r = json(&b.join("campaign-result.json"));
+    assert_eq!(r["complete"], true, "{r:#}");
+    // b moved off n3 with Slurm's words, ran again on a live lane, and completed there.
+    let moves = r["moves"].as_array().unwrap();
+    assert_eq!(moves.len(), 1, "{r:#}");
+    let m = &moves[0];
+    assert_eq!(
+        (&m["arm"], &m["from"]),
+        (&"b".into(), &"n3".into()),
+        "{m:#}"
+    );
+    let cause = m["cause"].as_str().unwrap();
+    assert!(
+        cause.contains("Slurm says node node3 is DOWN") && cause.contains("slurm_fleet drain test"),
+        "{cause}"
+    );
+    let to = m["to"].as_str().unwrap();
+    assert_ne!(to, "n3");
+    let folder = m["folder"].as_str().unwrap();
+    let stop = json(&b.join(format!("{folder}/b-stop.json")));
+    let node = format!("node{}", &to[1..]);
+    assert_eq!(
+        stop["stop"]["slurm_job"]["node"].as_str(),
+        Some(node.as_str()),
+        "{stop:#}"
+    );
+    let rb = r["arms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["id"] == "b")
+        .unwrap();
+    assert_eq!(rb["status"], "completed", "{r:#}");
+    // What b measured on n3 before the node went down is kept there, not counted.
+    assert!(b.join("lanes/n3/b-launch.json").is_file());
+    let n3 = r["lanes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["id"] == "n3")
+        .unwrap();
+    assert_eq!(n3["arms"], serde_json::json!([]), "{r:#}");
+    assert!(n3["drained"].as_str().unwrap().contains("DOWN"), "{r:#}");
+    verify(&b);
+    // The verdict: a wins, c failed as it cannot start, as without the fault; the move is a
+    // limitation in Slurm's words.
+    let d = json(&b.join("decision-summary.json"));
+    let winner = d["decision"]["winner"].as_str().unwrap_or_default();
+    assert!(winner.starts_with("a "), "{d:#}");
+    let failed: Vec<(String, String)> = d["failures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["candidate"].to_string(), f["class"].to_string()))
+        .collect();
+    assert_eq!(
+        failed,
+        [("\"c\"".to_string(), "\"compatibility\"".to_string())],
+        "{d:#}"
+    );
+    assert!(
+        d["limitations"]
+            .to_string()
+            .contains(&format!("Arm b moved from lane n3 to lane {to}: lane n3 was drained (Slurm says node node3 is DOWN")),
+        "{d:#}"
+    );
+    let page = std::fs::read_to_string(b.join("report.html")).unwrap();
+    assert!(page.contains("Arms moved off drained lanes"));
+    // Only the restored incumbent is left, on node1.
+    let jobs = squeue(&name);
+    assert_eq!(jobs.len(), 1, "{jobs:?}");
+    let restored = jobs[0].split_whitespace().next().unwrap().to_string();
+    assert!(
+        restored != first && jobs[0].ends_with("RUNNING"),
+        "{jobs:?}"
+    );
+    assert_eq!(job(&restored)["NodeList"], "node1");
+}
+
+/// SIGKILL of bakeoff while arms serve on three Slurm lanes, then `bakeoff recover`: no job of
+/// the run is left in squeue but the incumbent, which serves its lane again; the bundle
+/// verifies; `--resume` then completes the campaign.
+#[test]
+fn sigkill_during_three_slurm_lanes_then_recover_leaves_no_job_and_resume_completes() {
+    let _g = cluster();
+    let t = Camp::new();
+    let name = format!("bo-rk-{}", t.port);
+    let _left = Leftovers(name.clone(), t.port);
+    for id in ["inc", "a", "b"] {
+        t.profile(id, FAST);
+    }
+    let arms: Vec<String> = ["inc", "a", "b"]
+        .iter()
+        .map(|id| {
+            let role = if *id == "inc" {
+                "incumbent"
+            } else {
+                "candidate"
+            };
+            arm(&t, id, role, &format!("{name}-{id}"))
+        })
+        .collect();
+    let file = campaign(&t, &node_lanes(3, t.port), &arms);
+    serve_incumbent(&t, &name);
+    // inc on n1, a on n2, b on n3: killed while b serves on node3 (a serving or done on n2).
+    let pause = t.path("pause-b");
+    let started = Instant::now();
+    let mut run = run_paused(&file, &pause);
+    let b = t.bundle();
+    let on_b = squeue(&format!("{name}-b"));
+    assert_eq!(on_b.len(), 1, "b's job serves: {on_b:?}");
+    run.kill().unwrap();
+    run.wait().unwrap();
+    let _ = std::fs::remove_file(&pause);
+    let o = Command::new(BIN).arg("recover").arg(&b).output().unwrap();
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    for says in ["lane n1 is back", "lane n2 is back", "lane n3 is back"] {
+        assert!(out.contains(says), "{says}: {out}");
+    }
+    // Every job the run started is cancelled; the incumbent's own serves on node1.
+    let jobs = squeue(&name);
+    assert_eq!(jobs.len(), 1, "{jobs:?}");
+    let inc = jobs[0].split_whitespace().next().unwrap().to_string();
+    assert!(
+        jobs[0].contains(&format!("{name}-inc")) && jobs[0].ends_with("RUNNING"),
+        "{jobs:?}"
+    );
+    assert_eq!(job(&inc)["NodeList"], "node1");
+    assert_eq!(health(&node_addr("node1"), t.port), Some(200));
+    verify(&b);
+    let r = json(&b.join("campaign-result.json"));
+    assert_eq!(r["complete"], false, "{r:#}");
+    let o = Command::new(BIN)
+        .args(["run", "--resume"])
+        .arg(&b)
+        .arg("--no-progress")
+        .output()
+        .unwrap();
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    let r = json(&b.join("campaign-result.json"));
+    assert_eq!(r["complete"], true, "{r:#}");
+    verify(&b);
+    let jobs = squeue(&name);
+    assert_eq!(jobs.len(), 1, "only the restored incumbent: {jobs:?}");
+    eprintln!(
+        "three Slurm lanes: killed, recovered and resumed in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
 }

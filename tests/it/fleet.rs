@@ -592,3 +592,104 @@ fn a_slow_lane_is_measured_and_a_win_by_the_faster_lane_is_a_tie() {
         "{md}"
     );
 }
+
+/// A lane whose port something else takes mid-run is drained (docs/fleet.md "A lane that
+/// dies"): the arm whose launch found the port taken and the arm queued after it on that lane
+/// run again from their start on a live lane, the moves are recorded with their cause (result,
+/// limitations, report.html), what the drained lane measured stays in its folder, and the
+/// campaign completes and verifies.
+#[test]
+fn a_lane_whose_port_is_taken_mid_run_is_drained_and_its_arms_run_elsewhere() {
+    let _g = shared();
+    let t = Camp::new();
+    for p in ["inc", "a", "b", "c", "d"] {
+        t.profile(p, FAST);
+    }
+    let f = t.write(
+        &[
+            ("inc", "inc"),
+            ("a", "a"),
+            ("b", "b"),
+            ("c", "c"),
+            ("d", "d"),
+        ],
+        "",
+        "",
+    );
+    let text = std::fs::read_to_string(&f).unwrap();
+    let (p1, p2) = (free_port(), free_port());
+    std::fs::write(&f, as_lanes(&text, &[("g1", p1), ("g2", p2)])).unwrap();
+    // a and d on g1, b on g2, inc and c on g0: when a's turn comes on g1, its port is taken.
+    let pause = t.path("pause-a");
+    let env = [(
+        "BAKEOFF_TEST_PAUSE_AT",
+        format!("arm-start@a:{}", pause.display()),
+    )];
+    let mut live = t.spawn_run_env("inc", &f, None, &env);
+    wait_for_file(&pause, std::time::Duration::from_secs(60));
+    let squatter = std::net::TcpListener::bind(("127.0.0.1", p1)).unwrap();
+    std::fs::remove_file(&pause).unwrap();
+    // a's turn comes again on the lane it moved to: let it go on there.
+    wait_for_file(&pause, std::time::Duration::from_secs(60));
+    std::fs::remove_file(&pause).unwrap();
+    let (e, r) = live.end_with(0);
+    drop(squatter);
+    let b = live.bundle.clone();
+    let out = text_of(&e.out);
+    lanes_put_back(&t, p1, &out);
+    assert!(
+        bakeoff::lane::procnet::find_listeners(p2).is_empty(),
+        "{out}"
+    );
+    live.cleanup();
+    verify(&b);
+    assert_eq!(r["complete"], true, "{r:#}");
+    for id in ["inc", "a", "b", "c", "d"] {
+        assert_eq!(arm(&r, id)["status"], "completed", "{id}: {r:#}");
+    }
+    // Both of g1's arms moved to g2 (the idle qualification lane) and ran there.
+    let moves = r["moves"].as_array().unwrap();
+    let moved: Vec<(&str, &str, &str)> = moves
+        .iter()
+        .map(|m| {
+            (
+                m["arm"].as_str().unwrap(),
+                m["from"].as_str().unwrap(),
+                m["to"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(moved, [("a", "g1", "g2"), ("d", "g1", "g2")], "{r:#}");
+    let cause = moves[0]["cause"].as_str().unwrap();
+    assert!(
+        cause.contains(&format!("port 127.0.0.1:{p1} is already in use")),
+        "{cause}"
+    );
+    assert_eq!(moves[0]["folder"], "lanes/g2.moved-1", "{r:#}");
+    assert!(arm(&r, "a")["evidence"][0]
+        .as_str()
+        .unwrap()
+        .starts_with("lanes/g2.moved-1/"));
+    let g1 = r["lanes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["id"] == "g1");
+    let g1 = g1.unwrap();
+    assert_eq!(g1["arms"], serde_json::json!([]), "{r:#}");
+    assert!(g1["drained"].as_str().unwrap().contains("already in use"));
+    // What a tried on g1 is kept there (its failed launch), not counted.
+    let kept = json(&b.join("lanes/g1/a-launch.json"));
+    assert_eq!(kept["failure"]["cause"], "port-in-use", "{kept:#}");
+    assert!(manifest_files(&b).contains(&"lanes/g1/a-launch.json".to_string()));
+    let d = json(&b.join("decision-summary.json"));
+    assert!(
+        d["limitations"]
+            .to_string()
+            .contains("Arm a moved from lane g1 to lane g2: lane g1 was drained"),
+        "{d:#}"
+    );
+    let html = std::fs::read_to_string(b.join("report.html")).unwrap();
+    assert!(html.contains("Arms moved off drained lanes"));
+    assert!(out.contains("lane g1 drained"), "{out}");
+}

@@ -31,6 +31,10 @@ pub async fn launch(cx: &mut Cx, arm: &Arm, s: &PlanStep, live: &mut Option<Live
                 "launch failed: {}",
                 ev["failure"]["message"].as_str().unwrap_or("")
             );
+            if ev["failure"]["cause"] == "port-in-use" {
+                // Nothing was started: something else holds the lane's port.
+                cx.lane_fault = Some(d.clone());
+            }
             Done::new(
                 Outcome::Fatal(fail(FailureClass::Compatibility, d, &s.evidence)),
                 Some(ev),
@@ -65,6 +69,10 @@ pub async fn ready(cx: &mut Cx, arm: &Arm, s: &PlanStep, live: &mut Option<Live>
     }
     if let Some(f) = &l.ready {
         cx.rec.arm_result(&arm.id).reported_context = f.context_tokens;
+    }
+    if matches!(out, Outcome::Ok) {
+        // Test-only: the arm serves, its measurement not begun.
+        crate::run::testhook::pause_for("arm-ready", &arm.id).await;
     }
     let out = match out {
         Outcome::Fatal(mut f) => {
