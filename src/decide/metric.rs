@@ -122,6 +122,28 @@ pub const TTFT_FIRST_TURN: Descriptor = Descriptor {
     measured: "median time to first token of the warm run's first conversation turns (each opens with a fresh nonce, so no earlier request's tokens could be cached), with the interval of the median its sample supports; later turns resend the history a prefix cache may serve",
 };
 
+pub const ENERGY_PER_MTOK: Descriptor = Descriptor {
+    metric: RankingMetric::EnergyPerMtok,
+    unit: "J/Mtok",
+    unit_key: "j",
+    direction: Direction::LowerIsBetter,
+    words: "GPU energy per million output tokens",
+    short: "energy",
+    key: "energy_per_mtok",
+    measured: "the lane GPUs' energy over the step's measured window (their power readings integrated by the trapezoid rule) per million output tokens, at the priority level (`concurrency_priority_level`, else the highest level that ran); the idle baseline's power is stated beside it, never subtracted",
+};
+
+pub const COST_PER_MTOK: Descriptor = Descriptor {
+    metric: RankingMetric::CostPerMtok,
+    unit: "per Mtok",
+    unit_key: "per_mtok",
+    direction: Direction::LowerIsBetter,
+    words: "cost per million output tokens",
+    short: "cost",
+    key: "cost",
+    measured: "the lane's `cost_per_hour` over the aggregate output throughput (cost_per_hour / 3600 / output tok/s × 10⁶), at the priority level (`concurrency_priority_level`, else the highest level that ran)",
+};
+
 /// The descriptor of `m`.
 pub fn descriptor(m: RankingMetric) -> &'static Descriptor {
     match m {
@@ -133,6 +155,8 @@ pub fn descriptor(m: RankingMetric) -> &'static Descriptor {
         RankingMetric::Goodput => &GOODPUT,
         RankingMetric::Capacity => &CAPACITY,
         RankingMetric::TtftFirstTurn => &TTFT_FIRST_TURN,
+        RankingMetric::EnergyPerMtok => &ENERGY_PER_MTOK,
+        RankingMetric::CostPerMtok => &COST_PER_MTOK,
     }
 }
 
@@ -190,7 +214,9 @@ impl Descriptor {
             | RankingMetric::Concurrency
             | RankingMetric::Goodput
             | RankingMetric::Capacity
-            | RankingMetric::TtftFirstTurn => None,
+            | RankingMetric::TtftFirstTurn
+            | RankingMetric::EnergyPerMtok
+            | RankingMetric::CostPerMtok => None,
         }
     }
 }
@@ -368,6 +394,9 @@ pub fn words_at(m: RankingMetric, level: Option<u64>) -> String {
     match (m, level) {
         (RankingMetric::Concurrency, Some(n)) => format!("aggregate throughput at C{n}"),
         (RankingMetric::Goodput, Some(n)) => format!("goodput under the SLOs at C{n}"),
+        (RankingMetric::EnergyPerMtok | RankingMetric::CostPerMtok, Some(n)) => {
+            format!("{} at C{n}", descriptor(m).words)
+        }
         _ => descriptor(m).words.to_string(),
     }
 }
@@ -402,6 +431,9 @@ pub fn measure_at(arm: &ArmResult, m: RankingMetric, level: Option<u64>) -> Opti
             .map(Measure::plain),
         RankingMetric::Capacity => capacity_measure(arm),
         RankingMetric::TtftFirstTurn => first_turn_ttft(arm).map(Measure::of),
+        RankingMetric::EnergyPerMtok | RankingMetric::CostPerMtok => {
+            super::energy::measure(arm, m, level)
+        }
     }
 }
 

@@ -7,6 +7,7 @@
 pub mod cache;
 pub mod capacity;
 pub mod eligibility;
+pub mod energy;
 pub mod metric;
 pub mod output_length;
 pub mod policy;

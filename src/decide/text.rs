@@ -45,8 +45,12 @@ fn unit(m: RankingMetric) -> &'static str {
 }
 
 fn value_text(arm: &ArmResult, m: RankingMetric, level: Option<u64>) -> String {
-    if m == RankingMetric::Capacity {
-        return super::capacity::text(arm);
+    match m {
+        RankingMetric::Capacity => return super::capacity::text(arm),
+        RankingMetric::EnergyPerMtok | RankingMetric::CostPerMtok => {
+            return super::energy::value_text(arm, m, level)
+        }
+        _ => {}
     }
     let over = over_requests(arm, m, level);
     match measure_at(arm, m, level) {
@@ -212,13 +216,9 @@ pub fn reason(
         .and_then(|id| r.arm(id))
         .and_then(|a| Some((a, measure_at(a, m, lvl)?)))
         .map(|(a, v)| match m {
-            // The loser's bracket and what broke it, not a point value.
-            RankingMetric::Capacity => {
-                format!(
-                    "; next best {}: {}",
-                    a.label_or_id(),
-                    super::capacity::text(a)
-                )
+            // The loser's bracket and what broke it, or what its figure rests on.
+            RankingMetric::Capacity | RankingMetric::EnergyPerMtok | RankingMetric::CostPerMtok => {
+                format!("; next best {}: {}", a.label_or_id(), value_text(a, m, lvl))
             }
             _ => format!(
                 "; next best {} at {} {}",
