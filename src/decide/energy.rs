@@ -3,63 +3,16 @@
 //! `concurrency_priority_level`, else the highest level the arm ran, the warm run being level 1):
 //! energy from the step's GPU readings (`evidence::energy`), cost from the lane's price over the
 //! step's aggregate output throughput. Not measured is None with its reason, never 0: such an arm
-//! is unranked on the metric (`decide::rank` compares the arms that have it).
+//! is unranked on the metric (`decide::rank` compares the arms that have it). The figures are
+//! read in `decide::metric` (beside the other measures); this file has their words.
 
-use super::metric::{descriptor, level_record, num, Measure};
-use crate::evidence::result::{ArmResult, TimingRecord};
+pub use super::metric::{
+    cost_per_mtok as cost, energy_per_mtok as energy, energy_record as record,
+};
+use super::metric::{descriptor, num, step_name};
+use crate::evidence::result::{ArmResult, ArmStatus, CampaignResult};
 use crate::evidence::RankingMetric;
 use serde::{Deserialize, Serialize};
-
-/// The level and record the energy and cost priorities read: `level` when named, else the
-/// highest level the arm ran (1: the warm run).
-pub fn record(arm: &ArmResult, level: Option<u64>) -> Option<(u64, &TimingRecord)> {
-    if let Some(n) = level {
-        return level_record(arm, n).map(|t| (n, t));
-    }
-    let above_1 = arm
-        .concurrency
-        .iter()
-        .filter_map(|(k, t)| Some((k.parse::<u64>().ok()?, t)));
-    arm.warm
-        .iter()
-        .map(|t| (1, t))
-        .chain(above_1)
-        .max_by_key(|(k, _)| *k)
-}
-
-/// The step's name in the words: `warm` (level 1) or `C4`.
-fn step_name(level: u64) -> String {
-    if level == 1 {
-        "warm".into()
-    } else {
-        format!("C{level}")
-    }
-}
-
-/// J per million output tokens at the priority level; Err: why not measured.
-pub fn energy(arm: &ArmResult, level: Option<u64>) -> Result<f64, String> {
-    let (k, t) = record(arm, level).ok_or("the arm ran no timed step at that level")?;
-    let e = t.energy.as_ref().ok_or_else(|| {
-        format!(
-            "{}'s step file records no energy (an older bundle)",
-            step_name(k)
-        )
-    })?;
-    e.per_mtok_j.ok_or_else(|| {
-        e.not_measured
-            .clone()
-            .unwrap_or_else(|| "no energy figure".into())
-    })
-}
-
-/// The lane's price per million output tokens at the priority level; Err: why not measured.
-pub fn cost(arm: &ArmResult, level: Option<u64>) -> Result<f64, String> {
-    let p = arm.price.as_ref().ok_or("its lane has no cost_per_hour")?;
-    let (k, t) = record(arm, level).ok_or("the arm ran no timed step at that level")?;
-    t.aggregate_output_tok_s
-        .and_then(|x| p.per_mtok(x))
-        .ok_or_else(|| format!("no output throughput was measured at {}", step_name(k)))
-}
 
 /// The price per million output tokens at the capacity rate: the held rate × the held probe's
 /// mean output tokens per request, priced by the lane; Err: why not measured (None without a
@@ -85,24 +38,19 @@ pub fn capacity_cost(arm: &ArmResult) -> Option<Result<f64, String>> {
     })())
 }
 
-/// The arm's value on energy or cost as a ranking measure (a figure without an interval: arms
-/// tie within the declared tolerance only).
-pub fn measure(arm: &ArmResult, m: RankingMetric, level: Option<u64>) -> Option<Measure> {
-    let v = match m {
-        RankingMetric::EnergyPerMtok => energy(arm, level),
-        RankingMetric::CostPerMtok => cost(arm, level),
-        _ => return None,
-    };
-    v.ok().map(Measure::plain)
-}
-
 /// A price the way the reports print it: three decimals (cents and below matter per Mtok).
 pub fn money(x: f64) -> String {
     format!("{x:.3}")
 }
 
+/// [`value_text`] for the energy and cost metrics; None for the others.
+pub fn text_of(arm: &ArmResult, m: RankingMetric, level: Option<u64>) -> Option<String> {
+    matches!(m, RankingMetric::EnergyPerMtok | RankingMetric::CostPerMtok)
+        .then(|| value_text(arm, m, level))
+}
+
 /// The arm's figure in words, with what it rests on: "906038 J/Mtok at C4 (724.8 W mean over
-/// 1.0 s; idle baseline 135.3 W, not subtracted)", "1.389 USD/Mtok at C4 (2.5 USD/h at 500.0
+/// 1.000 s; idle baseline 135.3 W, not subtracted)", "1.389 USD/Mtok at C4 (2.5 USD/h at 500.0
 /// tok/s)", "not measured (GPU GPU-b reported no power draw)".
 pub fn value_text(arm: &ArmResult, m: RankingMetric, level: Option<u64>) -> String {
     let at = record(arm, level)
@@ -113,7 +61,7 @@ pub fn value_text(arm: &ArmResult, m: RankingMetric, level: Option<u64>) -> Stri
             Ok(v) => {
                 let e = record(arm, level).and_then(|(_, t)| t.energy.as_ref());
                 let power = e.and_then(|e| e.mean_power_w).map(num).unwrap_or_default();
-                let window = e.map(|e| num(e.window_s)).unwrap_or_default();
+                let window = e.map(|e| format!("{:.3}", e.window_s)).unwrap_or_default();
                 let idle = match e.and_then(|e| e.idle_power_w) {
                     Some(w) => format!("idle baseline {} W, not subtracted", num(w)),
                     None => "idle baseline power not measured".into(),
@@ -145,6 +93,31 @@ pub fn value_text(arm: &ArmResult, m: RankingMetric, level: Option<u64>) -> Stri
         },
         _ => String::new(),
     }
+}
+
+/// A limitation per arm not measured on a ranked energy or cost priority: it was not ranked on
+/// it ("cand's GPU energy per million output tokens was not measured (…), so it was not ranked
+/// on it.").
+pub fn limitations(r: &CampaignResult, prios: &[RankingMetric]) -> Vec<String> {
+    let lvl = r.workload.concurrency_priority_level;
+    let mut out = Vec::new();
+    for &m in prios {
+        let why = |a: &ArmResult| match m {
+            RankingMetric::EnergyPerMtok => energy(a, lvl).err(),
+            RankingMetric::CostPerMtok => cost(a, lvl).err(),
+            _ => None,
+        };
+        for a in r.arms.iter().filter(|a| a.status == ArmStatus::Completed) {
+            if let Some(w) = why(a) {
+                out.push(format!(
+                    "{}'s {} was not measured ({w}), so it was not ranked on it.",
+                    a.id,
+                    descriptor(m).words
+                ));
+            }
+        }
+    }
+    out
 }
 
 /// One arm's energy and cost figures, as `decision-summary.json` (`energy_cost`) and the reports
@@ -199,7 +172,9 @@ pub fn figures(arm: &ArmResult, level: Option<u64>) -> EnergyCost {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::decide::metric::measure_at as measure;
     use crate::evidence::energy::{Price, StepEnergy};
+    use crate::evidence::result::TimingRecord;
     use crate::evidence::result::{CapacityProbeRecord, CapacityRecord};
 
     fn arm(per_mtok: Option<f64>, tok_s: f64, price: bool) -> ArmResult {
@@ -251,7 +226,7 @@ mod tests {
         let t = value_text(&a, RankingMetric::EnergyPerMtok, None);
         assert_eq!(
             t,
-            "906038 J/Mtok at C4 (724.8 W mean over 2.0 s; idle baseline 135.3 W, not subtracted)"
+            "906038 J/Mtok at C4 (724.8 W mean over 2.000 s; idle baseline 135.3 W, not subtracted)"
         );
         let t = value_text(&a, RankingMetric::CostPerMtok, None);
         assert_eq!(t, "1.389 USD/Mtok at C4 (2.5 USD/h at 500.0 tok/s)");

@@ -431,9 +431,8 @@ pub fn measure_at(arm: &ArmResult, m: RankingMetric, level: Option<u64>) -> Opti
             .map(Measure::plain),
         RankingMetric::Capacity => capacity_measure(arm),
         RankingMetric::TtftFirstTurn => first_turn_ttft(arm).map(Measure::of),
-        RankingMetric::EnergyPerMtok | RankingMetric::CostPerMtok => {
-            super::energy::measure(arm, m, level)
-        }
+        RankingMetric::EnergyPerMtok => energy_per_mtok(arm, level).ok().map(Measure::plain),
+        RankingMetric::CostPerMtok => cost_per_mtok(arm, level).ok().map(Measure::plain),
     }
 }
 
@@ -458,6 +457,57 @@ pub fn capacity_measure(arm: &ArmResult) -> Option<Measure> {
         ci95: Some([held, upper]),
         stat: None,
     })
+}
+
+/// The level and record the energy and cost priorities read: `level` when named, else the
+/// highest level the arm ran (1: the warm run).
+pub fn energy_record(arm: &ArmResult, level: Option<u64>) -> Option<(u64, &TimingRecord)> {
+    if let Some(n) = level {
+        return level_record(arm, n).map(|t| (n, t));
+    }
+    let above_1 = arm
+        .concurrency
+        .iter()
+        .filter_map(|(k, t)| Some((k.parse::<u64>().ok()?, t)));
+    arm.warm
+        .iter()
+        .map(|t| (1, t))
+        .chain(above_1)
+        .max_by_key(|(k, _)| *k)
+}
+
+/// The step's name in the words: `warm` (level 1) or `C4`.
+pub fn step_name(level: u64) -> String {
+    if level == 1 {
+        "warm".into()
+    } else {
+        format!("C{level}")
+    }
+}
+
+/// J per million output tokens at the priority level; Err: why not measured.
+pub fn energy_per_mtok(arm: &ArmResult, level: Option<u64>) -> Result<f64, String> {
+    let (k, t) = energy_record(arm, level).ok_or("the arm ran no timed step at that level")?;
+    let e = t.energy.as_ref().ok_or_else(|| {
+        format!(
+            "{}'s step file records no energy (an older bundle)",
+            step_name(k)
+        )
+    })?;
+    e.per_mtok_j.ok_or_else(|| {
+        e.not_measured
+            .clone()
+            .unwrap_or_else(|| "no energy figure".into())
+    })
+}
+
+/// The lane's price per million output tokens at the priority level; Err: why not measured.
+pub fn cost_per_mtok(arm: &ArmResult, level: Option<u64>) -> Result<f64, String> {
+    let p = arm.price.as_ref().ok_or("its lane has no cost_per_hour")?;
+    let (k, t) = energy_record(arm, level).ok_or("the arm ran no timed step at that level")?;
+    t.aggregate_output_tok_s
+        .and_then(|x| p.per_mtok(x))
+        .ok_or_else(|| format!("no output throughput was measured at {}", step_name(k)))
 }
 
 /// The warm run's cache reuse and turns, when the bundle was read with them.

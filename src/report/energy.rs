@@ -5,9 +5,9 @@
 //! says so, with why, never 0.
 
 use super::chartkit::esc;
-use super::markdown::num;
 use super::summary::DecisionSummary;
 use crate::decide::energy::{money, EnergyCost};
+use crate::decide::metric::num;
 use std::fmt::Write as _;
 
 const HEAD: [&str; 9] = [
