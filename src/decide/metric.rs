@@ -372,20 +372,22 @@ pub fn priority_record(
     if let Some(n) = level {
         return level_record(arm, n).map(|t| (n, t));
     }
+    match m {
+        RankingMetric::Goodput => levels(arm)
+            .filter(|(_, t)| t.goodput.is_some())
+            .max_by_key(|(k, _)| *k),
+        _ => levels(arm).filter(|(k, _)| *k > 1).max_by_key(|(k, _)| *k),
+    }
+}
+
+/// The arm's closed-loop levels with their records: the warm run as level 1, then each
+/// concurrency level.
+fn levels(arm: &ArmResult) -> impl Iterator<Item = (u64, &TimingRecord)> {
     let above_1 = arm
         .concurrency
         .iter()
         .filter_map(|(k, t)| Some((k.parse::<u64>().ok()?, t)));
-    match m {
-        RankingMetric::Goodput => arm
-            .warm
-            .iter()
-            .map(|t| (1, t))
-            .chain(above_1)
-            .filter(|(_, t)| t.goodput.is_some())
-            .max_by_key(|(k, _)| *k),
-        _ => above_1.max_by_key(|(k, _)| *k),
-    }
+    arm.warm.iter().map(|t| (1, t)).chain(above_1)
 }
 
 /// The metric's words with the level it is compared at, when named: "aggregate throughput at
@@ -462,18 +464,10 @@ pub fn capacity_measure(arm: &ArmResult) -> Option<Measure> {
 /// The level and record the energy and cost priorities read: `level` when named, else the
 /// highest level the arm ran (1: the warm run).
 pub fn energy_record(arm: &ArmResult, level: Option<u64>) -> Option<(u64, &TimingRecord)> {
-    if let Some(n) = level {
-        return level_record(arm, n).map(|t| (n, t));
+    match level {
+        Some(n) => level_record(arm, n).map(|t| (n, t)),
+        None => levels(arm).max_by_key(|(k, _)| *k),
     }
-    let above_1 = arm
-        .concurrency
-        .iter()
-        .filter_map(|(k, t)| Some((k.parse::<u64>().ok()?, t)));
-    arm.warm
-        .iter()
-        .map(|t| (1, t))
-        .chain(above_1)
-        .max_by_key(|(k, _)| *k)
 }
 
 /// The step's name in the words: `warm` (level 1) or `C4`.
