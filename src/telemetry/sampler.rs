@@ -37,6 +37,9 @@ pub struct SampleSet {
     pub errors: u32,
 }
 
+/// The longest [`Sampler::start`] waits for the first reading to be under way.
+const FIRST_READING_WAIT: Duration = Duration::from_secs(2);
+
 /// A background sampler; [`Sampler::stop`] returns what it collected. Without a GPU it samples
 /// nothing and its set says why.
 pub struct Sampler {
@@ -110,12 +113,17 @@ impl Sampler {
 
     pub fn start_with(opts: ProbeOpts, uuids: &[String], interval: Duration) -> Sampler {
         let (stop_tx, stop_rx) = mpsc::channel::<()>();
+        let (first_tx, first_rx) = mpsc::channel::<()>();
         let uuids = uuids.to_vec();
         let started_ns = mono_ns();
         let handle = std::thread::Builder::new()
             .name("bakeoff-gpu-sampler".into())
-            .spawn(move || run(opts, uuids, interval, started_ns, stop_rx))
+            .spawn(move || run(opts, uuids, interval, started_ns, stop_rx, first_tx))
             .expect("spawn the GPU sampler thread");
+        // The first reading is taken before the caller's load starts (opening NVML or a first
+        // nvidia-smi call takes a while), so a step's energy window is covered from its start; a
+        // backend slower than this is not waited for.
+        let _ = first_rx.recv_timeout(FIRST_READING_WAIT);
         Sampler { stop_tx, handle }
     }
 
@@ -140,6 +148,7 @@ fn run(
     interval: Duration,
     started_ns: u64,
     stop_rx: mpsc::Receiver<()>,
+    first: mpsc::Sender<()>,
 ) -> SampleSet {
     let mut set = SampleSet {
         source: None,
@@ -157,6 +166,8 @@ fn run(
         }
         Err(e) => {
             set.note = Some(format!("not applicable: no GPU sampled ({e})"));
+            // Nothing to wait for: the caller starts its load now.
+            drop(first);
             let _ = stop_rx.recv();
             set.stopped_ns = mono_ns();
             return set;
@@ -164,6 +175,8 @@ fn run(
     };
     loop {
         let t = mono_ns();
+        // The reading's time is taken: the caller may start its load (a no-op after the first).
+        let _ = first.send(());
         match backend.sample() {
             Ok(devs) => set.samples.extend(to_samples(devs, t, started_ns)),
             Err(e) => {
