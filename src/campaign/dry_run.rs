@@ -31,6 +31,13 @@ fn render_lane(o: &mut String, label: &str, l: &super::spec::Lane) {
             l.idle_baseline_max_mib
         );
     }
+    if let Some(p) = l.price() {
+        let _ = writeln!(
+            o,
+            "  price      {} {} per hour (cost per million output tokens = price / measured output throughput)",
+            p.cost_per_hour, p.currency
+        );
+    }
 }
 
 impl Plan {

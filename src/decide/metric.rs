@@ -122,6 +122,28 @@ pub const TTFT_FIRST_TURN: Descriptor = Descriptor {
     measured: "median time to first token of the warm run's first conversation turns (each opens with a fresh nonce, so no earlier request's tokens could be cached), with the interval of the median its sample supports; later turns resend the history a prefix cache may serve",
 };
 
+pub const ENERGY_PER_MTOK: Descriptor = Descriptor {
+    metric: RankingMetric::EnergyPerMtok,
+    unit: "J/Mtok",
+    unit_key: "j",
+    direction: Direction::LowerIsBetter,
+    words: "GPU energy per million output tokens",
+    short: "energy",
+    key: "energy_per_mtok",
+    measured: "the lane GPUs' energy over the step's measured window (their power readings integrated by the trapezoid rule) per million output tokens, at the priority level (`concurrency_priority_level`, else the highest level that ran); the idle baseline's power is stated beside it, never subtracted",
+};
+
+pub const COST_PER_MTOK: Descriptor = Descriptor {
+    metric: RankingMetric::CostPerMtok,
+    unit: "per Mtok",
+    unit_key: "per_mtok",
+    direction: Direction::LowerIsBetter,
+    words: "cost per million output tokens",
+    short: "cost",
+    key: "cost",
+    measured: "the lane's `cost_per_hour` over the aggregate output throughput (cost_per_hour / 3600 / output tok/s × 10⁶), at the priority level (`concurrency_priority_level`, else the highest level that ran)",
+};
+
 /// The descriptor of `m`.
 pub fn descriptor(m: RankingMetric) -> &'static Descriptor {
     match m {
@@ -133,6 +155,8 @@ pub fn descriptor(m: RankingMetric) -> &'static Descriptor {
         RankingMetric::Goodput => &GOODPUT,
         RankingMetric::Capacity => &CAPACITY,
         RankingMetric::TtftFirstTurn => &TTFT_FIRST_TURN,
+        RankingMetric::EnergyPerMtok => &ENERGY_PER_MTOK,
+        RankingMetric::CostPerMtok => &COST_PER_MTOK,
     }
 }
 
@@ -190,7 +214,9 @@ impl Descriptor {
             | RankingMetric::Concurrency
             | RankingMetric::Goodput
             | RankingMetric::Capacity
-            | RankingMetric::TtftFirstTurn => None,
+            | RankingMetric::TtftFirstTurn
+            | RankingMetric::EnergyPerMtok
+            | RankingMetric::CostPerMtok => None,
         }
     }
 }
@@ -346,20 +372,22 @@ pub fn priority_record(
     if let Some(n) = level {
         return level_record(arm, n).map(|t| (n, t));
     }
+    match m {
+        RankingMetric::Goodput => levels(arm)
+            .filter(|(_, t)| t.goodput.is_some())
+            .max_by_key(|(k, _)| *k),
+        _ => levels(arm).filter(|(k, _)| *k > 1).max_by_key(|(k, _)| *k),
+    }
+}
+
+/// The arm's closed-loop levels with their records: the warm run as level 1, then each
+/// concurrency level.
+fn levels(arm: &ArmResult) -> impl Iterator<Item = (u64, &TimingRecord)> {
     let above_1 = arm
         .concurrency
         .iter()
         .filter_map(|(k, t)| Some((k.parse::<u64>().ok()?, t)));
-    match m {
-        RankingMetric::Goodput => arm
-            .warm
-            .iter()
-            .map(|t| (1, t))
-            .chain(above_1)
-            .filter(|(_, t)| t.goodput.is_some())
-            .max_by_key(|(k, _)| *k),
-        _ => above_1.max_by_key(|(k, _)| *k),
-    }
+    arm.warm.iter().map(|t| (1, t)).chain(above_1)
 }
 
 /// The metric's words with the level it is compared at, when named: "aggregate throughput at
@@ -368,6 +396,9 @@ pub fn words_at(m: RankingMetric, level: Option<u64>) -> String {
     match (m, level) {
         (RankingMetric::Concurrency, Some(n)) => format!("aggregate throughput at C{n}"),
         (RankingMetric::Goodput, Some(n)) => format!("goodput under the SLOs at C{n}"),
+        (RankingMetric::EnergyPerMtok | RankingMetric::CostPerMtok, Some(n)) => {
+            format!("{} at C{n}", descriptor(m).words)
+        }
         _ => descriptor(m).words.to_string(),
     }
 }
@@ -402,6 +433,8 @@ pub fn measure_at(arm: &ArmResult, m: RankingMetric, level: Option<u64>) -> Opti
             .map(Measure::plain),
         RankingMetric::Capacity => capacity_measure(arm),
         RankingMetric::TtftFirstTurn => first_turn_ttft(arm).map(Measure::of),
+        RankingMetric::EnergyPerMtok => energy_per_mtok(arm, level).ok().map(Measure::plain),
+        RankingMetric::CostPerMtok => cost_per_mtok(arm, level).ok().map(Measure::plain),
     }
 }
 
@@ -426,6 +459,49 @@ pub fn capacity_measure(arm: &ArmResult) -> Option<Measure> {
         ci95: Some([held, upper]),
         stat: None,
     })
+}
+
+/// The level and record the energy and cost priorities read: `level` when named, else the
+/// highest level the arm ran (1: the warm run).
+pub fn energy_record(arm: &ArmResult, level: Option<u64>) -> Option<(u64, &TimingRecord)> {
+    match level {
+        Some(n) => level_record(arm, n).map(|t| (n, t)),
+        None => levels(arm).max_by_key(|(k, _)| *k),
+    }
+}
+
+/// The step's name in the words: `warm` (level 1) or `C4`.
+pub fn step_name(level: u64) -> String {
+    if level == 1 {
+        "warm".into()
+    } else {
+        format!("C{level}")
+    }
+}
+
+/// J per million output tokens at the priority level; Err: why not measured.
+pub fn energy_per_mtok(arm: &ArmResult, level: Option<u64>) -> Result<f64, String> {
+    let (k, t) = energy_record(arm, level).ok_or("the arm ran no timed step at that level")?;
+    let e = t.energy.as_ref().ok_or_else(|| {
+        format!(
+            "{}'s step file records no energy (an older bundle)",
+            step_name(k)
+        )
+    })?;
+    e.per_mtok_j.ok_or_else(|| {
+        e.not_measured
+            .clone()
+            .unwrap_or_else(|| "no energy figure".into())
+    })
+}
+
+/// The lane's price per million output tokens at the priority level; Err: why not measured.
+pub fn cost_per_mtok(arm: &ArmResult, level: Option<u64>) -> Result<f64, String> {
+    let p = arm.price.as_ref().ok_or("its lane has no cost_per_hour")?;
+    let (k, t) = energy_record(arm, level).ok_or("the arm ran no timed step at that level")?;
+    t.aggregate_output_tok_s
+        .and_then(|x| p.per_mtok(x))
+        .ok_or_else(|| format!("no output throughput was measured at {}", step_name(k)))
 }
 
 /// The warm run's cache reuse and turns, when the bundle was read with them.

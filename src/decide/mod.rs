@@ -7,6 +7,7 @@
 pub mod cache;
 pub mod capacity;
 pub mod eligibility;
+pub mod energy;
 pub mod metric;
 pub mod output_length;
 pub mod policy;
@@ -126,6 +127,7 @@ pub fn decide(result: &CampaignResult, policy: &Policy) -> Verdict {
         decided,
     ));
     limitations.extend(output_length::limitations(&result.arms));
+    limitations.extend(energy::limitations(result, &prios));
     let mut reason = text::reason(result, &prios, &tol, winner_pick.as_ref(), &elig);
     // Failed requests the allowance let through are said wherever the arm's figures are used.
     let allowed = |id: &str| {

@@ -13,8 +13,7 @@ use crate::evidence::result::{ArmResult, ArmStatus, CampaignResult};
 use crate::evidence::{GateName, GateStatus, Policy, RankingMetric, RestorationStatus};
 use std::collections::BTreeMap;
 
-/// A number the way the reports print it (defined with the metrics, which the capacity words
-/// share).
+/// A number the way the reports print it (defined with the metrics: the capacity words share it).
 pub use super::metric::num;
 
 fn ordinal(i: usize) -> &'static str {
@@ -47,6 +46,9 @@ fn unit(m: RankingMetric) -> &'static str {
 fn value_text(arm: &ArmResult, m: RankingMetric, level: Option<u64>) -> String {
     if m == RankingMetric::Capacity {
         return super::capacity::text(arm);
+    }
+    if let Some(t) = super::energy::text_of(arm, m, level) {
+        return t;
     }
     let over = over_requests(arm, m, level);
     match measure_at(arm, m, level) {
@@ -212,13 +214,9 @@ pub fn reason(
         .and_then(|id| r.arm(id))
         .and_then(|a| Some((a, measure_at(a, m, lvl)?)))
         .map(|(a, v)| match m {
-            // The loser's bracket and what broke it, not a point value.
-            RankingMetric::Capacity => {
-                format!(
-                    "; next best {}: {}",
-                    a.label_or_id(),
-                    super::capacity::text(a)
-                )
+            // The loser's bracket and what broke it, or what its figure rests on.
+            RankingMetric::Capacity | RankingMetric::EnergyPerMtok | RankingMetric::CostPerMtok => {
+                format!("; next best {}: {}", a.label_or_id(), value_text(a, m, lvl))
             }
             _ => format!(
                 "; next best {} at {} {}",
@@ -242,6 +240,10 @@ pub fn reason(
     }
     let ties: Vec<String> = (0..i)
         .map(|j| {
+            if !p.tied_with.contains_key(&j) {
+                let (n, m) = (ordinal(j), describe(r, prios[j]));
+                return format!("nobody (no arm was measured on the {n} priority, {m})");
+            }
             let names: Vec<String> = p
                 .tied_with
                 .get(&j)

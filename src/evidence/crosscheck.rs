@@ -4,7 +4,8 @@
 //! Checked: every timing record of every arm (cold, warm, each concurrency level: requests ok and
 //! failed, TTFT, decode, E2E and ITL statistics, aggregate throughput, reported prompt tokens)
 //! against its step file's `stats`, and its SLO checks and goodput against the file's `slo` and
-//! `goodput`; the long-context decode speed and E2E against the
+//! `goodput`, and its energy recomputed from the file's GPU readings (`evidence::energy`); the
+//! long-context decode speed and E2E against the
 //! long-context timing file; each gate record's status and passed/total against the gate result
 //! its file holds. The step files are read as plain JSON (this layer knows no measurement code).
 
@@ -195,7 +196,13 @@ fn timing(dir: &Path, arm: &str, what: &str, r: &mut TimingRecord, apply: bool) 
     if r.goodput != step_goodput {
         out.push(mm("goodput", text(&r.goodput), text(&step_goodput)));
     }
+    // The energy ranks too: recomputed from the step file's GPU readings and window.
+    let step_energy = super::energy::from_step_file(&v);
+    if r.energy != step_energy {
+        out.push(mm("energy", text(&r.energy), text(&step_energy)));
+    }
     if apply && !out.is_empty() {
+        r.energy = step_energy;
         r.slo = step_slo;
         r.goodput = step_goodput;
         r.requests_ok = s.requests_ok;

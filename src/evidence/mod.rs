@@ -2,6 +2,7 @@
 
 pub mod bundle;
 pub mod crosscheck;
+pub mod energy;
 pub mod history;
 pub mod lane_spread;
 pub mod manifest;

@@ -294,6 +294,11 @@ pub struct CapacityProbeRecord {
     pub achieved_rate_per_s: Option<f64>,
     pub goodput: Option<GoodputRecord>,
     pub slo: Vec<SloCheckRecord>,
+    /// Completion tokens of the probe's successful requests (the mean output length the cost at
+    /// the capacity rate rests on); None when a request reported no usage, and in results written
+    /// before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<u64>,
 }
 
 /// How much of an arm's timed prompt tokens its engine served from its prefix cache, summed over
@@ -408,6 +413,9 @@ pub struct ArmResult {
     pub gpu_peak_used_mib: Option<u64>,
     /// Evidence files this arm wrote.
     pub evidence: Vec<String>,
+    /// The price of the lane it ran on (`cost_per_hour`, `currency`); absent without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price: Option<super::energy::Price>,
     /// Prefix-cache use measured in the arm's timing step files (filled when a bundle is read;
     /// see [`CacheUse`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -494,6 +502,10 @@ pub struct TimingRecord {
     /// (absent without `ignore_eos`, and in results written before it existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_length: Option<OutputLength>,
+    /// The GPU energy over the step's window (`evidence::energy`), recomputed from the step file
+    /// by `verify`. Absent in results written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub energy: Option<super::energy::StepEnergy>,
 }
 
 /// A step whose requests each asked for exactly `asked` completion tokens (`ignore_eos`): what

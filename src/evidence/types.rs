@@ -207,6 +207,10 @@ str_enum! {
         /// Warm median TTFT of the conversations' first turns, whose prompts no earlier request
         /// shared (`[workload.conversation]`).
         TtftFirstTurn = "ttft_first_turn",
+        /// GPU energy per million output tokens at the priority level (lane `gpus` sampled).
+        EnergyPerMtok = "energy_per_mtok",
+        /// The lane's price per million output tokens at the priority level (`cost_per_hour`).
+        CostPerMtok = "cost_per_mtok",
     }
 }
 

@@ -9,6 +9,7 @@
 //! (no usage, no chunk gaps, no requests) is an empty cell, never 0. Numbers are written with the
 //! shortest text that reads back as the same double, so the CSV equals the JSON exactly.
 
+use crate::evidence::energy::Price;
 use crate::evidence::result::{CampaignResult, TimingRecord};
 use serde_json::Value;
 use std::path::Path;
@@ -113,6 +114,7 @@ pub const CAMPAIGN_COLUMNS: &[&str] = &["arm", "label", "role", "step", "concurr
 pub fn campaign(dir: &Path, r: &CampaignResult) -> String {
     let mut header: Vec<String> = CAMPAIGN_COLUMNS.iter().map(|c| c.to_string()).collect();
     header.extend(stats_header());
+    header.extend(ENERGY_COLUMNS.iter().map(|c| c.to_string()));
     let mut rows = Vec::new();
     for a in &r.arms {
         let mut steps: Vec<(String, &TimingRecord)> = Vec::new();
@@ -156,10 +158,41 @@ pub fn campaign(dir: &Path, r: &CampaignResult) -> String {
                 .filter(Value::is_object)
                 .unwrap_or_else(|| fallback_stats(t));
             row.extend(stats_cells(&stats));
+            row.extend(energy_cells(a.price.as_ref(), t));
             rows.push(row);
         }
     }
     document(&header, &rows)
+}
+
+/// The energy and cost columns after the statistics (docs/metrics.md): the step's GPU energy
+/// (J), mean and idle-baseline power (W), energy per request and per million output tokens (J),
+/// the lane's price and its cost per million output tokens at the step's output throughput.
+pub const ENERGY_COLUMNS: &[&str] = &[
+    "energy_j",
+    "mean_power_w",
+    "idle_power_w",
+    "energy_per_request_j",
+    "energy_per_mtok_j",
+    "cost_per_hour",
+    "currency",
+    "cost_per_mtok",
+];
+
+/// One step's [`ENERGY_COLUMNS`] cells: empty where not measured, never 0.
+fn energy_cells(price: Option<&Price>, t: &TimingRecord) -> Vec<String> {
+    let e = t.energy.as_ref();
+    let f = |x: Option<f64>| cell(&serde_json::json!(x));
+    vec![
+        f(e.and_then(|e| e.energy_j)),
+        f(e.and_then(|e| e.mean_power_w)),
+        f(e.and_then(|e| e.idle_power_w)),
+        f(e.and_then(|e| e.per_request_j)),
+        f(e.and_then(|e| e.per_mtok_j)),
+        f(price.map(|p| p.cost_per_hour)),
+        price.map(|p| p.currency.clone()).unwrap_or_default(),
+        f(price.and_then(|p| p.per_mtok(t.aggregate_output_tok_s?))),
+    ]
 }
 
 /// What the campaign result alone holds of a step, as a `stats` document.

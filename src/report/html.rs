@@ -88,6 +88,7 @@ pub fn render(v: &Verdict, r: &CampaignResult, s: &Series, summary: &DecisionSum
     plots.extend(rates::plots(r, &s.probe_medians));
     plots.push(timeline::plot(r, s));
     o.push_str("</table>");
+    o.push_str(&super::energy::html(summary));
     o.push_str(&chartkit::plots_section("Plots", &plots));
     o.push_str("<h2>Failures</h2>");
     if v.failures.is_empty() {

@@ -202,6 +202,7 @@ pub fn render(v: &Verdict, r: &CampaignResult, summary: &DecisionSummary) -> Str
     o.push_str(&open_loop_rows(r));
     o.push_str(&capacity_rows(r));
     o.push_str(&trace_rows(r));
+    o.push_str(&super::energy::markdown(summary));
     let _ = writeln!(o, "\n## Failures\n");
     if v.failures.is_empty() {
         let _ = writeln!(o, "None.");

@@ -15,6 +15,7 @@ pub mod chartkit;
 pub mod charts;
 pub mod compare;
 pub mod csv;
+pub mod energy;
 pub mod html;
 pub mod lanes;
 pub mod markdown;

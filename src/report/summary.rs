@@ -39,6 +39,10 @@ pub struct DecisionSummary {
     #[serde(default)]
     pub validity: Vec<String>,
     pub decision: SummaryDecision,
+    /// Per arm, GPU energy and cost per million output tokens at the priority level
+    /// (`decide::energy`): `null` with the reason where not measured.
+    #[serde(default)]
+    pub energy_cost: Vec<crate::decide::energy::EnergyCost>,
     #[serde(default)]
     pub arms: Vec<ArmVerdict>,
     pub evidence: Vec<String>,
@@ -627,6 +631,11 @@ pub fn build(v: &Verdict, r: &CampaignResult, m: &Manifest) -> DecisionSummary {
             next_gate: v.next_gate.clone(),
             ranking: v.ranking.clone(),
         },
+        energy_cost: r
+            .arms
+            .iter()
+            .map(|a| crate::decide::energy::figures(a, r.workload.concurrency_priority_level))
+            .collect(),
         arms: v.arms.clone(),
         evidence: evidence(v, r, m),
         bakeoff_version: crate::VERSION.into(),

@@ -91,6 +91,7 @@ pub fn new_result(plan: &Plan) -> CampaignResult {
                 control: s.control.clone(),
             }),
             long_context_profile: a.long_context_profile.clone(),
+            price: c.lane.price(),
             ..Default::default()
         })
         .collect();

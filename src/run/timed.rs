@@ -51,6 +51,8 @@ pub struct TimingInput {
     pub nonce_base: u64,
     pub seed: u64,
     pub gpus: Vec<String>,
+    /// The idle baseline's power draw per GPU UUID, W (recorded beside the step's energy).
+    pub idle_power_w: std::collections::BTreeMap<String, f64>,
     /// A trace replay's own schedule (`bench::trace::TraceLoad::plan`): replaces the closed
     /// or open loop; its `load` record is the plan's.
     pub schedule: Option<Plan>,
@@ -116,6 +118,8 @@ pub struct TimingOutput {
     pub evidence: Value,
     /// The per-request metrics of the successful requests (goodput under the campaign's SLOs).
     pub ok_metrics: Vec<crate::metrics::RequestMetrics>,
+    /// The GPU energy over the measured window, from the evidence (`evidence::energy`).
+    pub energy: Option<crate::evidence::energy::StepEnergy>,
 }
 
 /// Runs the step through `load::session` (as `bakeoff bench` does); the evidence holds the
@@ -200,9 +204,15 @@ pub async fn run_work(inp: TimingInput, work: StepWork) -> Result<TimingOutput, 
         "client_limit_warning": session::client_limit_warning(&stats, &out.reads),
         "engine_metrics": lane.engine_metrics,
         "gpu": lane.gpu,
+        // The measured window (first send to last completion; CLOCK_MONOTONIC ns, the GPU
+        // readings' clock): the energy is integrated over it.
+        "window_mono_ns": [out.collector.first_send_ns, out.collector.last_end_ns],
         "requests": lines,
     });
     let mut evidence = evidence;
+    if evidence["gpu"]["samples"].is_array() {
+        evidence["gpu"]["idle_power_w"] = json!(inp.idle_power_w);
+    }
     if cap.is_some() {
         evidence["load_warnings"] = json!(load_warnings);
     }
@@ -221,10 +231,12 @@ pub async fn run_work(inp: TimingInput, work: StepWork) -> Result<TimingOutput, 
         .filter(|t| t.ok() && !t.warmup)
         .map(crate::metrics::RequestMetrics::from_trace)
         .collect();
+    let energy = crate::evidence::energy::from_step_file(&evidence);
     Ok(TimingOutput {
         stats,
         evidence,
         ok_metrics,
+        energy,
     })
 }
 

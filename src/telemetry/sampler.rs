@@ -37,6 +37,9 @@ pub struct SampleSet {
     pub errors: u32,
 }
 
+/// The longest [`Sampler::start`] waits for the first reading to be under way.
+const FIRST_READING_WAIT: Duration = Duration::from_secs(2);
+
 /// A background sampler; [`Sampler::stop`] returns what it collected. Without a GPU it samples
 /// nothing and its set says why.
 pub struct Sampler {
@@ -110,12 +113,17 @@ impl Sampler {
 
     pub fn start_with(opts: ProbeOpts, uuids: &[String], interval: Duration) -> Sampler {
         let (stop_tx, stop_rx) = mpsc::channel::<()>();
+        let (first_tx, first_rx) = mpsc::channel::<()>();
         let uuids = uuids.to_vec();
         let started_ns = mono_ns();
         let handle = std::thread::Builder::new()
             .name("bakeoff-gpu-sampler".into())
-            .spawn(move || run(opts, uuids, interval, started_ns, stop_rx))
+            .spawn(move || run(opts, uuids, interval, started_ns, stop_rx, first_tx))
             .expect("spawn the GPU sampler thread");
+        // The first reading is taken before the caller's load starts (opening NVML or a first
+        // nvidia-smi call takes a while), so a step's energy window is covered from its start; a
+        // backend slower than this is not waited for.
+        let _ = first_rx.recv_timeout(FIRST_READING_WAIT);
         Sampler { stop_tx, handle }
     }
 
@@ -140,6 +148,7 @@ fn run(
     interval: Duration,
     started_ns: u64,
     stop_rx: mpsc::Receiver<()>,
+    first: mpsc::Sender<()>,
 ) -> SampleSet {
     let mut set = SampleSet {
         source: None,
@@ -157,6 +166,8 @@ fn run(
         }
         Err(e) => {
             set.note = Some(format!("not applicable: no GPU sampled ({e})"));
+            // Nothing to wait for: the caller starts its load now.
+            drop(first);
             let _ = stop_rx.recv();
             set.stopped_ns = mono_ns();
             return set;
@@ -164,6 +175,8 @@ fn run(
     };
     loop {
         let t = mono_ns();
+        // The reading's time is taken: the caller may start its load (a no-op after the first).
+        let _ = first.send(());
         match backend.sample() {
             Ok(devs) => set.samples.extend(to_samples(devs, t, started_ns)),
             Err(e) => {
@@ -283,5 +296,50 @@ mod tests {
         assert_eq!(out[0].power_w_max, Some(650.0));
         assert_eq!(out[1].uuid, "B");
         assert!(summarize(&v, 40_000_000, 50_000_000).is_empty());
+    }
+
+    /// A step's energy from readings in the sampler's own fixture format (nvidia-smi's CSV of the
+    /// two-H200 fixture, GPU 1's power changed per round), against a hand calculation.
+    #[test]
+    fn energy_of_a_step_from_fixture_samples_matches_the_hand_figures() {
+        use crate::evidence::energy::{from_step_file, idle_power};
+        use crate::telemetry::gpu::{fixtures, parse_query_gpu};
+        const MS: u64 = 1_000_000;
+        let start = 5_000 * MS;
+        let mut samples = Vec::new();
+        // Rounds at 0, 200, 400, 600 ms; GPU 0 stays at the fixture's 74.83 W.
+        for (k, w) in ["650.12", "700.0", "690.0", "640.0"].iter().enumerate() {
+            let text = fixtures::H200.replace("650.12", w);
+            let devs = parse_query_gpu(&text).unwrap().into_iter().map(|(d, _)| d);
+            samples.extend(to_samples(
+                devs.collect(),
+                start + k as u64 * 200 * MS,
+                start,
+            ));
+        }
+        // The idle baseline is the fixture's probe: 74.83 + 650.12 W.
+        let probe = serde_json::to_value(fixtures::available(fixtures::H200, "")).unwrap();
+        let idle = idle_power(&probe);
+        let file = serde_json::json!({
+            "window_mono_ns": [start + 100 * MS, start + 500 * MS],
+            "stats": {"ok": 4, "completion_tokens_total": 320, "requests_without_usage": 0},
+            "gpu": {"source": "nvidia-smi", "samples": samples, "idle_power_w": idle},
+        });
+        let e = from_step_file(&file).unwrap();
+        // GPU 1 over 100..500 ms: 675.06 W interpolated at 100 ms;
+        // (675.06 + 700) / 2 × 0.1 + (700 + 690) / 2 × 0.2 + (690 + 665) / 2 × 0.1
+        // = 68.753 + 139.0 + 67.75 = 275.503 J. GPU 0: 74.83 W × 0.4 s = 29.932 J.
+        let close = |a: Option<f64>, b: f64| a.is_some_and(|a| (a - b).abs() < 1e-6);
+        assert!(close(e.gpus[0].energy_j, 29.932), "{e:?}");
+        assert!(close(e.gpus[1].energy_j, 275.503), "{e:?}");
+        assert_eq!((e.gpus[0].readings, e.gpus[1].readings), (2, 2));
+        // Total 305.435 J over 0.4 s: 763.5875 W; 4 requests: 76.35875 J each;
+        // 320 output tokens: 305.435 / 320 × 10⁶ = 954,484.375 J per million.
+        assert!(close(e.energy_j, 305.435));
+        assert!(close(e.mean_power_w, 763.5875));
+        assert!(close(e.per_request_j, 76.35875));
+        assert!(close(e.per_mtok_j, 954_484.375));
+        assert!(close(e.idle_power_w, 724.95));
+        assert_eq!(e.not_measured, None);
     }
 }

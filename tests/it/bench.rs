@@ -213,6 +213,7 @@ fn bench_and_campaign_timing_run_one_load_path_and_agree() {
             nonce_base: 0,
             seed: 0,
             gpus: vec![],
+            idle_power_w: Default::default(),
             schedule: None,
         })
         .await

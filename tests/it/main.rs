@@ -22,6 +22,7 @@ mod campaign {
     mod capacity;
     mod disclosure;
     mod dry_run;
+    mod energy;
     mod example;
     mod faults;
     mod open_loop;

@@ -71,6 +71,14 @@ pub struct Lane {
     /// reference-engine slowdown (docs/fleet.md).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub env: std::collections::BTreeMap<String, String>,
+    /// What an hour of the lane costs (its GPUs, host, rent), in `currency`: the cost per
+    /// million output tokens is this price over the arm's measured throughput
+    /// (docs/metrics.md). Absent: no price, and cost is "not measured".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_per_hour: Option<f64>,
+    /// A free-text label of `cost_per_hour`'s currency, e.g. "USD" (required with it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub currency: Option<String>,
     /// A Slurm lane's node (`[[lanes]] slurm_node`; never written in `[lane]`): every Slurm
     /// arm's job on the lane is pinned there (`--nodelist`), the arm's own recipe unchanged.
     #[serde(skip)]
@@ -107,8 +115,18 @@ impl Lane {
             ready_timeout_s: default_ready_timeout(),
             stop_grace_s: default_stop_grace(),
             env: Default::default(),
+            cost_per_hour: None,
+            currency: None,
             slurm_node: None,
         }
+    }
+
+    /// The lane's price as the arms that run there record it; None without `cost_per_hour`.
+    pub fn price(&self) -> Option<crate::evidence::energy::Price> {
+        Some(crate::evidence::energy::Price {
+            cost_per_hour: self.cost_per_hour?,
+            currency: self.currency.clone().unwrap_or_default(),
+        })
     }
 
     /// `host:port`.

@@ -38,6 +38,11 @@ pub struct LaneEntry {
     pub stop_grace_s: u64,
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub env: std::collections::BTreeMap<String, String>,
+    /// The lane's price per hour and its currency label (as in `[lane]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_per_hour: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub currency: Option<String>,
     /// A Slurm lane: the node (its Slurm `NodeName`) every arm's job on this lane is pinned to
     /// (`sbatch --nodelist`). Its address is the node's `NodeAddr`, resolved when the run starts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -57,6 +62,8 @@ impl LaneEntry {
             ready_timeout_s: self.ready_timeout_s,
             stop_grace_s: self.stop_grace_s,
             env: self.env.clone(),
+            cost_per_hour: self.cost_per_hour,
+            currency: self.currency.clone(),
             slurm_node: self.slurm_node.clone(),
         }
     }

@@ -106,6 +106,7 @@ pub(super) fn lane_settings(l: &Lane, at: &FieldPath, r: &mut Reporter) {
         limits::MIB,
         "MiB",
     );
+    super::price::lane_price(l, at, r);
     within(
         r,
         &at.key("idle_baseline_max_mib"),

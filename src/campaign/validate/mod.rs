@@ -12,6 +12,7 @@ mod identity;
 mod lanes;
 mod open_loop;
 mod policy;
+mod price;
 mod recipes;
 mod slurm;
 mod slurm_lanes;
@@ -34,6 +35,7 @@ pub(super) fn resolve_and_validate(
     let dir = c.source.dir.clone();
     identity::identity(c, &dir, &mut r);
     lanes::lanes(c, &mut r);
+    price::ranking(c, &mut r);
     sources::sources(c, &dir, &mut r);
     workload::workload(c, &mut r);
     open_loop::open_loop(c, &mut r);

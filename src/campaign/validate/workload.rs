@@ -216,14 +216,18 @@ fn slo(w: &crate::campaign::spec::Workload, r: &mut Reporter) {
                     levels_text(levels)
                 ),
             );
-        } else if !w
-            .ranking_priority
-            .iter()
-            .any(|m| matches!(m, RankingMetric::Concurrency | RankingMetric::Goodput))
-        {
+        } else if !w.ranking_priority.iter().any(|m| {
+            matches!(
+                m,
+                RankingMetric::Concurrency
+                    | RankingMetric::Goodput
+                    | RankingMetric::EnergyPerMtok
+                    | RankingMetric::CostPerMtok
+            )
+        }) {
             r.warn(
                 &p("workload.concurrency_priority_level"),
-                "no ranking priority reads it (it names the level of `concurrency` and `goodput`)",
+                "no ranking priority reads it (it names the level of `concurrency`, `goodput`, `energy_per_mtok` and `cost_per_mtok`)",
                 "add \"concurrency\" or \"goodput\" to workload.ranking_priority, or remove it",
             );
         }

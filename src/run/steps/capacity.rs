@@ -164,6 +164,8 @@ fn judged(
         achieved_rate_per_s: st.request_rate_per_s,
         goodput: Some(goodput),
         slo: checks,
+        output_tokens: (st.ok > 0 && st.requests_without_usage == 0)
+            .then_some(st.completion_tokens_total),
         ..Default::default()
     };
     let mut file = out.evidence;

@@ -109,6 +109,13 @@ pub(super) fn input(
         nonce_base: cx.rec.nonce_base(),
         seed: cx.plan.request.sampling.seed,
         gpus: cx.c().lane.gpus.clone(),
+        // The idle baseline's draw per GPU, stated beside each step's energy.
+        idle_power_w: cx
+            .gpu_baseline
+            .as_ref()
+            .and_then(|p| serde_json::to_value(p).ok())
+            .map(|p| crate::evidence::energy::idle_power(&p))
+            .unwrap_or_default(),
         schedule: None,
     }
 }
@@ -182,6 +189,7 @@ pub async fn run(cx: &mut Cx, arm: &Arm, s: &PlanStep, live: &mut Option<Live>) 
         Some(o) => timed::open_record(ev_name, o, &out.stats),
         None => timed::record(ev_name, concurrency, &out.stats),
     };
+    rec.energy = out.energy.clone();
     if ignore_eos {
         rec.output_length = Some(output_length(&out.ok_metrics, u64::from(max_tokens)));
     }
@@ -393,6 +401,7 @@ pub async fn long_context(cx: &mut Cx, arm: &Arm, s: &PlanStep, live: &mut Optio
         "long context {prompt_tokens} prompt + {max_tokens} max tokens, ignore_eos, c1"
     ));
     let mut rec = timed::record(&s.evidence, 1, &out.stats);
+    rec.energy = out.energy.clone();
     rec.output_length = Some(output_length(&out.ok_metrics, u64::from(max_tokens)));
     if let Some(lc) = cx.rec.arm_result(&arm.id).long_context.as_mut() {
         lc.evidence = s.evidence.clone();

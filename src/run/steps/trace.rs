@@ -144,7 +144,8 @@ pub async fn run(cx: &mut Cx, arm: &Arm, s: &PlanStep, live: &mut Option<Live>) 
         }
     };
     let rec = load.record.with_error(&out.stats);
-    let result = record(ev, t, warmup, &rec, &out.stats);
+    let mut result = record(ev, t, warmup, &rec, &out.stats);
+    result.timing.energy = out.energy.clone();
     let mut evidence = out.evidence;
     evidence["arm"] = json!(arm.id);
     evidence["trace"] = json!(rec);

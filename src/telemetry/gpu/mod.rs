@@ -9,7 +9,7 @@
 
 mod device;
 #[cfg(test)]
-mod fixtures;
+pub(crate) mod fixtures;
 mod nvml;
 mod probe;
 mod report;
