@@ -139,6 +139,7 @@ impl Work {
             nonce_base: self.nonce_base,
             seed: self.seed,
             gpus: Vec::new(),
+            idle_power_w: Default::default(),
             schedule: None,
         };
         timed::source(&inp, &work).0
