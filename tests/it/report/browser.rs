@@ -438,7 +438,8 @@ fn a_real_sweep_renders_every_chart() {
                 .map_or(0, |p| p.len() as u64)
         })
         .sum();
-    assert_eq!(probes, 4, "two rates per arm");
+    // Each arm probes 20 req/s, and 40 unless 20 already broke (a loaded machine may).
+    assert!((2..=4).contains(&probes), "{probes} probes");
     assert_eq!(charts[7]["points"], 2 * probes + 2, "{:#}", charts[7]);
     assert_eq!(charts[8]["points"], probes + 2, "{:#}", charts[8]);
     assert!(
@@ -573,5 +574,30 @@ fn add_gpu_samples(bundle: &Path) -> u64 {
         });
         std::fs::write(&p, serde_json::to_vec_pretty(&f).unwrap()).unwrap();
     }
+    // The result's energy records follow their step files (`verify` recomputes them): these
+    // readings lie on another clock than the steps' windows, so each says "not measured".
+    let mut result = result;
+    for a in result["arms"].as_array_mut().unwrap() {
+        let mut records: Vec<&mut Value> = vec![];
+        let a = a.as_object_mut().unwrap();
+        for (k, t) in a.iter_mut() {
+            match k.as_str() {
+                "cold" | "warm" if t.is_object() => records.push(t),
+                "concurrency" => records.extend(t.as_object_mut().unwrap().values_mut()),
+                _ => {}
+            }
+        }
+        for t in records {
+            let file = bundle.join(t["evidence"].as_str().unwrap());
+            let f: Value = serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap();
+            t["energy"] =
+                serde_json::to_value(bakeoff::evidence::energy::from_step_file(&f)).unwrap();
+        }
+    }
+    std::fs::write(
+        bundle.join("campaign-result.json"),
+        serde_json::to_vec_pretty(&result).unwrap(),
+    )
+    .unwrap();
     n
 }
