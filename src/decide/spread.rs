@@ -46,9 +46,14 @@ impl<'a> Cross<'a> {
         let Some(ms) = s.spread.get(&m) else {
             return false;
         };
-        let lo = x.abs().min(y.abs());
-        la != lb && s.has_lane(la) && s.has_lane(lb) && lo > 0.0 && (x - y).abs() / lo <= ms.spread
+        la != lb && s.has_lane(la) && s.has_lane(lb) && margin_within(x, y, ms.spread)
     }
+}
+
+/// The spread's own measure: `|x − y| / min(|x|, |y|) ≤ spread` (never for a zero value).
+pub fn margin_within(x: f64, y: f64, spread: f64) -> bool {
+    let lo = x.abs().min(y.abs());
+    lo > 0.0 && (x - y).abs() / lo <= spread
 }
 
 #[cfg(test)]

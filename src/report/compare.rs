@@ -188,8 +188,7 @@ fn within_spread(c: &Comparison, r: &Row, m: RankingMetric, x: &Stat, y: &Stat) 
         return None;
     }
     let (s, words) = card_spread(c, m)?;
-    let lo = x.p50.abs().min(y.p50.abs());
-    (lo > 0.0 && (x.p50 - y.p50).abs() / lo <= s).then_some(words)
+    crate::decide::spread::margin_within(x.p50, y.p50, s).then_some(words)
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
