@@ -78,9 +78,16 @@ pub fn lines(series: &[Series], digest: &str) -> Vec<Line> {
         let med = v[v.len() / 2];
         let pct = (today.value - med) / med.abs().max(f64::MIN_POSITIVE) * 100.0;
         // Beyond the range by more than MARGIN of the median: a tight history (a reference
-        // engine's runs agree to 0.1 %) must not turn a 0.1 % wobble into a limitation.
+        // engine's runs agree to 0.1 %) must not turn a 0.1 % wobble into a limitation. A
+        // figure with an interval today is beyond only when the whole interval is; one without
+        // (aggregate throughput) has no noise of its own to show, so it must also lie outside by
+        // more than the range's own width (CI once saw a 12-token step's -5 % called beyond).
         let m = MARGIN * med.abs();
-        let (below, above) = (today.value < lo - m, today.value > hi + m);
+        let (t_lo, t_hi, m) = match (today.lo, today.hi) {
+            (Some(a), Some(b)) if a.is_finite() && b.is_finite() => (a.min(b), a.max(b), m),
+            _ => (today.value, today.value, m + (hi - lo)),
+        };
+        let (below, above) = (t_hi < lo - m, t_lo > hi + m);
         let beyond = below || above;
         let worse = if higher_is_better(&s.key.figure) {
             below
@@ -306,6 +313,28 @@ mod tests {
             61.6,
         )];
         assert!(lines(&s, "d-now")[0].beyond);
+    }
+
+    #[test]
+    fn an_interval_today_must_clear_the_range_and_a_figure_without_one_the_range_width() {
+        let with = |today: f64, lo: f64, hi: f64| {
+            let mut s = series("c", "candidate", "ttft_p50@c1", &[50.0, 51.0, 50.5], today);
+            let p = s.points.last_mut().unwrap();
+            (p.lo, p.hi) = (Some(lo), Some(hi));
+            lines(&[s], "d-now")[0].beyond
+        };
+        // 54 ms is beyond 50–51 (+ 1 ms margin) but its interval reaches back into it.
+        assert!(!with(54.0, 51.5, 56.0));
+        assert!(with(54.0, 52.5, 56.0));
+        // No interval (aggregate throughput): outside by the margin plus the range's width.
+        let agg = |today: f64| {
+            let s = series("c", "candidate", "aggregate_tok_s@c1", &[95.0, 100.0, 98.0], today);
+            lines(&[s], "d-now")[0].clone()
+        };
+        // 98 ± 2 % margin is 93.04; the range is 5 wide: 89 is not beyond, 87 is (and worse).
+        assert!(!agg(89.0).beyond);
+        let l = agg(87.0);
+        assert!(l.beyond && l.worse);
     }
 
     #[test]

@@ -1115,7 +1115,7 @@ mod solo {
                         port,
                         "POST",
                         "/v1/chat/completions",
-                        Some(&chat("ref", &format!("s{i}"), 21, true)),
+                        Some(&chat("ref", &format!("s{i}"), 81, true)),
                     );
                     r.header("x-request-id").unwrap().to_string()
                 })
@@ -1125,18 +1125,27 @@ mod solo {
         let recs = e.emissions();
         let mut ttfts = Vec::new();
         let mut rates = Vec::new();
+        let mut itls = Vec::new();
         for id in &ids {
             let rec = recs.iter().find(|r| r["id"] == id.as_str()).unwrap();
             let t = u64s(&rec["emit_ns"]);
             ttfts.push((t[0] - rec["recv_ns"].as_u64().unwrap()) as f64 / 1e6);
-            rates.push(20.0 / ((t[20] - t[0]) as f64 / 1e9));
+            rates.push(80.0 / ((t[80] - t[0]) as f64 / 1e9));
+            itls.extend(t[..81].windows(2).map(|w| (w[1] - w[0]) as f64 / 1e6));
         }
         let ttft = median(ttfts);
         let rate = median(rates);
-        eprintln!("{n} streams: TTFT p50 {ttft:.3} ms, decode p50 {rate:.3} tok/s");
-        // 64 client threads share two cores with the engine here: allow 2 ms on the median.
+        let itl = median(itls);
+        eprintln!(
+            "{n} streams: TTFT p50 {ttft:.3} ms, decode p50 {rate:.3} tok/s, ITL p50 {itl:.4} ms"
+        );
+        // 64 client threads share two cores with the engine here: allow 2 ms on the median TTFT.
+        // The 64 streams run in lockstep, so one stall of the machine delays every stream's
+        // last token at once (CI once saw 7 ms late on a 250 ms span: -3 %). The ITL median
+        // (5,120 gaps; a stall moves two gaps per stream) is held to 1 %, the span to 2 %.
+        assert!((itl - 12.5).abs() <= 0.125, "ITL p50 {itl} ms");
         assert!((ttft - 50.0).abs() <= 2.0, "TTFT p50 {ttft}");
-        assert!((rate - 80.0).abs() <= 0.8, "decode p50 {rate}");
+        assert!((rate - 80.0).abs() <= 1.6, "decode p50 {rate}");
     }
 
     #[test]
