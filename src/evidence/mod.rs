@@ -1,6 +1,7 @@
 //! Evidence files: every file is written atomically (temp file, fsync, rename).
 
 pub mod bundle;
+pub mod client_path;
 pub mod crosscheck;
 pub mod energy;
 pub mod history;

@@ -141,6 +141,10 @@ pub struct LaneRun {
     /// folder, `lanes/<id>.moved-<n>`), not the lane's own run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub moved_from: Option<String>,
+    /// Where its load client ran and, over the network, the round trip to the lane (absent in
+    /// bundles made before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<super::client_path::ClientPath>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]

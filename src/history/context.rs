@@ -328,7 +328,13 @@ mod tests {
         assert!(with(54.0, 52.5, 56.0));
         // No interval (aggregate throughput): outside by the margin plus the range's width.
         let agg = |today: f64| {
-            let s = series("c", "candidate", "aggregate_tok_s@c1", &[95.0, 100.0, 98.0], today);
+            let s = series(
+                "c",
+                "candidate",
+                "aggregate_tok_s@c1",
+                &[95.0, 100.0, 98.0],
+                today,
+            );
             lines(&[s], "d-now")[0].clone()
         };
         // 98 ± 2 % margin is 93.04; the range is 5 wide: 89 is not beyond, 87 is (and worse).

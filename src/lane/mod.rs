@@ -18,6 +18,7 @@
 
 pub mod adopt;
 pub mod adopt_slurm;
+pub mod client_path;
 pub mod container;
 pub mod container_identity;
 pub mod container_recipe;

@@ -152,10 +152,11 @@ pub fn section(dir: &Path, r: &CampaignResult) -> String {
             _ => String::new(),
         };
         let head = format!(
-            "<td rowspan={}>{}{said}</td><td rowspan={0}>{}</td><td rowspan={0}>{}</td>",
+            "<td rowspan={}>{}{said}</td><td rowspan={0}>{}{}</td><td rowspan={0}>{}</td>",
             sp.len().max(1),
             esc(&l.id),
             esc(&l.address),
+            client(l),
             esc(inc)
         );
         if sp.is_empty() {
@@ -184,6 +185,26 @@ pub fn section(dir: &Path, r: &CampaignResult) -> String {
     }
     o.push_str("</table>");
     o + &moves(r) + &control(r)
+}
+
+/// Where the lane's client ran, under its address (nothing for bundles that did not record it).
+fn client(l: &crate::evidence::result::LaneRun) -> String {
+    let Some(c) = &l.client else {
+        return String::new();
+    };
+    if c.mode != crate::evidence::client_path::NETWORK {
+        return format!("<br>client on {} (same host)", esc(&c.host));
+    }
+    let rtt = match (&c.rtt_ms, &c.rtt_error) {
+        (Some(r), _) => format!("round trip p50 {:.3} ms, p99 {:.3} ms", r.p50, r.p99),
+        (None, e) => format!(
+            "round trip not measured{}",
+            e.as_deref()
+                .map(|e| format!(": {}", esc(e)))
+                .unwrap_or_default()
+        ),
+    };
+    format!("<br>client on {}, over the network ({rtt})", esc(&c.host))
 }
 
 /// The arms moved off drained lanes: from where, to where, why.

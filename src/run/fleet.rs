@@ -44,6 +44,8 @@ pub struct FleetLane {
     pub session: Session,
     /// What its raw logs sit beside (`bundle::lane_beside`).
     pub beside: PathBuf,
+    /// Where its client runs, measured when the lane is taken.
+    pub client: crate::lane::client_path::ClientPath,
 }
 
 /// Takes every lane of `c` (a `[[lanes]]` campaign with more than one) for a run into `bundle`:
@@ -95,6 +97,7 @@ pub(super) fn begin_lanes(
     accept_drift: bool,
 ) -> Result<(Plan, Vec<FleetLane>), (Refused, Vec<FleetLane>, PathBuf)> {
     let plan = crate::campaign::plan(c);
+    let me = crate::telemetry::host::hostname();
     let mut lanes = Vec::new();
     for l in c.lanes() {
         let beside = bundle::lane_beside(bundle, &l.id);
@@ -105,6 +108,7 @@ pub(super) fn begin_lanes(
                 id: l.id.clone(),
                 session: s,
                 beside,
+                client: crate::lane::client_path::measure(&me, &l.lane.host, l.lane.port),
             }),
             Err(mut r) => {
                 r.message = format!("lane {}: {}", l.id, r.message);
@@ -664,6 +668,7 @@ pub(super) fn lane_run(l: &FleetLane) -> LaneRun {
         incumbent: queue.incumbent.clone(),
         folder: bundle::lane_dir(&l.id),
         arms: queue.arms.iter().map(|a| a.arm.clone()).collect(),
+        client: Some(l.client.clone()),
         ..Default::default()
     }
 }

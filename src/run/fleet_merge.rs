@@ -224,6 +224,21 @@ pub fn merge(
         }
     }
     spread(&mut base, &lanes, control);
+    // A lane measured over the network: its figures include the round trip (a moved run is on
+    // the same lane, said once).
+    for l in lanes.iter().filter(|l| l.lane.moved_from.is_none()) {
+        let Some(n) = l
+            .lane
+            .client
+            .as_ref()
+            .and_then(|c| c.note(&l.lane.id, &l.lane.address))
+        else {
+            continue;
+        };
+        if !base.notes.contains(&n) {
+            base.notes.push(n);
+        }
+    }
     for n in super::fleet_drain::notes(&moves) {
         if !base.notes.contains(&n) {
             base.notes.push(n);
@@ -384,6 +399,35 @@ mod tests {
         assert_eq!(m.notes.len(), 3);
         assert_eq!(m.lanes.len(), 2);
         assert!(m.lanes.iter().all(|l| l.complete));
+    }
+
+    #[test]
+    fn a_lane_measured_over_the_network_says_its_round_trip_in_the_notes() {
+        use crate::evidence::client_path::{ClientPath, Rtt};
+        let mut lanes = two_lanes(result(&["inc", "b"], true, &[]), result(&["a"], true, &[]));
+        lanes[0].lane.client = Some(ClientPath {
+            host: "ctl".into(),
+            mode: "same-host".into(),
+            ..Default::default()
+        });
+        lanes[1].lane.client = Some(ClientPath {
+            host: "ctl".into(),
+            mode: "network".into(),
+            rtt_ms: Some(Rtt {
+                n: 20,
+                p50: 0.05,
+                p99: 0.09,
+                max: 0.1,
+            }),
+            rtt_error: None,
+        });
+        let m = merge(base(), lanes, Ok("inc"), Vec::new());
+        let net: Vec<&String> = m.notes.iter().filter(|n| n.starts_with("Lane ")).collect();
+        assert_eq!(
+            net,
+            ["Lane g1 (127.0.0.1:9001) was measured from ctl over the network (TCP round trip p50 0.050 ms, p99 0.090 ms over 20 connects): its TTFT and E2E figures include the round trip, and the host's CPU drove every lane's load."]
+        );
+        assert_eq!(m.lanes[1].client.as_ref().unwrap().mode, "network");
     }
 
     #[test]

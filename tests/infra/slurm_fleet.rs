@@ -246,6 +246,25 @@ fn six_arms_over_four_slurm_nodes_complete_verify_and_measure_a_slow_node() {
             format!("{}:{}", node_addr(&node), t.port),
             "{l:#}"
         );
+        // Each node has its own network namespace: the client on this host measured it over
+        // the (veth) network, with the round trip timed and said in the notes.
+        assert_eq!(l["client"]["mode"], "network", "{l:#}");
+        let rtt = &l["client"]["rtt_ms"];
+        assert!(
+            rtt["n"] == 20 && rtt["p50"].as_f64().unwrap() > 0.0,
+            "{l:#}"
+        );
+        assert!(
+            r["notes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|n| n.as_str().unwrap().starts_with(&format!(
+                    "Lane {lane} ({}) was measured from ",
+                    l["address"].as_str().unwrap()
+                ))),
+            "{r:#}"
+        );
         for a in l["arms"].as_array().unwrap() {
             let a = a.as_str().unwrap();
             let arm = r["arms"].as_array().unwrap().iter().find(|x| x["id"] == a);

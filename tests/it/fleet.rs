@@ -194,6 +194,15 @@ fn two_lanes_run_side_by_side_into_one_bundle() {
     assert_eq!(lanes[1]["id"], "g1");
     assert!(lanes[1]["incumbent"].is_null());
     assert_eq!(lanes[1]["arms"], serde_json::json!(["a", "c"]));
+    // Both lanes are on this host: the client ran beside them, no round trip to state.
+    for l in lanes {
+        assert_eq!(l["client"]["mode"], "same-host", "{l:#}");
+        assert!(l["client"]["rtt_ms"].is_null(), "{l:#}");
+    }
+    assert!(
+        !r["notes"].to_string().contains("over the network"),
+        "{r:#}"
+    );
     for (id, lane) in [("inc", "g0"), ("a", "g1"), ("b", "g0"), ("c", "g1")] {
         let a = arm(&r, id);
         assert_eq!(a["status"], "completed", "{id}: {a:#}");

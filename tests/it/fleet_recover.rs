@@ -203,6 +203,7 @@ fn sigkill_during_two_lanes_then_recover_and_resume() {
         "id=\"lane-control\"",
         "lanes/g1/inc.control-timing-64-c1-warm.json",
         "<td>ttft</td>",
+        " (same host)</td>",
     ] {
         assert!(lanes.contains(says), "{says}: {lanes}");
     }
