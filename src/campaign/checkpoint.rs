@@ -113,6 +113,10 @@ pub struct Checkpoint {
     /// The `[workload.dataset]` file the run started with: a resume refuses a changed one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dataset: Option<DatasetDigest>,
+    /// The `[workload.trace]` file the run started with: a resume refuses a changed one (the
+    /// arms still to run would replay other requests than those that did).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<DatasetDigest>,
     /// Every file the campaign names, resolved to an absolute path, with its digest when the
     /// bundle opened (absent in bundles written before it existed): a resume or recovery from
     /// any directory, or from a copied bundle, names one that moved or changed since.
@@ -193,6 +197,10 @@ impl Checkpoint {
                 path: d.path.clone(),
                 sha256: d.sha256.clone(),
             }),
+            trace: c.workload.trace.as_ref().map(|t| DatasetDigest {
+                path: t.path.clone(),
+                sha256: t.sha256.clone(),
+            }),
             files: super::fingerprint::campaign_files(c)
                 .into_iter()
                 .filter_map(|(p, named_by)| {
@@ -219,6 +227,37 @@ impl Checkpoint {
     /// run: its dataset file changed (or is another file) since the run started, so the arms
     /// still to run would send other prompts than those that ran. None: it may.
     pub fn workload_changed(&self, c: &super::Campaign) -> Option<String> {
+        self.dataset_changed(c)
+    }
+
+    /// Why the campaign `c` may not resume this run because of its `[workload.trace]` file: its
+    /// path or its SHA-256 (read when the campaign loaded) is not the one the run started with.
+    /// None: it may.
+    pub fn trace_changed(&self, c: &super::Campaign) -> Option<String> {
+        let was = self.trace.as_ref()?;
+        let Some(now) = &c.workload.trace else {
+            return Some(
+                "the run started with a [workload.trace] the campaign no longer has".into(),
+            );
+        };
+        if now.path != was.path {
+            return Some(format!(
+                "workload.trace.path is {} now, but the run started with {}; resume with the campaign's original trace",
+                now.path.display(),
+                was.path.display()
+            ));
+        }
+        (now.sha256 != was.sha256).then(|| {
+            format!(
+                "the trace file {} (workload.trace.path) changed since the run started (sha256 {} then, {} now): the arms still to run would replay other requests than those that ran; put the original file back to resume, or start a new campaign",
+                now.path.display(),
+                was.sha256,
+                now.sha256
+            )
+        })
+    }
+
+    fn dataset_changed(&self, c: &super::Campaign) -> Option<String> {
         let was = self.dataset.as_ref()?;
         let Some(now) = &c.workload.dataset else {
             return Some(
