@@ -227,58 +227,17 @@ impl Checkpoint {
     /// run: its dataset file changed (or is another file) since the run started, so the arms
     /// still to run would send other prompts than those that ran. None: it may.
     pub fn workload_changed(&self, c: &super::Campaign) -> Option<String> {
-        self.dataset_changed(c)
+        let now = c.workload.dataset.as_ref();
+        let now = now.map(|d| (d.path.as_path(), d.sha256.as_str()));
+        workload_file_changed(self.dataset.as_ref()?, now, "dataset", "send other prompts")
     }
 
-    /// Why the campaign `c` may not resume this run because of its `[workload.trace]` file: its
-    /// path or its SHA-256 (read when the campaign loaded) is not the one the run started with.
-    /// None: it may.
+    /// [`Self::workload_changed`] for the `[workload.trace]` file: the arms still to run would
+    /// replay other requests than those that did.
     pub fn trace_changed(&self, c: &super::Campaign) -> Option<String> {
-        let was = self.trace.as_ref()?;
-        let Some(now) = &c.workload.trace else {
-            return Some(
-                "the run started with a [workload.trace] the campaign no longer has".into(),
-            );
-        };
-        if now.path != was.path {
-            return Some(format!(
-                "workload.trace.path is {} now, but the run started with {}; resume with the campaign's original trace",
-                now.path.display(),
-                was.path.display()
-            ));
-        }
-        (now.sha256 != was.sha256).then(|| {
-            format!(
-                "the trace file {} (workload.trace.path) changed since the run started (sha256 {} then, {} now): the arms still to run would replay other requests than those that ran; put the original file back to resume, or start a new campaign",
-                now.path.display(),
-                was.sha256,
-                now.sha256
-            )
-        })
-    }
-
-    fn dataset_changed(&self, c: &super::Campaign) -> Option<String> {
-        let was = self.dataset.as_ref()?;
-        let Some(now) = &c.workload.dataset else {
-            return Some(
-                "the run started with a [workload.dataset] the campaign no longer has".into(),
-            );
-        };
-        if now.path != was.path {
-            return Some(format!(
-                "workload.dataset.path is {} now, but the run started with {}; resume with the campaign's original dataset",
-                now.path.display(),
-                was.path.display()
-            ));
-        }
-        (now.sha256 != was.sha256).then(|| {
-            format!(
-                "the dataset file {} changed since the run started (sha256 {} then, {} now): the arms still to run would send other prompts than those that ran; put the original file back to resume, or start a new campaign",
-                now.path.display(),
-                was.sha256,
-                now.sha256
-            )
-        })
+        let now = c.workload.trace.as_ref();
+        let now = now.map(|t| (t.path.as_path(), t.sha256.as_str()));
+        workload_file_changed(self.trace.as_ref()?, now, "trace", "replay other requests")
     }
 
     pub fn load(dir: &Path) -> anyhow::Result<Checkpoint> {
@@ -315,4 +274,35 @@ impl Checkpoint {
         s.finished_at = Some(crate::clock::wall_rfc3339());
         s.invocation = Some(inv);
     }
+}
+
+/// Why a resume must refuse the `[workload.<table>]` file the run started with (`was`), given
+/// the campaign's now (its path and SHA-256, read at load): the table is gone, names another
+/// path, or the file holds other bytes, so the arms still to run would `would` than those that
+/// ran. None: the same file.
+fn workload_file_changed(
+    was: &DatasetDigest,
+    now: Option<(&Path, &str)>,
+    table: &str,
+    would: &str,
+) -> Option<String> {
+    let Some((path, sha256)) = now else {
+        return Some(format!(
+            "the run started with a [workload.{table}] the campaign no longer has"
+        ));
+    };
+    if path != was.path {
+        return Some(format!(
+            "workload.{table}.path is {} now, but the run started with {}; resume with the campaign's original {table}",
+            path.display(),
+            was.path.display()
+        ));
+    }
+    (sha256 != was.sha256).then(|| {
+        format!(
+            "the {table} file {} changed since the run started (sha256 {} then, {sha256} now): the arms still to run would {would} than those that ran; put the original file back to resume, or start a new campaign",
+            path.display(),
+            was.sha256,
+        )
+    })
 }

@@ -42,6 +42,23 @@ impl std::fmt::Display for Mismatch {
     }
 }
 
+/// A maker of the mismatches of one record (`record` of arm `arm`, its step file `file`), by
+/// field: the summary's value and the step file's.
+fn mismatch<'a>(
+    arm: &'a str,
+    record: &'a str,
+    file: &'a str,
+) -> impl Fn(&str, String, String) -> Mismatch + 'a {
+    move |field, summary, step| Mismatch {
+        arm: arm.to_string(),
+        record: record.to_string(),
+        file: file.to_string(),
+        field: field.to_string(),
+        summary,
+        step,
+    }
+}
+
 fn read(dir: &Path, file: &str) -> Result<Value, String> {
     let b = std::fs::read(dir.join(file)).map_err(|e| format!("cannot read it: {e}"))?;
     serde_json::from_slice(&b).map_err(|e| format!("not JSON: {e}"))
@@ -124,14 +141,8 @@ fn text<T: serde::Serialize>(v: &T) -> String {
 /// Compares one timing record with its step file; with `apply`, the step file's figures replace
 /// the record's.
 fn timing(dir: &Path, arm: &str, what: &str, r: &mut TimingRecord, apply: bool) -> Vec<Mismatch> {
-    let mm = |field: &str, summary: String, step: String| Mismatch {
-        arm: arm.to_string(),
-        record: what.to_string(),
-        file: r.evidence.clone(),
-        field: field.to_string(),
-        summary,
-        step,
-    };
+    let file = r.evidence.clone();
+    let mm = mismatch(arm, what, &file);
     let v = match read(dir, &r.evidence) {
         Ok(v) => v,
         Err(e) => return vec![mm("(file)", "figures".into(), e)],
@@ -351,14 +362,8 @@ fn arm(dir: &Path, a: &mut ArmResult, apply: bool) -> Vec<Mismatch> {
 /// recorded it there, and each probe's counts and energy from that probe's own entry (its
 /// `stats`, GPU readings and window, recomputed as a timed step's). With `apply`, the file wins.
 fn capacity(dir: &Path, arm: &str, c: &mut CapacityRecord, apply: bool) -> Vec<Mismatch> {
-    let mm = |field: &str, summary: String, step: String| Mismatch {
-        arm: arm.to_string(),
-        record: "capacity".into(),
-        file: c.evidence.clone(),
-        field: field.to_string(),
-        summary,
-        step,
-    };
+    let file = c.evidence.clone();
+    let mm = mismatch(arm, "capacity", &file);
     let v = match read(dir, &c.evidence) {
         Ok(v) => v,
         Err(e) => return vec![mm("(file)", "figures".into(), e)],
@@ -467,14 +472,12 @@ fn lane_controls(dir: &Path, r: &mut CampaignResult, apply: bool) -> Vec<Mismatc
     };
     let mut out = Vec::new();
     for l in spread.lanes.iter_mut() {
-        let mm = |field: &str, summary: String, step: String| Mismatch {
-            arm: l.arm.clone(),
-            record: format!("lane {} control", l.lane),
-            file: l.evidence.clone(),
-            field: field.to_string(),
-            summary,
-            step,
-        };
+        let (arm, record, file) = (
+            l.arm.clone(),
+            format!("lane {} control", l.lane),
+            l.evidence.clone(),
+        );
+        let mm = mismatch(&arm, &record, &file);
         let s = match read(dir, &l.evidence) {
             Ok(v) => timing_from_stats(v.get("stats").unwrap_or(&Value::Null)),
             Err(e) => {

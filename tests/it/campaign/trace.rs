@@ -251,7 +251,7 @@ fn a_trace_file_changed_under_a_run_stops_it_and_a_resume_is_refused_until_it_is
     assert_eq!(o.status.code(), Some(2), "{out}");
     for want in [
         format!(
-            "the trace file {} (workload.trace.path) changed since the run started (sha256 {was} then, {now} now)",
+            "the trace file {} changed since the run started (sha256 {was} then, {now} now)",
             path.display()
         ),
         "put the original file back to resume, or start a new campaign".to_string(),
