@@ -113,6 +113,10 @@ pub struct Checkpoint {
     /// The `[workload.dataset]` file the run started with: a resume refuses a changed one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dataset: Option<DatasetDigest>,
+    /// The `[workload.trace]` file the run started with: a resume refuses a changed one (the
+    /// arms still to run would replay other requests than those that did).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<DatasetDigest>,
     /// Every file the campaign names, resolved to an absolute path, with its digest when the
     /// bundle opened (absent in bundles written before it existed): a resume or recovery from
     /// any directory, or from a copied bundle, names one that moved or changed since.
@@ -193,6 +197,10 @@ impl Checkpoint {
                 path: d.path.clone(),
                 sha256: d.sha256.clone(),
             }),
+            trace: c.workload.trace.as_ref().map(|t| DatasetDigest {
+                path: t.path.clone(),
+                sha256: t.sha256.clone(),
+            }),
             files: super::fingerprint::campaign_files(c)
                 .into_iter()
                 .filter_map(|(p, named_by)| {
@@ -219,27 +227,17 @@ impl Checkpoint {
     /// run: its dataset file changed (or is another file) since the run started, so the arms
     /// still to run would send other prompts than those that ran. None: it may.
     pub fn workload_changed(&self, c: &super::Campaign) -> Option<String> {
-        let was = self.dataset.as_ref()?;
-        let Some(now) = &c.workload.dataset else {
-            return Some(
-                "the run started with a [workload.dataset] the campaign no longer has".into(),
-            );
-        };
-        if now.path != was.path {
-            return Some(format!(
-                "workload.dataset.path is {} now, but the run started with {}; resume with the campaign's original dataset",
-                now.path.display(),
-                was.path.display()
-            ));
-        }
-        (now.sha256 != was.sha256).then(|| {
-            format!(
-                "the dataset file {} changed since the run started (sha256 {} then, {} now): the arms still to run would send other prompts than those that ran; put the original file back to resume, or start a new campaign",
-                now.path.display(),
-                was.sha256,
-                now.sha256
-            )
-        })
+        let now = c.workload.dataset.as_ref();
+        let now = now.map(|d| (d.path.as_path(), d.sha256.as_str()));
+        workload_file_changed(self.dataset.as_ref()?, now, "dataset", "send other prompts")
+    }
+
+    /// [`Self::workload_changed`] for the `[workload.trace]` file: the arms still to run would
+    /// replay other requests than those that did.
+    pub fn trace_changed(&self, c: &super::Campaign) -> Option<String> {
+        let now = c.workload.trace.as_ref();
+        let now = now.map(|t| (t.path.as_path(), t.sha256.as_str()));
+        workload_file_changed(self.trace.as_ref()?, now, "trace", "replay other requests")
     }
 
     pub fn load(dir: &Path) -> anyhow::Result<Checkpoint> {
@@ -276,4 +274,35 @@ impl Checkpoint {
         s.finished_at = Some(crate::clock::wall_rfc3339());
         s.invocation = Some(inv);
     }
+}
+
+/// Why a resume must refuse the `[workload.<table>]` file the run started with (`was`), given
+/// the campaign's now (its path and SHA-256, read at load): the table is gone, names another
+/// path, or the file holds other bytes, so the arms still to run would `would` than those that
+/// ran. None: the same file.
+fn workload_file_changed(
+    was: &DatasetDigest,
+    now: Option<(&Path, &str)>,
+    table: &str,
+    would: &str,
+) -> Option<String> {
+    let Some((path, sha256)) = now else {
+        return Some(format!(
+            "the run started with a [workload.{table}] the campaign no longer has"
+        ));
+    };
+    if path != was.path {
+        return Some(format!(
+            "workload.{table}.path is {} now, but the run started with {}; resume with the campaign's original {table}",
+            path.display(),
+            was.path.display()
+        ));
+    }
+    (sha256 != was.sha256).then(|| {
+        format!(
+            "the {table} file {} changed since the run started (sha256 {} then, {sha256} now): the arms still to run would {would} than those that ran; put the original file back to resume, or start a new campaign",
+            path.display(),
+            was.sha256,
+        )
+    })
 }

@@ -24,7 +24,7 @@ pub struct BundleCampaign {
 
 impl BundleCampaign {
     /// Why this bundle may not be resumed (None: it may): its campaign copy is not the file the
-    /// run started with, its dataset changed, or a file the campaign names moved or changed
+    /// run started with, its dataset or trace changed, or a file the campaign names moved or changed
     /// (then the arms still to run would not be the arms that ran). One line per problem.
     pub fn unresumable(&self) -> Option<Vec<String>> {
         let (c, ck) = (&self.campaign, &self.checkpoint);
@@ -33,7 +33,7 @@ impl BundleCampaign {
                 "the bundle's campaign.toml differs from the one the run started with".into(),
             ]);
         }
-        if let Some(why) = ck.workload_changed(c) {
+        if let Some(why) = ck.workload_changed(c).or_else(|| ck.trace_changed(c)) {
             return Some(vec![why]);
         }
         if self.changed.is_empty() {

@@ -97,8 +97,13 @@ pub struct LevelResult {
     /// Naps the bare reader took before waiting (the client's rule; compare with `naps`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub floor_naps: Option<u64>,
+    /// The bare reader's waits: how many, and why the others had no nap (`load::pace::Waits`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub floor_waits: Option<crate::load::pace::Waits>,
     /// Naps the client's runtime took before parking (reads gathered in rounds; see load::pace).
     pub naps: u64,
+    /// The client runtime's parks: how many, and why the others had no nap.
+    pub waits: crate::load::pace::Waits,
     pub peak_rss_mib: f64,
     pub wall_s: f64,
     /// With a dataset or synthetic workload: each request's item and token counts
@@ -316,7 +321,7 @@ async fn level(
     };
     let cpu0 = crate::clock::cpu_ns(libc::RUSAGE_SELF);
     let engine_cpu0 = process_cpu_s(engine_pid);
-    let naps0 = crate::load::pace::naps();
+    let waits0 = crate::load::pace::waits();
     let wall0 = crate::clock::mono_ns();
     let out = session::run(session, Vec::<Trace>::new()).await?;
     out.window.map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -324,7 +329,7 @@ async fn level(
     let cpu1 = crate::clock::cpu_ns(libc::RUSAGE_SELF);
     let engine_cpu_s = process_cpu_s(engine_pid) - engine_cpu0;
     let (user, sys) = (cpu1.0 - cpu0.0, cpu1.1 - cpu0.1);
-    let naps = crate::load::pace::naps() - naps0;
+    let waits = crate::load::pace::waits() - waits0;
     let (kern, read) = (out.reads.kernel_stamped, out.reads.read_time);
     let wall_s = (crate::clock::mono_ns() - wall0) as f64 / 1e9;
     let (_, em) = get_json(target, "/debug/emissions", None, t)
@@ -418,7 +423,9 @@ async fn level(
         floor_cpu_sys_us_per_chunk: None,
         floor_chunks: None,
         floor_naps: None,
-        naps,
+        floor_waits: None,
+        naps: waits.naps,
+        waits,
         peak_rss_mib: peak_rss_mib(),
         wall_s,
         workload: work.map(|w| super::selftest_source::level_record(w, &traces)),
@@ -511,7 +518,8 @@ pub fn run(args: SelftestArgs) -> Result<()> {
                 r.floor_cpu_user_us_per_chunk = Some(f.user_us_per_chunk);
                 r.floor_cpu_sys_us_per_chunk = Some(f.sys_us_per_chunk);
                 r.floor_chunks = Some(f.chunks);
-                r.floor_naps = Some(f.naps);
+                r.floor_naps = Some(f.waits.naps);
+                r.floor_waits = Some(f.waits);
             }
             levels.push(r);
         }
@@ -613,6 +621,18 @@ fn print_report(r: &SelftestReport) {
                 l.floor_naps.unwrap_or(0),
                 l.naps,
                 l.client_cpu_us_per_chunk / (u + s)
+            );
+            let w = |w: &crate::load::pace::Waits| {
+                format!(
+                    "{} waits: {} napped, {} below the read rate, {} lagging",
+                    w.waits, w.naps, w.below_rate, w.lagging
+                )
+            };
+            println!(
+                "{:>6} waits: client {}; floor {}",
+                "",
+                w(&l.waits),
+                l.floor_waits.as_ref().map_or("not measured".into(), w)
             );
         }
         if let Some(w) = &l.workload {

@@ -20,8 +20,8 @@ pub struct Floor {
     pub chunks: u64,
     pub user_us_per_chunk: f64,
     pub sys_us_per_chunk: f64,
-    /// Naps taken before waiting (`load::pace`'s rule, as the client's runtime naps).
-    pub naps: u64,
+    /// Its waits and the naps before them (`load::pace`'s rule, as the client's runtime naps).
+    pub waits: crate::load::pace::Waits,
 }
 
 /// Runs `waves` requests on each of `conns` connections (closed loop) and counts SSE events.
@@ -66,20 +66,12 @@ pub fn measure(authority: &str, requests: &[Vec<u8>], conns: usize, waves: u64) 
     let mut chunks = 0u64;
     let mut running = conns;
     let deadline = crate::clock::mono_ns() + 300_000_000_000;
-    let (mut window_start, mut window_reads, mut reads, mut rate) = (0u64, 0u64, 0u64, 0u64);
-    // The longest read lag in this window and the last one's (what the client's rule reads).
-    let (mut lag_ns, mut window_lag_ns) = (0u64, 0u64);
-    let mut naps = 0u64;
+    // The nap rule's window, the client's: its reads and its longest read lag.
+    let (mut window, mut reads, mut lag_ns) = (crate::load::pace::NapWindow::default(), 0u64, 0u64);
     while running > 0 {
         let now = crate::clock::mono_ns();
         anyhow::ensure!(now < deadline, "floor reader: the engine stopped answering");
-        if now - window_start >= 10_000_000 {
-            rate = (reads - window_reads) * 1_000_000_000 / (now - window_start);
-            (window_start, window_reads) = (now, reads);
-            window_lag_ns = std::mem::take(&mut lag_ns);
-        }
-        if let Some(d) = crate::load::pace::nap_for(rate, window_lag_ns) {
-            naps += 1;
+        if let Some(d) = window.before_wait(now, reads, || std::mem::take(&mut lag_ns)) {
             std::thread::sleep(d);
         }
         let n = unsafe { libc::epoll_wait(ep, events.as_mut_ptr(), events.len() as i32, 1000) };
@@ -143,6 +135,6 @@ pub fn measure(authority: &str, requests: &[Vec<u8>], conns: usize, waves: u64) 
         chunks,
         user_us_per_chunk: per(u1 - u0),
         sys_us_per_chunk: per(s1 - s0),
-        naps,
+        waits: window.waits,
     })
 }

@@ -1,5 +1,6 @@
 //! `bakeoff verify DIR [--digest HEX]`: re-hash an evidence bundle against its manifest and check
-//! the manifest's own root digest (and the one the person kept, when given).
+//! the manifest's own root digest (and the one the person kept, when given), and that
+//! `arm-stats.csv` says what the result and step files say.
 
 use crate::evidence::manifest;
 use anyhow::{bail, Result};
@@ -17,7 +18,10 @@ pub struct VerifyArgs {
 }
 
 pub fn run(args: VerifyArgs) -> Result<()> {
-    let (m, problems) = manifest::verify(&args.dir, args.digest.as_deref())?;
+    let (m, mut problems) = manifest::verify(&args.dir, args.digest.as_deref())?;
+    // The CSV's cells against the result and step files it is written from (a cell edited and
+    // the manifest sealed again).
+    problems.extend(crate::report::csv::check(&args.dir));
     if problems.is_empty() {
         println!(
             "ok: {} files in {} match {} (sha256); root digest {}{}",

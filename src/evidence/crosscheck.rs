@@ -1,17 +1,18 @@
 //! The deciding figures of `campaign-result.json` checked against the per-step evidence files
 //! they were copied from (which the manifest hashes), so an edited summary cannot decide.
 //!
-//! Checked: every timing record of every arm (cold, warm, each concurrency level: requests ok and
-//! failed, TTFT, decode, E2E and ITL statistics, aggregate throughput, reported prompt tokens)
-//! against its step file's `stats`, and its SLO checks and goodput against the file's `slo` and
-//! `goodput`, and its energy recomputed from the file's GPU readings (`evidence::energy`); the
-//! long-context decode speed and E2E against the
-//! long-context timing file; each gate record's status and passed/total against the gate result
-//! its file holds. The step files are read as plain JSON (this layer knows no measurement code).
+//! Checked: every timing record of every arm (cold, warm, each concurrency level, each open-loop
+//! rate, the long-context timing, the trace replay: requests ok and failed, TTFT, decode, E2E and
+//! ITL statistics, aggregate throughput, reported prompt tokens) against its step file's `stats`,
+//! and its SLO checks and goodput against the file's `slo` and `goodput`, and its energy
+//! recomputed from the file's GPU readings (`evidence::energy`); the capacity bracket and every
+//! probe (its counts, and its energy recomputed from its own entry) against `<arm>-capacity.json`;
+//! the long-context decode speed and E2E against the long-context timing file; each gate record's
+//! status and passed/total against the gate result its file holds. The step files are read as plain JSON (this layer knows no measurement code).
 
 use super::result::{
-    ArmResult, CampaignResult, CiMethod, GateRecord, GoodputRecord, SloCheckRecord, Stat,
-    TimingRecord,
+    ArmResult, CampaignResult, CapacityRecord, CiMethod, GateRecord, GoodputRecord, SloCheckRecord,
+    Stat, TimingRecord,
 };
 use super::GateStatus;
 use serde_json::Value;
@@ -38,6 +39,23 @@ impl std::fmt::Display for Mismatch {
             "{}: arm {} {} {}: campaign-result.json says {}, the step file {} says {}",
             self.file, self.arm, self.record, self.field, self.summary, self.file, self.step
         )
+    }
+}
+
+/// A maker of the mismatches of one record (`record` of arm `arm`, its step file `file`), by
+/// field: the summary's value and the step file's.
+fn mismatch<'a>(
+    arm: &'a str,
+    record: &'a str,
+    file: &'a str,
+) -> impl Fn(&str, String, String) -> Mismatch + 'a {
+    move |field, summary, step| Mismatch {
+        arm: arm.to_string(),
+        record: record.to_string(),
+        file: file.to_string(),
+        field: field.to_string(),
+        summary,
+        step,
     }
 }
 
@@ -123,14 +141,8 @@ fn text<T: serde::Serialize>(v: &T) -> String {
 /// Compares one timing record with its step file; with `apply`, the step file's figures replace
 /// the record's.
 fn timing(dir: &Path, arm: &str, what: &str, r: &mut TimingRecord, apply: bool) -> Vec<Mismatch> {
-    let mm = |field: &str, summary: String, step: String| Mismatch {
-        arm: arm.to_string(),
-        record: what.to_string(),
-        file: r.evidence.clone(),
-        field: field.to_string(),
-        summary,
-        step,
-    };
+    let file = r.evidence.clone();
+    let mm = mismatch(arm, what, &file);
     let v = match read(dir, &r.evidence) {
         Ok(v) => v,
         Err(e) => return vec![mm("(file)", "figures".into(), e)],
@@ -303,6 +315,15 @@ fn arm(dir: &Path, a: &mut ArmResult, apply: bool) -> Vec<Mismatch> {
     for (key, r) in a.rates.iter_mut() {
         out.extend(timing(dir, &id, &format!("open loop {key}"), r, apply));
     }
+    if let Some(t) = a.long_context.as_mut().and_then(|l| l.timing.as_mut()) {
+        out.extend(timing(dir, &id, "long-context timing", t, apply));
+    }
+    if let Some(t) = a.trace.as_mut() {
+        out.extend(timing(dir, &id, "trace", &mut t.timing, apply));
+    }
+    if let Some(c) = a.capacity.as_mut() {
+        out.extend(capacity(dir, &id, c, apply));
+    }
     if let Some(lc) = a.long_context.as_mut() {
         // Only the long-context timing file carries `stats`; the retrieval file's figures are
         // means over its requests, kept as they are.
@@ -337,6 +358,99 @@ fn arm(dir: &Path, a: &mut ArmResult, apply: bool) -> Vec<Mismatch> {
     out
 }
 
+/// The capacity record against its step file (`<arm>-capacity.json`): the bracket as the step
+/// recorded it there, and each probe's counts and energy from that probe's own entry (its
+/// `stats`, GPU readings and window, recomputed as a timed step's). With `apply`, the file wins.
+fn capacity(dir: &Path, arm: &str, c: &mut CapacityRecord, apply: bool) -> Vec<Mismatch> {
+    let file = c.evidence.clone();
+    let mm = mismatch(arm, "capacity", &file);
+    let v = match read(dir, &c.evidence) {
+        Ok(v) => v,
+        Err(e) => return vec![mm("(file)", "figures".into(), e)],
+    };
+    let Some(mut want) = v
+        .get("capacity")
+        .and_then(|x| serde_json::from_value::<CapacityRecord>(x.clone()).ok())
+    else {
+        return vec![mm(
+            "capacity",
+            "a bracket".into(),
+            "no `capacity` record".into(),
+        )];
+    };
+    let entries = v["probes"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+    if entries.len() != want.probes.len() {
+        return vec![mm(
+            "probes",
+            format!("{} probe record(s)", want.probes.len()),
+            format!("{} probe entries", entries.len()),
+        )];
+    }
+    for (p, e) in want.probes.iter_mut().zip(entries) {
+        let s = timing_from_stats(&e["stats"]);
+        (p.requests_ok, p.requests_failed) = (s.requests_ok, s.requests_failed);
+        p.energy = super::energy::from_step_file(e);
+    }
+    let mut out = Vec::new();
+    for (field, a, b) in [
+        ("held_rate_per_s", c.held_rate_per_s, want.held_rate_per_s),
+        (
+            "broken_rate_per_s",
+            c.broken_rate_per_s,
+            want.broken_rate_per_s,
+        ),
+        (
+            "client_bound_rate_per_s",
+            c.client_bound_rate_per_s,
+            want.client_bound_rate_per_s,
+        ),
+    ] {
+        if a != b {
+            out.push(mm(field, text(&a), text(&b)));
+        }
+    }
+    for (field, a, b) in [
+        ("broken_by", &c.broken_by, &want.broken_by),
+        (
+            "client_bound_because",
+            &c.client_bound_because,
+            &want.client_bound_because,
+        ),
+    ] {
+        if a != b {
+            out.push(mm(field, text(a), text(b)));
+        }
+    }
+    if c.stopped_because != want.stopped_because {
+        let (a, b) = (&c.stopped_because, &want.stopped_because);
+        out.push(mm("stopped_because", text(a), text(b)));
+    }
+    if c.probes.len() != want.probes.len() {
+        out.push(mm(
+            "probes",
+            format!("{} probe(s)", c.probes.len()),
+            format!("{} probe(s)", want.probes.len()),
+        ));
+    } else {
+        for (i, (a, b)) in c.probes.iter().zip(&want.probes).enumerate() {
+            let at = |f: &str| format!("probes[{i}] ({} req/s) {f}", b.rate_per_s);
+            if a.energy != b.energy {
+                out.push(mm(&at("energy"), text(&a.energy), text(&b.energy)));
+            }
+            let (mut a2, mut b2) = (a.clone(), b.clone());
+            (a2.energy, b2.energy) = (None, None);
+            if a2 != b2 {
+                out.push(mm(&at("figures"), text(&a2), text(&b2)));
+            }
+        }
+    }
+    if apply && !out.is_empty() {
+        want.evidence = c.evidence.clone();
+        *c = want;
+    }
+    out
+}
+
 /// Every deciding figure of `r` that differs from the step file it names. With `apply`, the step
 /// files' figures replace the summary's (the step file wins).
 pub fn check(dir: &Path, r: &mut CampaignResult, apply: bool) -> Vec<Mismatch> {
@@ -358,14 +472,12 @@ fn lane_controls(dir: &Path, r: &mut CampaignResult, apply: bool) -> Vec<Mismatc
     };
     let mut out = Vec::new();
     for l in spread.lanes.iter_mut() {
-        let mm = |field: &str, summary: String, step: String| Mismatch {
-            arm: l.arm.clone(),
-            record: format!("lane {} control", l.lane),
-            file: l.evidence.clone(),
-            field: field.to_string(),
-            summary,
-            step,
-        };
+        let (arm, record, file) = (
+            l.arm.clone(),
+            format!("lane {} control", l.lane),
+            l.evidence.clone(),
+        );
+        let mm = mismatch(&arm, &record, &file);
         let s = match read(dir, &l.evidence) {
             Ok(v) => timing_from_stats(v.get("stats").unwrap_or(&Value::Null)),
             Err(e) => {
@@ -502,6 +614,95 @@ mod tests {
         // A missing step file is a mismatch too.
         std::fs::remove_file(d.path().join("a-timing-64-c1-warm.json")).unwrap();
         assert_eq!(check(d.path(), &mut r, false)[0].field, "(file)");
+    }
+
+    /// A step file with 100 W read over its 2 s window: 200 J over 4 requests and 400 tokens.
+    fn step_with_power(ok: u64) -> Value {
+        let s = 1_000_000_000u64;
+        json!({
+            "stats": {"ok": ok, "failed": 0, "completion_tokens_total": 400, "metrics": {}},
+            "window_mono_ns": [10 * s, 12 * s],
+            "gpu": {"samples": [
+                {"uuid": "GPU-a", "mono_ns": 10 * s, "power_w": 100.0},
+                {"uuid": "GPU-a", "mono_ns": 12 * s, "power_w": 100.0}]},
+        })
+    }
+
+    #[test]
+    fn capacity_probes_and_the_trace_replay_have_their_energy_recomputed() {
+        use crate::evidence::result::{CapacityProbeRecord, TraceReplayRecord};
+        let d = tempfile::tempdir().unwrap();
+        let entry = step_with_power(4);
+        let energy = crate::evidence::energy::from_step_file(&entry);
+        assert_eq!(energy.as_ref().and_then(|e| e.energy_j), Some(200.0));
+        let cap = CapacityRecord {
+            evidence: "a-capacity.json".into(),
+            held_rate_per_s: Some(2.0),
+            stopped_because: "held up to max_rate 2 req/s".into(),
+            probes: vec![CapacityProbeRecord {
+                rate_per_s: 2.0,
+                outcome: "held".into(),
+                requests_ok: 4,
+                energy: energy.clone(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let file = json!({"probes": [entry], "capacity": cap});
+        std::fs::write(d.path().join("a-capacity.json"), file.to_string()).unwrap();
+        std::fs::write(
+            d.path().join("a-trace.json"),
+            step_with_power(4).to_string(),
+        )
+        .unwrap();
+        let mut trace = TraceReplayRecord {
+            timing: timing_from_stats(&step_with_power(4)["stats"]),
+            ..Default::default()
+        };
+        (trace.timing.evidence, trace.timing.energy) = ("a-trace.json".into(), energy.clone());
+        let mut r = CampaignResult::new("c");
+        r.arms.push(ArmResult {
+            id: "a".into(),
+            capacity: Some(cap),
+            trace: Some(trace),
+            ..Default::default()
+        });
+        assert!(check(d.path(), &mut r.clone(), false).is_empty());
+
+        // Halved in the summary: both named, and the step files' figures win.
+        let a = &mut r.arms[0];
+        a.capacity.as_mut().unwrap().probes[0]
+            .energy
+            .as_mut()
+            .unwrap()
+            .energy_j = Some(100.0);
+        a.trace
+            .as_mut()
+            .unwrap()
+            .timing
+            .energy
+            .as_mut()
+            .unwrap()
+            .per_mtok_j = Some(1.0);
+        a.capacity.as_mut().unwrap().held_rate_per_s = Some(4.0);
+        let m = check(d.path(), &mut r, true);
+        let named: Vec<(&str, &str)> = m
+            .iter()
+            .map(|m| (m.record.as_str(), m.field.as_str()))
+            .collect();
+        assert_eq!(
+            named,
+            [
+                ("trace", "energy"),
+                ("capacity", "held_rate_per_s"),
+                ("capacity", "probes[0] (2 req/s) energy"),
+            ],
+            "{m:?}"
+        );
+        let a = &r.arms[0];
+        assert_eq!(a.capacity.as_ref().unwrap().probes[0].energy, energy);
+        assert_eq!(a.capacity.as_ref().unwrap().held_rate_per_s, Some(2.0));
+        assert_eq!(a.trace.as_ref().unwrap().timing.energy, energy);
     }
 
     #[test]

@@ -202,6 +202,9 @@ pub enum Problem {
     Unaccounted { path: String, by: String },
     /// The manifest's validity block for an arm disagrees with the arm's step files.
     Validity { arm: String },
+    /// A document derived from the evidence (`arm-stats.csv`) disagrees with what it is derived
+    /// from; `detail` names the row and column.
+    Disagrees { path: String, detail: String },
 }
 
 fn short(s: &str) -> &str {
@@ -216,7 +219,8 @@ impl Problem {
             | Problem::Missing { path }
             | Problem::Unlisted { path }
             | Problem::NotRegular { path, .. }
-            | Problem::Unaccounted { path, .. } => path,
+            | Problem::Unaccounted { path, .. }
+            | Problem::Disagrees { path, .. } => path,
             Problem::ManifestEdited { .. }
             | Problem::ManifestEntry { .. }
             | Problem::DigestMismatch { .. }
@@ -259,6 +263,10 @@ impl std::fmt::Display for Problem {
             Problem::Validity { arm } => write!(
                 f,
                 "edited: {MANIFEST}: its validity block for arm {arm} disagrees with the arm's step files (rewrite it with `bakeoff report`)"
+            ),
+            Problem::Disagrees { path, detail } => write!(
+                f,
+                "disagrees: {path}: {detail} (rewrite it with `bakeoff report`)"
             ),
             Problem::Unaccounted { path, by } => write!(
                 f,

@@ -303,6 +303,11 @@ pub struct CapacityProbeRecord {
     /// before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_tokens: Option<u64>,
+    /// The GPU energy over the probe's window (`evidence::energy`, as a timed step's), recomputed
+    /// from the probe's entry in the step file by `verify`. Absent in results written before it
+    /// was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub energy: Option<super::energy::StepEnergy>,
 }
 
 /// How much of an arm's timed prompt tokens its engine served from its prefix cache, summed over

@@ -31,10 +31,23 @@ pub const NAP_MAX_LAG: Duration = Duration::from_millis(2);
 const WINDOW_NS: u64 = 10_000_000;
 
 static NAPS: AtomicU64 = AtomicU64::new(0);
+static WAITS: AtomicU64 = AtomicU64::new(0);
+static BELOW_RATE: AtomicU64 = AtomicU64::new(0);
+static LAGGING: AtomicU64 = AtomicU64::new(0);
 
 /// Naps taken so far in this process.
 pub fn naps() -> u64 {
     NAPS.load(Relaxed)
+}
+
+/// The client runtime's waits so far in this process (see [`Waits`]).
+pub fn waits() -> Waits {
+    Waits {
+        waits: WAITS.load(Relaxed),
+        naps: NAPS.load(Relaxed),
+        below_rate: BELOW_RATE.load(Relaxed),
+        lagging: LAGGING.load(Relaxed),
+    }
 }
 
 /// Whether to nap, given the last window's read rate (reads per second) and longest read lag.
@@ -42,18 +55,79 @@ pub fn nap_for(read_rate: u64, max_lag_ns: u64) -> Option<Duration> {
     (read_rate >= NAP_MIN_READ_RATE && max_lag_ns <= NAP_MAX_LAG.as_nanos() as u64).then_some(NAP)
 }
 
+/// How a reader's waits went under the nap rule: every wait, the naps before them, and the
+/// waits without one because the read rate was below [`NAP_MIN_READ_RATE`] or (the rate above
+/// it) the reads lagged more than [`NAP_MAX_LAG`]. `bakeoff selftest` shows the client's beside
+/// the floor's, so a difference in naps can be traced to its rule.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Waits {
+    pub waits: u64,
+    pub naps: u64,
+    pub below_rate: u64,
+    pub lagging: u64,
+}
+
+impl std::ops::Sub for Waits {
+    type Output = Waits;
+    fn sub(self, o: Waits) -> Waits {
+        Waits {
+            waits: self.waits - o.waits,
+            naps: self.naps - o.naps,
+            below_rate: self.below_rate - o.below_rate,
+            lagging: self.lagging - o.lagging,
+        }
+    }
+}
+
+/// The nap rule's state before each wait, the one both the client runtime's park hook and the
+/// selftest's bare reader keep: the read rate and the longest read lag of the last window of at
+/// least [`WINDOW_NS`], and the waits so far.
 #[derive(Clone, Copy, Default)]
-struct Window {
+pub struct NapWindow {
     start_ns: u64,
     reads_at_start: u64,
     /// Read rate and longest read lag of the last full window.
     rate: u64,
     lag_ns: u64,
+    pub waits: Waits,
+}
+
+impl NapWindow {
+    /// Called before a wait at `now` with the reads so far: closes the window when it is long
+    /// enough (taking its longest lag from `take_lag`), then says how long to nap, if at all.
+    pub fn before_wait(
+        &mut self,
+        now: u64,
+        reads: u64,
+        take_lag: impl FnOnce() -> u64,
+    ) -> Option<Duration> {
+        let dt = now.saturating_sub(self.start_ns);
+        if dt >= WINDOW_NS {
+            self.rate = reads.saturating_sub(self.reads_at_start) * 1_000_000_000 / dt;
+            self.lag_ns = take_lag();
+            self.start_ns = now;
+            self.reads_at_start = reads;
+        }
+        self.waits.waits += 1;
+        let nap = nap_for(self.rate, self.lag_ns);
+        match nap {
+            Some(_) => self.waits.naps += 1,
+            None if self.rate < NAP_MIN_READ_RATE => self.waits.below_rate += 1,
+            None => self.waits.lagging += 1,
+        }
+        nap
+    }
 }
 
 thread_local! {
-    static WINDOW: Cell<Window> = const {
-        Cell::new(Window { start_ns: 0, reads_at_start: 0, rate: 0, lag_ns: 0 })
+    static WINDOW: Cell<NapWindow> = const {
+        Cell::new(NapWindow {
+            start_ns: 0,
+            reads_at_start: 0,
+            rate: 0,
+            lag_ns: 0,
+            waits: Waits { waits: 0, naps: 0, below_rate: 0, lagging: 0 },
+        })
     };
 }
 
@@ -61,20 +135,18 @@ thread_local! {
 pub fn before_park() {
     let now = mono_ns();
     let (stamped, unstamped) = crate::netstamp::counts();
-    let reads = stamped + unstamped;
-    let w = WINDOW.with(|cell| {
+    let (nap, before, after) = WINDOW.with(|cell| {
         let mut w = cell.get();
-        let dt = now.saturating_sub(w.start_ns);
-        if dt >= WINDOW_NS {
-            w.rate = reads.saturating_sub(w.reads_at_start) * 1_000_000_000 / dt;
-            w.lag_ns = crate::netstamp::take_max_lag_ns();
-            w.start_ns = now;
-            w.reads_at_start = reads;
-            cell.set(w);
-        }
-        w
+        let before = w.waits;
+        let nap = w.before_wait(now, stamped + unstamped, crate::netstamp::take_max_lag_ns);
+        cell.set(w);
+        (nap, before, w.waits)
     });
-    if let Some(d) = nap_for(w.rate, w.lag_ns) {
+    let d = after - before;
+    WAITS.fetch_add(d.waits, Relaxed);
+    BELOW_RATE.fetch_add(d.below_rate, Relaxed);
+    LAGGING.fetch_add(d.lagging, Relaxed);
+    if let Some(d) = nap {
         NAPS.fetch_add(1, Relaxed);
         std::thread::sleep(d);
     }
@@ -98,6 +170,33 @@ mod tests {
         assert_eq!(nap_for(NAP_MIN_READ_RATE - 1, 0), None);
         assert_eq!(nap_for(NAP_MIN_READ_RATE, 0), Some(NAP));
         assert_eq!(nap_for(100_000, 500_000), Some(NAP));
+    }
+
+    #[test]
+    fn the_window_counts_each_wait_and_why_it_had_no_nap() {
+        let mut w = NapWindow::default();
+        let ms = 1_000_000u64;
+        // The first window is still open: no rate yet.
+        assert_eq!(w.before_wait(5 * ms, 0, || 0), None);
+        // 200 reads over 20 ms (10,000/s), lag 1 ms: naps until the next window closes.
+        assert_eq!(w.before_wait(20 * ms, 200, || ms), Some(NAP));
+        assert_eq!(
+            w.before_wait(25 * ms, 250, || panic!("window open")),
+            Some(NAP)
+        );
+        // 10 ms later, 300 more reads but a 3 ms lag: no nap, lagging.
+        assert_eq!(w.before_wait(30 * ms, 500, || 3 * ms), None);
+        // Then a slow window: below the rate.
+        assert_eq!(w.before_wait(40 * ms, 510, || 0), None);
+        assert_eq!(
+            w.waits,
+            Waits {
+                waits: 5,
+                naps: 2,
+                below_rate: 2,
+                lagging: 1
+            }
+        );
     }
 
     #[test]

@@ -9,8 +9,10 @@
 //! (no usage, no chunk gaps, no requests) is an empty cell, never 0. Numbers are written with the
 //! shortest text that reads back as the same double, so the CSV equals the JSON exactly.
 
+use crate::evidence::bundle;
 use crate::evidence::energy::Price;
-use crate::evidence::result::{CampaignResult, TimingRecord};
+use crate::evidence::manifest::Problem;
+use crate::evidence::result::{CampaignResult, CapacityRecord, TimingRecord};
 use serde_json::Value;
 use std::path::Path;
 
@@ -96,6 +98,34 @@ pub fn document(header: &[String], rows: &[Vec<String>]) -> String {
     out
 }
 
+/// Reads a [`document`] back: its lines, each as its fields (quoted fields unquoted).
+pub fn parse(doc: &str) -> Vec<Vec<String>> {
+    let (mut rows, mut row, mut field) = (Vec::new(), Vec::new(), String::new());
+    let (mut quoted, mut chars) = (false, doc.chars().peekable());
+    while let Some(c) = chars.next() {
+        match (quoted, c) {
+            (true, '"') if chars.peek() == Some(&'"') => {
+                field.push('"');
+                chars.next();
+            }
+            (true, '"') => quoted = false,
+            (true, c) => field.push(c),
+            (false, '"') => quoted = true,
+            (false, ',') => row.push(std::mem::take(&mut field)),
+            (false, '\n') => {
+                row.push(std::mem::take(&mut field));
+                rows.push(std::mem::take(&mut row));
+            }
+            (false, c) => field.push(c),
+        }
+    }
+    if !field.is_empty() || !row.is_empty() {
+        row.push(field);
+        rows.push(row);
+    }
+    rows
+}
+
 fn quote(f: &str) -> String {
     if f.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", f.replace('"', "\"\""))
@@ -115,6 +145,7 @@ pub fn campaign(dir: &Path, r: &CampaignResult) -> String {
     let mut header: Vec<String> = CAMPAIGN_COLUMNS.iter().map(|c| c.to_string()).collect();
     header.extend(stats_header());
     header.extend(ENERGY_COLUMNS.iter().map(|c| c.to_string()));
+    header.extend(CAPACITY_COLUMNS.iter().map(|c| c.to_string()));
     let mut rows = Vec::new();
     for a in &r.arms {
         let mut steps: Vec<(String, &TimingRecord)> = Vec::new();
@@ -159,10 +190,90 @@ pub fn campaign(dir: &Path, r: &CampaignResult) -> String {
                 .unwrap_or_else(|| fallback_stats(t));
             row.extend(stats_cells(&stats));
             row.extend(energy_cells(a.price.as_ref(), t));
+            row.extend(capacity_cells(a.capacity.as_ref()));
             rows.push(row);
         }
     }
     document(&header, &rows)
+}
+
+/// `bakeoff verify`'s check of a campaign bundle's `arm-stats.csv`: every cell against the one
+/// [`campaign`] writes from `campaign-result.json` and the step files (the step files' figures
+/// winning, as `bakeoff report` renders), so a cell edited and the manifest sealed again is still
+/// named. Rows are matched by arm and step; a column the file lacks is left out (an older
+/// bakeoff wrote fewer). Nothing to check without the CSV or a readable result (the manifest
+/// check names a missing file).
+pub fn check(dir: &Path) -> Vec<Problem> {
+    let Ok(doc) = std::fs::read_to_string(dir.join(bundle::STATS_CSV)) else {
+        return Vec::new();
+    };
+    let Some(mut r) = std::fs::read(dir.join(bundle::RESULT))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<CampaignResult>(&b).ok())
+    else {
+        return Vec::new();
+    };
+    crate::evidence::crosscheck::check(dir, &mut r, true);
+    let (got, want) = (parse(&doc), parse(&campaign(dir, &r)));
+    let problem = |detail: String| Problem::Disagrees {
+        path: bundle::STATS_CSV.into(),
+        detail,
+    };
+    let (Some(gh), Some(wh)) = (got.first(), want.first()) else {
+        return vec![problem("it has no header line".into())];
+    };
+    let key = |h: &[String], row: &[String]| -> (String, String) {
+        let at = |name: &str| {
+            h.iter()
+                .position(|c| c == name)
+                .and_then(|i| row.get(i))
+                .cloned()
+                .unwrap_or_default()
+        };
+        (at("arm"), at("step"))
+    };
+    let mut out = Vec::new();
+    for c in gh.iter().filter(|c| !wh.contains(c)) {
+        out.push(problem(format!(
+            "it has a column `{c}` bakeoff does not write"
+        )));
+    }
+    let mut seen = Vec::new();
+    for row in &got[1..] {
+        let (arm, step) = key(gh, row);
+        let Some(w) = want[1..]
+            .iter()
+            .find(|w| key(wh, w) == (arm.clone(), step.clone()))
+        else {
+            out.push(problem(format!(
+                "its row for arm {arm} step {step} is not a timed step of {}",
+                bundle::RESULT
+            )));
+            continue;
+        };
+        seen.push((arm.clone(), step.clone()));
+        for (i, c) in gh.iter().enumerate() {
+            let Some(j) = wh.iter().position(|x| x == c) else {
+                continue;
+            };
+            let (a, b) = (row.get(i).map_or("", String::as_str), w[j].as_str());
+            if a != b {
+                out.push(problem(format!(
+                    "arm {arm} step {step} column {c} says {a:?}, but {} and its step files give {b:?}",
+                    bundle::RESULT
+                )));
+            }
+        }
+    }
+    for w in &want[1..] {
+        let (arm, step) = key(wh, w);
+        if !seen.contains(&(arm.clone(), step.clone())) {
+            out.push(problem(format!(
+                "it lacks the row for arm {arm} step {step}"
+            )));
+        }
+    }
+    out
 }
 
 /// The energy and cost columns after the statistics (docs/metrics.md): the step's GPU energy
@@ -192,6 +303,32 @@ fn energy_cells(price: Option<&Price>, t: &TimingRecord) -> Vec<String> {
         f(price.map(|p| p.cost_per_hour)),
         price.map(|p| p.currency.clone()).unwrap_or_default(),
         f(price.and_then(|p| p.per_mtok(t.aggregate_output_tok_s?))),
+    ]
+}
+
+/// The arm's capacity under SLOs after the energy columns, on each of its rows (docs/metrics.md,
+/// *Capacity under SLOs*): the highest probed rate that held and the lowest that broke
+/// (requests/s), what broke it, and whether the client's own limit ended the search (`true`: the
+/// figures above the held rate are the client's, not the arm's). Every cell is empty when the
+/// arm had no capacity step; a rate that no probe reached is empty, never 0.
+pub const CAPACITY_COLUMNS: &[&str] = &[
+    "capacity_held_rate_per_s",
+    "capacity_broken_rate_per_s",
+    "capacity_broken_by",
+    "capacity_client_bound",
+];
+
+/// One arm's [`CAPACITY_COLUMNS`] cells.
+fn capacity_cells(c: Option<&CapacityRecord>) -> Vec<String> {
+    let Some(c) = c else {
+        return vec![String::new(); CAPACITY_COLUMNS.len()];
+    };
+    let f = |x: Option<f64>| cell(&serde_json::json!(x));
+    vec![
+        f(c.held_rate_per_s),
+        f(c.broken_rate_per_s),
+        c.broken_by.clone().unwrap_or_default(),
+        c.client_bound_rate_per_s.is_some().to_string(),
     ]
 }
 

@@ -251,6 +251,7 @@ impl<S: Steps> Runner<S> {
                 self.cx.rec.set_interrupted(s, wall_ms);
                 self.stop_interrupted_arm().await;
             }
+            StepOutcome::Halt(why) => self.halt(s, why, None, wall_ms).await,
             StepOutcome::Ok => self.cx.rec.finish_step(s, StepStatus::Done, Some(wall_ms)),
             StepOutcome::GateFailed(f) => {
                 self.set_failure(s, f, false);
@@ -359,6 +360,16 @@ impl<S: Steps> Runner<S> {
             "{detail}; the campaign will be incomplete (free the disk, then `bakeoff run --resume {}`)",
             self.cx.rec.dir().display()
         ));
+        let f = fail(FailureClass::EvidenceUnwritable, detail.clone(), file);
+        self.halt(s, detail, Some(f), wall_ms).await;
+        let _ = self.cx.rec.take_write_failure();
+    }
+
+    /// Stops the run at `s` (see [`StepOutcome::Halt`]): the step is not done, its arm (with
+    /// `failure`, if any) stopped and marked interrupted, `detail` the campaign's incomplete
+    /// reason; the remaining arm steps are skipped, the restoration runs. A restoration step goes
+    /// on (the incumbent comes back regardless).
+    async fn halt(&mut self, s: &PlanStep, detail: String, failure: Option<Failure>, wall_ms: f64) {
         if self.halted.is_none() {
             self.halted = Some(format!("stopped: {detail}"));
         }
@@ -366,13 +377,11 @@ impl<S: Steps> Runner<S> {
             return;
         }
         self.cx.rec.set_interrupted(s, wall_ms);
-        if let (Phase::Arm, Some(id)) = (s.phase, s.arm.as_deref()) {
-            let f = fail(FailureClass::EvidenceUnwritable, detail, file);
+        if let (Phase::Arm, Some(id), Some(f)) = (s.phase, s.arm.as_deref(), failure) {
             self.cx.rec.arm_result(id).failure = Some(f);
         }
         self.cx.rec.save();
         self.stop_interrupted_arm().await;
-        let _ = self.cx.rec.take_write_failure();
     }
 
     /// Opens the arm of `s` when it is the arm's first step to run. An arm resumed half way

@@ -14,6 +14,11 @@ pub enum Outcome {
     Fatal(Failure),
     /// A signal arrived: the step was cancelled.
     Cancelled,
+    /// The run cannot go on as planned through no fault of the arm (a file the campaign names
+    /// changed under it): the step is not done (it runs again on resume), the arm is stopped and
+    /// marked interrupted, and the run goes straight to restoration; the words say what changed
+    /// and the fix.
+    Halt(String),
 }
 
 /// A step's outcome and the evidence to write.

@@ -8,6 +8,7 @@
 //! journal; `launch-unrecorded@ARM`: only arm ARM's launch),
 //! `arm-start@ARM` (arm ARM's turn came on its lane, nothing of it launched yet),
 //! `arm-ready@ARM` (arm ARM is ready, its measurement not begun),
+//! `trace-replay@ARM` (arm ARM's trace replay is planned, none of its requests sent),
 //! `incumbent-stopped` (the incumbent was stopped, the step not yet recorded),
 //! `restoration-launched` (the restored incumbent was started, not yet ready),
 //! `restoration-preflight` (the restoration's last step began: its preflight requests not sent);

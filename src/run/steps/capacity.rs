@@ -166,6 +166,7 @@ fn judged(
         slo: checks,
         output_tokens: (st.ok > 0 && st.requests_without_usage == 0)
             .then_some(st.completion_tokens_total),
+        energy: out.energy.clone(),
         ..Default::default()
     };
     let mut file = out.evidence;

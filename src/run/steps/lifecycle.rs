@@ -263,7 +263,8 @@ pub async fn relaunch(cx: &mut Cx, id: &str) -> Result<Live, Failure> {
     cx.rec.arm_result(id).evidence.push(name.clone());
     match out {
         Outcome::Ok => Ok(l),
-        Outcome::Cancelled => {
+        // The ready check never halts a run; were it to, the relaunch stops as if interrupted.
+        Outcome::Cancelled | Outcome::Halt(_) => {
             let (sev, _) = stop_live(cx, id, l).await;
             let stop_name = bundle::stop_interrupted(id, cx.rec.invocation());
             cx.rec.write_json_or_warn(&stop_name, &sev);

@@ -97,16 +97,19 @@ pub async fn run(cx: &mut Cx, arm: &Arm, s: &PlanStep, live: &mut Option<Live>) 
         }
         Guarded::Done(Ok(x)) => x,
     };
-    // Every arm must replay the same requests: the file read at load.
+    // Every arm must replay the same requests: the file read at load. A file changed under the
+    // run is no fault of the arm: the run stops here, nothing replayed, to go on once it is back.
     if !t.sha256.is_empty() && load.record.sha256 != t.sha256 {
-        let e = format!(
-            "workload.trace: {} changed since the campaign was loaded (sha256 {} then, {} now); every arm must replay the same trace",
-            t.path.display(),
-            t.sha256,
-            load.record.sha256
+        return Done::new(
+            Outcome::Halt(format!(
+                "the trace file {} (workload.trace.path) changed since the campaign was loaded (sha256 {} then, {} now); every arm must replay the same trace: put the original file back, then `bakeoff run --resume {}`, or start a new campaign",
+                t.path.display(),
+                t.sha256,
+                load.record.sha256,
+                cx.rec.dir().display()
+            )),
+            None,
         );
-        let f = fail(FailureClass::Compatibility, e.clone(), ev);
-        return Done::new(Outcome::Fatal(f), Some(json!({"error": e})));
     }
     let warmup = u64::from(t.warmup);
     let measured = load.offsets.len() as u64 - warmup.min(load.offsets.len() as u64);
@@ -131,6 +134,8 @@ pub async fn run(cx: &mut Cx, arm: &Arm, s: &PlanStep, live: &mut Option<Live>) 
         set: load.work.clone(),
         first_item: 0,
     };
+    // Test-only: the replay is planned, no request of it sent.
+    crate::run::testhook::pause_for("trace-replay", &arm.id).await;
     let out = match cx.guarded(timed::run_work(inp, work)).await {
         Guarded::Done(Ok(out)) => out,
         Guarded::Cancelled => return Done::cancelled(),

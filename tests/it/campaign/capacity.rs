@@ -160,6 +160,51 @@ fn an_arm_fastest_at_low_load_that_saturates_early_loses_a_capacity_first_campai
         md.contains("| quick | 4.5 | 6.0 | ttft p95 <= 100 ms: "),
         "{md}"
     );
+    csv_capacity_columns_are_checked(&b, q["broken_by"].as_str().unwrap());
+}
+
+/// `arm-stats.csv`: each arm's rows carry its bracket (a rate nothing reached is empty, never 0);
+/// a cell edited and the manifest sealed again is named by `bakeoff verify`.
+fn csv_capacity_columns_are_checked(b: &std::path::Path, quick_broken_by: &str) {
+    use bakeoff::report::csv::{document, parse};
+    let p = b.join("arm-stats.csv");
+    let mut rows = parse(&std::fs::read_to_string(&p).unwrap());
+    let h = rows.remove(0);
+    let at = |c: &str| h.iter().position(|x| x == c).unwrap();
+    let cells = |r: &[String]| -> [String; 4] {
+        [
+            "capacity_held_rate_per_s",
+            "capacity_broken_rate_per_s",
+            "capacity_broken_by",
+            "capacity_client_bound",
+        ]
+        .map(|c| r[at(c)].clone())
+    };
+    let warm = |arm: &str| {
+        rows.iter()
+            .position(|r| r[at("arm")] == arm && r[at("step")] == "warm")
+            .unwrap_or_else(|| panic!("no warm row for {arm}: {rows:?}"))
+    };
+    assert_eq!(
+        cells(&rows[warm("quick")]),
+        ["4.5", "6.0", quick_broken_by, "false"]
+    );
+    assert_eq!(cells(&rows[warm("steady")]), ["12.0", "", "", "false"]);
+    // Every row of the arm says the same.
+    for r in rows.iter().filter(|r| r[at("arm")] == "quick") {
+        assert_eq!(cells(r), cells(&rows[warm("quick")]), "{r:?}");
+    }
+    let i = warm("quick");
+    rows[i][at("capacity_held_rate_per_s")] = "9.0".into();
+    std::fs::write(&p, document(&h, &rows)).unwrap();
+    bakeoff::evidence::manifest::write(b).unwrap();
+    let o = Command::new(BIN).arg("verify").arg(b).output().unwrap();
+    let out = text(&o);
+    assert!(!o.status.success(), "{out}");
+    assert!(
+        out.contains("disagrees: arm-stats.csv: arm quick step warm column capacity_held_rate_per_s says \"9.0\", but campaign-result.json and its step files give \"4.5\""),
+        "{out}"
+    );
 }
 
 fn load_error(capacity: &str) -> String {

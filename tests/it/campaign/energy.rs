@@ -2,7 +2,8 @@
 //! arms on a lane whose GPU is read through a stand-in `nvidia-smi` (the sampler's own fixture
 //! format, the two-H200 CSV), priced by `[lane] cost_per_hour`. With readings the figures land
 //! in `arm-stats.csv`, `decision-summary.json`, `publication-summary.md` and `report.html` and
-//! rank; a host whose driver answers nothing leaves energy "not measured" (empty cells, `null`),
+//! rank, and each capacity probe carries its own (recomputed when the bundle is read); a host
+//! whose driver answers nothing leaves energy "not measured" (empty cells, `null`),
 //! the arms unranked on it. A campaign that could never measure them is refused at load.
 //!
 //! The stand-in is found on `PATH` after NVML fails, as on a host without the NVIDIA driver (CI);
@@ -40,6 +41,15 @@ fn fake_smi(dir: &Path, works: bool) -> PathBuf {
 /// Two reference arms, `fast` decoding twice as fast as the incumbent, on a lane owning GPU 0 at
 /// 2.5 USD an hour, ranked by `ranking`.
 fn write(t: &Camp, ranking: &str) -> PathBuf {
+    write_with(t, ranking, "")
+}
+
+/// One capacity probe of 4 requests 125 ms apart: two or three readings in its window.
+const CAPACITY: &str =
+    "[workload.capacity]\nslo = [\"ttft_p95=2s\"]\nrates = [8.0]\nrequests = 4\n";
+
+/// [`write`] with more `tables`.
+fn write_with(t: &Camp, ranking: &str, tables: &str) -> PathBuf {
     t.profile(
         "inc",
         "ttft_ms = 5\ndecode_tok_s = 300\ncontext_tokens = 4096",
@@ -53,6 +63,7 @@ fn write(t: &Camp, ranking: &str) -> PathBuf {
         max_tokens: 24,
         reps: 4,
         ignore_eos: true,
+        tables,
         ..Small::default()
     };
     let mut s = t.head(
@@ -117,7 +128,7 @@ fn figures<'a>(s: &'a Value, arm: &str) -> &'a Value {
 fn energy_and_cost_per_million_tokens_land_in_every_document_and_rank() {
     let _g = shared();
     let t = Camp::new();
-    let file = write(&t, r#""energy_per_mtok", "ttft""#);
+    let file = write_with(&t, r#""energy_per_mtok", "ttft""#, CAPACITY);
     let o = Command::new(BIN)
         .args(["run", "--dry-run"])
         .arg(&file)
@@ -194,6 +205,43 @@ fn energy_and_cost_per_million_tokens_land_in_every_document_and_rank() {
     let step = json(&b.join(warm["evidence"].as_str().unwrap()));
     assert_eq!(step["gpu"]["idle_power_w"][GPU0], WATTS);
     assert!(step["gpu"]["samples"].as_array().unwrap().len() >= 2);
+
+    // A capacity probe carries its energy as a timed step does (74.83 W over its window)...
+    for id in ["inc", "fast"] {
+        let e = &arm(&r, id)["capacity"]["probes"][0]["energy"];
+        let num = |k: &str| e[k].as_f64().unwrap_or_else(|| panic!("{id} {k}: {e:#}"));
+        let close = |a: f64, b: f64| (a - b).abs() <= 1e-6 * b.abs();
+        assert!(close(num("mean_power_w"), WATTS), "{e:#}");
+        assert!(close(num("energy_j"), WATTS * num("window_s")), "{e:#}");
+        assert_eq!(e["requests"], 4, "{e:#}");
+        assert!(
+            close(num("per_mtok_j"), num("energy_j") / 96.0 * 1e6),
+            "{e:#}"
+        );
+    }
+    // ...recomputed from the probe's readings when the bundle is read: an edited figure in
+    // campaign-result.json (the manifest sealed again) is refused, naming the probe.
+    edit_result(&b, |r| {
+        let e = &mut r["arms"][1]["capacity"]["probes"][0]["energy"]["per_mtok_j"];
+        *e = (e.as_f64().unwrap() / 2.0).into();
+    });
+    let o = Command::new(BIN).arg("report").arg(&b).output().unwrap();
+    let out = text(&o);
+    assert!(!o.status.success(), "{out}");
+    assert!(
+        out.contains("fast-capacity.json: arm fast capacity probes[0] (8 req/s) energy"),
+        "{out}"
+    );
+}
+
+/// Edits the bundle's campaign-result.json and seals the manifest again over it.
+fn edit_result(b: &Path, f: impl FnOnce(&mut Value)) {
+    let p = b.join("campaign-result.json");
+    let mut r = json(&p);
+    assert_eq!(r["arms"][1]["id"], "fast", "{r:#}");
+    f(&mut r);
+    std::fs::write(&p, serde_json::to_vec_pretty(&r).unwrap()).unwrap();
+    bakeoff::evidence::manifest::write(b).unwrap();
 }
 
 #[test]
