@@ -79,6 +79,17 @@ fn fails_naming(dir: &Path, file: &str, what: &str) {
             .is_some_and(|(_, rest)| rest.starts_with(file))),
         "{what}: no problem line names {file}\n{out}"
     );
+    // `--json`: the same problems, each with its kind and file.
+    let d = crate::support::json_doc::doc(&verify_out(dir, &["--json"]));
+    assert_eq!(d["ok"], false, "{d:#}");
+    assert!(
+        d["problems"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["file"] == file),
+        "{what}: no problem names {file}\n{d:#}"
+    );
 }
 
 fn reseal(dir: &Path) {
