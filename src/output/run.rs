@@ -202,3 +202,37 @@ fn arms(r: &CampaignResult) -> Vec<ArmPart> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_exit_code_puts_an_interrupt_before_an_incomplete_run() {
+        assert_eq!(exit_code(true, false), 0);
+        assert_eq!(exit_code(false, false), 1);
+        // An interrupted run is incomplete too: 130 says which.
+        assert_eq!(exit_code(false, true), 130);
+    }
+
+    #[test]
+    fn each_arm_carries_its_status_lane_and_failure_class() {
+        let mut r = CampaignResult::default();
+        r.arms.push(crate::evidence::result::ArmResult {
+            id: "a".into(),
+            status: crate::evidence::result::ArmStatus::Failed,
+            failure: Some(crate::evidence::result::Failure {
+                class: crate::evidence::FailureClass::Crash,
+                detail: "died".into(),
+                evidence: Some("a-ready.json".into()),
+            }),
+            ..Default::default()
+        });
+        let d = RunDoc::new("/b".into(), &r, Err("no verdict".into()), None);
+        assert_eq!((d.exit_code, d.verdict.is_none()), (1, true));
+        assert_eq!(d.verdict_error.as_deref(), Some("no verdict"));
+        let a = &d.arms[0];
+        assert_eq!((a.status.as_str(), a.lane.as_deref()), ("failed", None));
+        assert_eq!(a.failure.as_ref().map(|f| f.class.as_str()), Some("crash"));
+    }
+}
