@@ -15,6 +15,7 @@ pub mod lane;
 pub mod load;
 pub mod metrics;
 pub mod netstamp;
+pub mod output;
 pub mod promote;
 pub mod refengine;
 pub mod report;

@@ -120,6 +120,10 @@ pub struct GateOptions {
     /// Characters of each message's content kept in the artifacts.
     #[arg(long, default_value_t = gates::DEFAULT_EXCERPT_CHARS)]
     pub excerpt_chars: usize,
+    /// Print one JSON document on stdout instead of the table (`bakeoff.gate/1`,
+    /// docs/agents.md): each gate's status, counts and artifact. Progress stays on stderr.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Everything that can be checked before any request: flags, suites.
@@ -203,18 +207,34 @@ fn prepare(url: &str, args: &GateOptions) -> Result<(Target, Vec<Check>)> {
 }
 
 pub fn run(args: GateArgs) -> Result<()> {
+    let out = super::JsonOut::new("gate", args.opts.json);
+    out.end(gate(args, &out))
+}
+
+fn gate(args: GateArgs, out: &super::JsonOut) -> Result<()> {
     crate::clock::raise_nofile_limit();
-    let (target, checks) = prepare(&args.url, &args.opts)?;
+    // Flags, suites, the request body and the key are checked before any request: a problem
+    // there is a refusal (exit 2).
+    let refuse = |e: anyhow::Error| anyhow::Error::from(super::Exit::with(2, format!("{e:#}")));
+    let (target, checks) = prepare(&args.url, &args.opts).map_err(refuse)?;
     let args = *args.opts;
     let extra_body = match &args.extra_body {
         None => serde_json::Map::new(),
         Some(s) => match serde_json::from_str::<Value>(s) {
             Ok(Value::Object(m)) => m,
-            Ok(_) => bail!("--extra-body must be a JSON object, like '{{\"top_p\": 0.9}}'"),
-            Err(e) => bail!("--extra-body is not valid JSON ({e})"),
+            Ok(_) => {
+                return Err(refuse(anyhow::anyhow!(
+                    "--extra-body must be a JSON object, like '{{\"top_p\": 0.9}}'"
+                )))
+            }
+            Err(e) => {
+                return Err(refuse(anyhow::anyhow!(
+                    "--extra-body is not valid JSON ({e})"
+                )))
+            }
         },
     };
-    let api_key = crate::cli::bench::read_api_key(args.api_key_env.as_deref())?;
+    let api_key = crate::cli::bench::read_api_key(args.api_key_env.as_deref()).map_err(refuse)?;
     let rt = crate::load::pace::client_runtime().context("cannot start the async runtime")?;
     let results = rt.block_on(async {
         let model = match &args.model {
@@ -255,9 +275,18 @@ pub fn run(args: GateArgs) -> Result<()> {
         Ok::<_, anyhow::Error>(results)
     })?;
     let paths = gates::write_artifacts(&args.out, &results)?;
-    print!("{}", gates::table(&results));
-    for p in &paths {
-        println!("wrote {}", p.display());
+    if out.on() {
+        let paths: Vec<PathBuf> = paths.iter().map(|p| super::absolute(p)).collect();
+        out.emit(&crate::output::gate::GateDoc::new(
+            &target.to_string(),
+            &results,
+            &paths,
+        ))?;
+    } else {
+        print!("{}", gates::table(&results));
+        for p in &paths {
+            println!("wrote {}", p.display());
+        }
     }
     let failed: Vec<&str> = results
         .iter()

@@ -39,6 +39,8 @@ pub mod verify;
 pub struct Exit {
     pub code: u8,
     pub message: Option<String>,
+    /// The diagnostics behind a refusal (already said on stderr), for `--json`'s error document.
+    pub details: Vec<String>,
 }
 
 impl Exit {
@@ -46,12 +48,21 @@ impl Exit {
         Exit {
             code,
             message: Some(message.into()),
+            details: Vec::new(),
         }
     }
     pub fn silent(code: u8) -> Exit {
         Exit {
             code,
             message: None,
+            details: Vec::new(),
+        }
+    }
+    /// [`Exit::with`] and the diagnostics behind it.
+    pub fn with_details(code: u8, message: impl Into<String>, details: Vec<String>) -> Exit {
+        Exit {
+            details,
+            ..Exit::with(code, message)
         }
     }
 }
@@ -66,6 +77,61 @@ impl std::fmt::Display for Exit {
 }
 
 impl std::error::Error for Exit {}
+
+/// `--json` of one command: its document printed once on stdout, or, when the command ends
+/// without one (refused, or an error on the way), `bakeoff.error/1` in its place.
+pub(crate) struct JsonOut {
+    command: &'static str,
+    on: bool,
+    printed: std::cell::Cell<bool>,
+}
+
+impl JsonOut {
+    pub(crate) fn new(command: &'static str, on: bool) -> JsonOut {
+        JsonOut {
+            command,
+            on,
+            printed: std::cell::Cell::new(false),
+        }
+    }
+
+    pub(crate) fn on(&self) -> bool {
+        self.on
+    }
+
+    /// Prints `doc` when `--json` was given (nothing otherwise).
+    pub(crate) fn emit<T: serde::Serialize>(&self, doc: &T) -> anyhow::Result<()> {
+        if self.on && !self.printed.get() {
+            println!("{}", serde_json::to_string_pretty(doc)?);
+            self.printed.set(true);
+        }
+        Ok(())
+    }
+
+    /// The command's end: an error before its document was printed prints the error document.
+    pub(crate) fn end(&self, r: anyhow::Result<()>) -> anyhow::Result<()> {
+        if let Err(e) = &r {
+            if self.on && !self.printed.get() {
+                let doc = match e.downcast_ref::<Exit>() {
+                    Some(x) => crate::output::ErrorDoc::new(
+                        self.command,
+                        x.code,
+                        x.message.clone().unwrap_or_default(),
+                        x.details.clone(),
+                    ),
+                    None => crate::output::ErrorDoc::new(
+                        self.command,
+                        crate::output::exit::FAILED,
+                        format!("{e:#}"),
+                        Vec::new(),
+                    ),
+                };
+                self.emit(&doc)?;
+            }
+        }
+        r
+    }
+}
 
 /// `p` made absolute against the current directory.
 pub(crate) fn absolute(p: &std::path::Path) -> std::path::PathBuf {
@@ -134,7 +200,8 @@ fn bundle_campaign_of(
             use std::io::Write as _;
             let _ = writeln!(std::io::stderr(), "{d}");
         }
-        anyhow::Error::from(Exit::with(2, r.message))
+        let details = r.diagnostics.iter().map(|d| d.to_string()).collect();
+        anyhow::Error::from(Exit::with_details(2, r.message, details))
     })?;
     // A lane's own folder of a multi-lane bundle: its campaign copy is the whole campaign.
     if b.campaign.multi_lane() && whole.is_none() {

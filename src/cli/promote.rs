@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Exit code of a rollback that failed (documented in docs/promotion.md).
-pub const ROLLBACK_FAILED: u8 = 4;
+pub const ROLLBACK_FAILED: u8 = crate::output::exit::ROLLBACK_FAILED;
 
 #[derive(Args, Debug)]
 pub struct PromoteArgs {

@@ -9,6 +9,7 @@
 //! serves); 2 refused before touching anything (no bundle, or a run still holds the lane).
 
 use crate::campaign::Campaign;
+use crate::output::recover::{LanePart, RecoverDoc};
 use crate::run::{self as runner, session::Purpose, Note, Notify};
 use anyhow::{Context, Result};
 use clap::Args;
@@ -19,6 +20,10 @@ use std::sync::Arc;
 pub struct RecoverArgs {
     /// The bundle of the run that died.
     pub dir: PathBuf,
+    /// Print one JSON document on stdout at the end (`bakeoff.recover/1`, docs/agents.md):
+    /// each lane's outcome. The lines stay on stderr.
+    #[arg(long)]
+    pub json: bool,
 }
 
 fn refuse(msg: impl Into<String>) -> anyhow::Error {
@@ -37,17 +42,39 @@ fn load(dir: &Path) -> Result<Campaign> {
 }
 
 pub fn run(args: RecoverArgs) -> Result<()> {
+    let out = super::JsonOut::new("recover", args.json);
+    out.end(recover(&args, &out))
+}
+
+fn recover(args: &RecoverArgs, out: &super::JsonOut) -> Result<()> {
     let dir = super::absolute(&args.dir);
     if crate::promote::is_promotion(&dir) {
+        if out.on() {
+            return Err(refuse(format!(
+                "{} is a promotion folder: `bakeoff recover --json` of a promotion is not built yet; run it without --json",
+                dir.display()
+            )));
+        }
         return super::promote::recover(&dir);
     }
     let c = load(&dir)?;
-    if c.multi_lane() {
-        return lanes(c, &dir);
+    let doc = if c.multi_lane() {
+        lanes(c, &dir)?
+    } else {
+        one_lane(c, &dir)?
+    };
+    out.emit(&doc)?;
+    match doc.exit_code {
+        0 => Ok(()),
+        code => Err(super::Exit::silent(code).into()),
     }
+}
+
+/// `bakeoff recover DIR` of a one-lane bundle.
+fn one_lane(c: Campaign, dir: &Path) -> Result<RecoverDoc> {
     // The lane must be nobody's: a live run restores its incumbent itself.
-    let session =
-        runner::session::begin(c, dir.clone(), Purpose::Recover).map_err(|r| refuse(r.message))?;
+    let session = runner::session::begin(c, dir.to_path_buf(), Purpose::Recover)
+        .map_err(|r| refuse(r.message))?;
     if let Some(n) = session.lock.note() {
         say!("bakeoff recover: {n}");
     }
@@ -59,7 +86,7 @@ pub fn run(args: RecoverArgs) -> Result<()> {
     let rt = crate::load::pace::client_runtime().context("cannot start the async runtime")?;
     let r = rt.block_on(runner::recover::recover(
         session.plan.clone(),
-        dir.clone(),
+        dir.to_path_buf(),
         notify,
         session.notes(),
         None,
@@ -75,9 +102,7 @@ pub fn run(args: RecoverArgs) -> Result<()> {
             r.evidence.as_deref().unwrap_or("the bundle"),
             dir.display()
         );
-        return Err(super::Exit::silent(1).into());
-    }
-    if r.complete {
+    } else if r.complete {
         say!("bakeoff recover: the lane is back; the bundle was already complete");
     } else {
         say!(
@@ -85,13 +110,29 @@ pub fn run(args: RecoverArgs) -> Result<()> {
             dir.display()
         );
     }
-    Ok(())
+    let complete = r.complete;
+    Ok(RecoverDoc::new(
+        dir.display().to_string(),
+        vec![lane_part(None, r)],
+        complete,
+        None,
+    ))
+}
+
+/// One lane's outcome in the document.
+fn lane_part(id: Option<String>, r: runner::recover::Recovered) -> LanePart {
+    LanePart {
+        id,
+        back: r.lane_ok,
+        evidence: r.evidence,
+        lines: r.lines,
+    }
 }
 
 /// `bakeoff recover DIR` of a multi-lane bundle: every lane's lock taken first (a lane a live run
 /// holds refuses the whole recovery before anything is touched), then each lane recovered as one
 /// lane is, one summary line per lane; exit 1 when any lane is not back.
-fn lanes(c: Campaign, dir: &Path) -> Result<()> {
+fn lanes(c: Campaign, dir: &Path) -> Result<RecoverDoc> {
     // Slurm lanes: each lane's address is its node's, as the run had it (a node down now too).
     let c = runner::slurm_lanes::resolve_any(c).map_err(refuse)?;
     let fleet = runner::fleet_resume::begin_again(&c, dir.to_path_buf(), Purpose::Recover)
@@ -139,9 +180,7 @@ fn lanes(c: Campaign, dir: &Path) -> Result<()> {
             "bakeoff recover: not every lane is back; see each lane's recovery file in {}",
             dir.display()
         );
-        return Err(super::Exit::silent(1).into());
-    }
-    if r.complete {
+    } else if r.complete {
         say!("bakeoff recover: every lane is back; the bundle was already complete");
     } else {
         say!(
@@ -149,5 +188,15 @@ fn lanes(c: Campaign, dir: &Path) -> Result<()> {
             dir.display()
         );
     }
-    Ok(())
+    let parts = r
+        .lanes
+        .into_iter()
+        .map(|(id, lane)| lane_part(Some(id), lane))
+        .collect();
+    Ok(RecoverDoc::new(
+        dir.display().to_string(),
+        parts,
+        r.complete,
+        r.seal_error,
+    ))
 }

@@ -6,6 +6,7 @@
 //! incumbent was restored and the bundle written first).
 
 use crate::campaign::{self, Campaign, Mask};
+use crate::output::run::{RestorationPart, RunDoc, TimingPart};
 use crate::run::{self as runner, session::Purpose, Note, Notify, Options, PortState};
 use anyhow::{Context, Result};
 use clap::Args;
@@ -39,6 +40,11 @@ pub struct RunArgs {
     /// (`bakeoff lane status`); recorded as a limitation.
     #[arg(long)]
     pub accept_lane_drift: bool,
+    /// Print one JSON document on stdout at the end (`bakeoff.run/1`, docs/agents.md): the
+    /// bundle, complete or why not, the verdict, each arm, the restoration, the root digest.
+    /// Progress stays on stderr.
+    #[arg(long, conflicts_with = "dry_run")]
+    pub json: bool,
 }
 
 /// Refused before anything started: exit 2 with `msg`.
@@ -58,10 +64,15 @@ fn load(path: &Path) -> Result<Campaign> {
             for d in &e.diagnostics {
                 say!("{d}");
             }
-            Err(refuse(format!(
-                "the campaign file has {} problem(s); nothing was started",
-                e.diagnostics.len()
-            )))
+            Err(super::Exit::with_details(
+                2,
+                format!(
+                    "the campaign file has {} problem(s); nothing was started",
+                    e.diagnostics.len()
+                ),
+                e.diagnostics.iter().map(|d| d.to_string()).collect(),
+            )
+            .into())
         }
     }
 }
@@ -90,8 +101,13 @@ fn load_resume(dir: &Path, file: Option<&Path>) -> Result<Campaign> {
 }
 
 pub fn run(args: RunArgs) -> Result<()> {
+    let out = super::JsonOut::new("run", args.json);
+    out.end(run_with(args, &out))
+}
+
+fn run_with(args: RunArgs, out: &super::JsonOut) -> Result<()> {
     crate::clock::raise_nofile_limit();
-    let Some((c, bundle, resume)) = what_to_run(&args)? else {
+    let Some((c, bundle, resume)) = what_to_run(&args, out)? else {
         return Ok(());
     };
     if c.multi_lane() {
@@ -102,7 +118,8 @@ pub fn run(args: RunArgs) -> Result<()> {
             progress: printer(false),
             ended,
         };
-        return super::run_fleet::run(ask, c, bundle);
+        let doc = super::run_fleet::run(ask, c, bundle)?;
+        return finish(out, doc);
     }
     let purpose = if resume {
         Purpose::Resume
@@ -126,26 +143,31 @@ pub fn run(args: RunArgs) -> Result<()> {
         .history
         .clone()
         .or_else(|| session.plan.campaign.history_db());
-    ended(
+    let mut doc = ended(
         &session.bundle,
         &outcome,
         history.as_deref(),
         &session.bundle,
     );
+    doc.resumed = resume;
     drop(rt);
     drop(session);
-    if outcome.interrupted.is_some() {
-        return Err(super::Exit::silent(130).into());
+    finish(out, doc)
+}
+
+/// The document printed (with `--json`) and the run's exit code: 130 interrupted, 1
+/// incomplete, 0 complete.
+fn finish(out: &super::JsonOut, doc: RunDoc) -> Result<()> {
+    out.emit(&doc)?;
+    match doc.exit_code {
+        0 => Ok(()),
+        code => Err(super::Exit::silent(code).into()),
     }
-    if !outcome.complete {
-        return Err(super::Exit::silent(1).into());
-    }
-    Ok(())
 }
 
 /// The campaign, its bundle (absolute) and whether it is a resume; None when there is nothing to run (a
 /// dry run printed its plan, or the bundle to resume is already complete).
-fn what_to_run(args: &RunArgs) -> Result<Option<(Campaign, PathBuf, bool)>> {
+fn what_to_run(args: &RunArgs, out: &super::JsonOut) -> Result<Option<(Campaign, PathBuf, bool)>> {
     let (mut c, bundle, resume) = match (&args.resume, &args.file) {
         (Some(dir), f) => (load_resume(dir, f.as_deref())?, dir.clone(), true),
         (None, Some(f)) => {
@@ -177,6 +199,9 @@ fn what_to_run(args: &RunArgs) -> Result<Option<(Campaign, PathBuf, bool)>> {
             "bakeoff run: bundle {} is already complete; nothing to resume, the lane was not touched",
             bundle.display()
         );
+        if out.on() {
+            out.emit(&complete_doc(&bundle)?)?;
+        }
         return Ok(None);
     }
     Ok(Some((c, bundle, resume)))
@@ -251,24 +276,29 @@ pub(super) fn ended(
     outcome: &runner::Outcome,
     history: Option<&str>,
     restored_in: &Path,
-) {
+) -> RunDoc {
     // With a history store, this run's figures against its own history go into the bundle
     // first (history-context.json, history-trend.html): the verdict rendered next lists them
     // as limitations and links the trend; its ranking is decided without them.
     let context = history.map(|db| super::history::before_verdict(db, bundle));
     // The verdict from the bundle alone, as `bakeoff report DIR` writes it (decision summary,
     // publication summary, report.html; the manifest is rewritten to cover them).
-    let verdict = match crate::report::render_all(bundle) {
-        Ok(v) => Some(v),
-        Err(e) => {
-            say!(
-                "bakeoff run: the verdict could not be written ({e:#}); run `bakeoff report {}`",
-                bundle.display()
-            );
-            None
-        }
-    };
+    let rendered = crate::report::render_all(bundle).map_err(|e| {
+        let why = format!(
+            "the verdict could not be written ({e:#}); run `bakeoff report {}`",
+            bundle.display()
+        );
+        say!("bakeoff run: {why}");
+        why
+    });
+    let verdict = rendered.as_ref().ok();
     let r = &outcome.result;
+    let mut doc = RunDoc::new(
+        bundle.display().to_string(),
+        r,
+        rendered.as_ref().map_err(|e| e.clone()),
+        outcome.interrupted.clone(),
+    );
     let lane_of = |id: &str| {
         r.lanes
             .iter()
@@ -290,11 +320,13 @@ pub(super) fn ended(
         use crate::evidence::RestorationStatus as R;
         if matches!(rest.status, R::Passed | R::Unproven) {
             if let Some(p) = restored_pid(restored_in) {
-                say!("  the restored incumbent keeps serving as pid {p} (its own process group): stop it with `kill -TERM -- -{p}`");
+                let stop = crate::output::run::stop_command(p);
+                say!("  the restored incumbent keeps serving as pid {p} (its own process group): stop it with `{stop}`");
+                doc.restoration = Some(RestorationPart::new(rest, Some(p)));
             }
         }
     }
-    if let Some(v) = &verdict {
+    if let Some(v) = verdict {
         for line in verdict_lines(v, r) {
             say!("{line}");
         }
@@ -305,14 +337,23 @@ pub(super) fn ended(
             m.root_sha256.as_deref().unwrap_or(""),
             bundle.display()
         );
+        doc.root_digest = m.root_sha256;
     }
     // The sealed bundle (its final digest) goes into the history, then what it said is printed.
     if let (Some(db), Some(context)) = (history, context) {
         for line in super::history::after_run(db, bundle, outcome.complete, context) {
             say!("{line}");
+            doc.history.push(line);
         }
     }
     let t = &outcome.timing;
+    doc.timing = Some(TimingPart {
+        total_s: t.total_ms / 1e3,
+        engine_lifecycle_s: t.engine_lifecycle_ms / 1e3,
+        measurement_s: t.measurement_ms / 1e3,
+        overhead_s: t.overhead_ms / 1e3,
+        overhead_fraction: t.overhead_fraction,
+    });
     let summed = if r.lanes.is_empty() {
         String::new()
     } else {
@@ -338,6 +379,19 @@ pub(super) fn ended(
             )
         }
     );
+    doc
+}
+
+/// `--resume --json` of a bundle that is already complete: its result, verdict and digest as
+/// they stand (read, nothing rewritten).
+fn complete_doc(bundle: &Path) -> Result<RunDoc> {
+    let b = crate::report::load_checked(bundle, false)?;
+    let v = crate::report::verdict(&b);
+    let mut doc = RunDoc::new(bundle.display().to_string(), &b.result, Ok(&v), None);
+    doc.resumed = true;
+    doc.nothing_to_run = true;
+    doc.root_digest = b.manifest.root_sha256.clone();
+    Ok(doc)
 }
 
 /// What a resume's recovery found of the dead run and did.

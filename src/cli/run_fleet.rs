@@ -5,6 +5,7 @@
 //! before the run ends (exit 130).
 
 use crate::campaign::Campaign;
+use crate::output::run::RunDoc;
 use crate::run::{self as runner, Notify, PortState};
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
@@ -17,14 +18,15 @@ pub struct Ask {
     /// `--resume DIR`: every lane goes on from its own checkpoint.
     pub resume: bool,
     pub progress: Notify,
-    pub ended: fn(&Path, &runner::Outcome, Option<&str>, &Path),
+    pub ended: fn(&Path, &runner::Outcome, Option<&str>, &Path) -> RunDoc,
 }
 
 fn refuse(msg: impl Into<String>) -> anyhow::Error {
     super::Exit::with(2, msg).into()
 }
 
-pub fn run(args: Ask, c: Campaign, bundle: PathBuf) -> Result<()> {
+/// Runs the lanes; the run's document (its `exit_code` is the run's: `bakeoff run` ends with it).
+pub fn run(args: Ask, c: Campaign, bundle: PathBuf) -> Result<RunDoc> {
     let history = args.history.clone().or_else(|| c.history_db());
     if history.is_some() {
         return Err(refuse(format!(
@@ -57,16 +59,11 @@ pub fn run(args: Ask, c: Campaign, bundle: PathBuf) -> Result<()> {
     })?;
     let restored_in = runner::fleet::incumbent_folder(&fleet.bundle, &fleet)
         .unwrap_or_else(|| fleet.bundle.clone());
-    (args.ended)(&fleet.bundle, &outcome, None, &restored_in);
+    let mut doc = (args.ended)(&fleet.bundle, &outcome, None, &restored_in);
+    doc.resumed = args.resume;
     drop(rt);
     drop(fleet);
-    if outcome.interrupted.is_some() {
-        return Err(super::Exit::silent(130).into());
-    }
-    if !outcome.complete {
-        return Err(super::Exit::silent(1).into());
-    }
-    Ok(())
+    Ok(doc)
 }
 
 /// What each lane's session found before the run touches it (a resume: what the dead run

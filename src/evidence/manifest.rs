@@ -212,6 +212,22 @@ fn short(s: &str) -> &str {
 }
 
 impl Problem {
+    /// The problem's kind in one word (`bakeoff verify --json`).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Problem::Changed { .. } => "changed",
+            Problem::Missing { .. } => "missing",
+            Problem::Unlisted { .. } => "unlisted",
+            Problem::NotRegular { .. } => "not-regular",
+            Problem::ManifestEdited { .. } => "manifest-edited",
+            Problem::ManifestEntry { .. } => "manifest-entry",
+            Problem::DigestMismatch { .. } => "digest-mismatch",
+            Problem::Unaccounted { .. } => "unaccounted",
+            Problem::Validity { .. } => "validity",
+            Problem::Disagrees { .. } => "disagrees",
+        }
+    }
+
     /// The file this problem is about (the manifest for edits of the manifest).
     pub fn file(&self) -> &str {
         match self {

@@ -407,6 +407,9 @@ fn violations(files: &[File]) -> Vec<String> {
             "history",
             Some(&["clock", "evidence", "metrics", "report"][..]),
         ),
+        // The `--json` documents: plain data from the verdict, the bundle and the gates' results;
+        // only cli fills and prints them.
+        ("output", Some(&["decide", "evidence", "gates"][..])),
         ("cli", None),
         ("main", None),
     ]

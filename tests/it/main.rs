@@ -40,6 +40,7 @@ mod fleet;
 mod fleet_recover;
 mod history;
 mod history_campaigns;
+mod json_schemas;
 mod gate {
     mod cli;
     mod reference;

@@ -79,6 +79,17 @@ fn fails_naming(dir: &Path, file: &str, what: &str) {
             .is_some_and(|(_, rest)| rest.starts_with(file))),
         "{what}: no problem line names {file}\n{out}"
     );
+    // `--json`: the same problems, each with its kind and file.
+    let d = crate::support::json_doc::doc(&verify_out(dir, &["--json"]));
+    assert_eq!(d["ok"], false, "{d:#}");
+    assert!(
+        d["problems"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["file"] == file),
+        "{what}: no problem names {file}\n{d:#}"
+    );
 }
 
 fn reseal(dir: &Path) {
@@ -129,9 +140,15 @@ fn tampering_is_caught_and_the_verdict_comes_from_the_step_files() {
         v["arms"][0]["warm"]["ttft_ms"]["p50"] = 0.001.into()
     });
     fails_naming(&d, "campaign-result.json", "edited TTFT");
-    let o = bakeoff(&["report", d.to_str().unwrap()]);
-    assert!(!o.status.success(), "report accepted it: {}", text(&o));
+    let o = bakeoff(&["report", d.to_str().unwrap(), "--json"]);
+    assert_eq!(o.status.code(), Some(1), "report accepted it: {}", text(&o));
     assert!(text(&o).contains("campaign-result.json"), "{}", text(&o));
+    // `--json`: the error document (a bundle that does not verify is a failure, not a refusal).
+    let e = crate::support::json_doc::doc(&o);
+    assert_eq!(
+        (&e["command"], &e["refused"]),
+        (&"report".into(), &false.into())
+    );
     // Even re-sealed (the manifest rewritten to match), the step file disagrees: refused.
     reseal(&d);
     assert!(verify_out(&d, &[]).status.success());
@@ -141,10 +158,24 @@ fn tampering_is_caught_and_the_verdict_comes_from_the_step_files() {
     assert!(!o.status.success(), "report accepted it: {t}");
     assert!(t.contains(&warm_file) && t.contains("ttft_ms"), "{t}");
     // With --force the step file wins: the verdict is the true one, the mismatch a limitation.
-    let o = bakeoff(&["report", d.to_str().unwrap(), "--force"]);
+    let o = bakeoff(&["report", d.to_str().unwrap(), "--force", "--json"]);
     assert!(o.status.success(), "{}", text(&o));
     let s2 = json(&d.join("decision-summary.json"));
     assert_eq!(s2["decision"]["winner"], winner);
+    // `--json`: the verdict rendered, the limitation `--force` added, the new root digest.
+    let rd = crate::support::json_doc::doc(&o);
+    assert_eq!(
+        (&rd["forced"], &rd["winner"]),
+        (&true.into(), &s2["decision"]["winner_arm"])
+    );
+    assert!(
+        !rd["forced_limitations"].as_array().unwrap().is_empty(),
+        "{rd:#}"
+    );
+    assert_eq!(
+        rd["root_digest"],
+        json(&d.join("artifact-manifest.json"))["root_sha256"]
+    );
     let lim = s2.to_string();
     assert!(
         lim.contains("--force") && lim.contains(&warm_file),

@@ -183,13 +183,18 @@ pub fn json(p: &Path) -> serde_json::Value {
         .unwrap()
 }
 
+/// `bakeoff verify BUNDLE --json` passes (its document validates against its schema).
 pub fn verify(bundle: &Path) {
     let o = Command::new(BIN)
         .arg("verify")
         .arg(bundle)
+        .arg("--json")
         .output()
         .unwrap();
     assert!(o.status.success(), "verify failed: {}", text(&o));
+    let d = super::json_doc::doc(&o);
+    assert_eq!(d["ok"], true, "{d:#}");
+    assert!(d["files_checked"].as_u64().unwrap() > 0, "{d:#}");
 }
 
 /// The pid serving the port (via /proc), if any.
@@ -353,7 +358,8 @@ impl Camp {
         let inc = self.start_incumbent(incumbent);
         let locks = self.path("locks");
         let bundle = output.map_or_else(|| self.bundle(), Path::to_path_buf);
-        let mut args = vec![file.to_str().unwrap()];
+        // Every spawned run prints its `--json` document; [`LiveRun::end`] validates it.
+        let mut args = vec![file.to_str().unwrap(), "--json"];
         if let Some(o) = output {
             args.extend(["--output", o.to_str().unwrap()]);
         }
@@ -394,6 +400,11 @@ impl LiveRun {
             .unwrap();
         if let Some(mut c) = self.incumbent.take() {
             reap_stopped(&mut c);
+        }
+        // A run that ended by itself (not killed) printed one document: its schema holds, its
+        // `exit_code` is the exit status.
+        if out.status.code().is_some() {
+            super::json_doc::doc(&out);
         }
         let err = String::from_utf8_lossy(&out.stderr).to_string();
         Ended { out, err }

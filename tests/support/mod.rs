@@ -5,6 +5,7 @@
 pub mod campaign;
 pub mod decide_fixture;
 pub mod history;
+pub mod json_doc;
 pub mod real_engine;
 pub mod reference;
 

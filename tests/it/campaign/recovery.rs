@@ -171,10 +171,11 @@ fn killed_while_the_candidate_serves(s: &mut Setup) -> (u32, u32) {
         launched.exists() && listener_model(port).as_deref() == Some("a")
     });
     // While the run lives, `bakeoff recover` is refused and touches nothing.
-    let o = bakeoff(&s.locks, &["recover", s.b.to_str().unwrap()])
+    let o = bakeoff(&s.locks, &["recover", s.b.to_str().unwrap(), "--json"])
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert_eq!(crate::support::json_doc::doc(&o)["refused"], true);
     assert!(
         stderr(&o).contains(&format!("held by another bakeoff run (pid {},", run.id())),
         "{}",
@@ -295,11 +296,25 @@ fn recover_alone_puts_the_incumbent_back() {
     let _g = shared();
     let mut s = Setup::start(SLOW);
     let (pid, pgid) = killed_while_the_candidate_serves(&mut s);
-    let o = bakeoff(&s.locks, &["recover", s.b.to_str().unwrap()])
+    let o = bakeoff(&s.locks, &["recover", s.b.to_str().unwrap(), "--json"])
         .output()
         .unwrap();
     let err = stderr(&o);
     assert!(o.status.success(), "{}", text(&o));
+    // `--json`: one lane, back, its recovery file, and what finishes the campaign.
+    let d = crate::support::json_doc::doc(&o);
+    assert_eq!(
+        (&d["lanes_back"], &d["complete"]),
+        (&true.into(), &false.into())
+    );
+    assert_eq!(d["lanes"][0]["evidence"], "recovery-2.json", "{d:#}");
+    assert!(
+        d["next"]
+            .as_str()
+            .unwrap()
+            .starts_with("bakeoff run --resume "),
+        "{d:#}"
+    );
     assert!(err.contains("died before it finished"), "{err}");
     assert!(err.contains("left running by the dead run"), "{err}");
     assert!(

@@ -3,7 +3,9 @@
 
 use crate::support::campaign;
 
+use crate::support::json_doc::doc;
 use campaign::*;
+use serde_json::Value;
 use std::time::{Duration, Instant};
 
 // Faults, signals and failure classes, no timing figure: beside other tests that take it too.
@@ -66,6 +68,7 @@ env = {{ API_TOKEN = {{ from_env = "BAKEOFF_TEST_SECRET" }}, OTHER = "x" }}
         .arg("run")
         .arg(&file)
         .arg("--no-progress")
+        .arg("--json")
         .env("BAKEOFF_TEST_SECRET", SECRET)
         .output()
         .unwrap();
@@ -76,6 +79,32 @@ env = {{ API_TOKEN = {{ from_env = "BAKEOFF_TEST_SECRET" }}, OTHER = "x" }}
     assert!(o.status.success(), "{}\n{r:#}", text(&o));
     assert_eq!(r["complete"], true, "{r:#}");
     verify(&b);
+    // `--json`: the run's last words as one document (docs/agents.md), from the same values.
+    let d = doc(&o);
+    assert_eq!(
+        (&d["complete"], &d["interrupted"]),
+        (&true.into(), &().into())
+    );
+    assert_eq!(d["bundle"], b.display().to_string());
+    let root = json(&b.join("artifact-manifest.json"))["root_sha256"].clone();
+    assert_eq!(d["root_digest"], root, "{d:#}");
+    let status = |id: &str| {
+        let a = d["arms"].as_array().unwrap().iter().find(|a| a["id"] == id);
+        let a = a.unwrap_or_else(|| panic!("{id}: {d:#}"));
+        (a["status"].clone(), a["failure"]["class"].clone())
+    };
+    assert_eq!(status("crashy"), ("failed".into(), "crash".into()));
+    assert_eq!(status("dies"), ("failed".into(), "compatibility".into()));
+    assert_eq!(status("fast"), ("completed".into(), ().into()));
+    let failed: Vec<&Value> = d["verdict"]["failures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| &f["arm"])
+        .collect();
+    assert!(failed.contains(&&Value::from("crashy")), "{d:#}");
+    assert_eq!(d["winner"], d["verdict"]["winner"]);
+    assert_eq!(d["restoration"]["status"], "passed", "{d:#}");
     // arm-stats.csv: a row per timed step, equal to the step files.
     let rows = crate::bench_export::campaign_csv_equals_step_files(&b);
     for step in ["cold", "warm", "c2"] {
@@ -191,6 +220,8 @@ fn sigint_during_an_arm_restores_and_resume_completes() {
         .arg("run")
         .arg(&file)
         .arg("--no-progress")
+        .arg("--json")
+        .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
@@ -209,6 +240,19 @@ fn sigint_during_an_arm_restores_and_resume_completes() {
         reason.starts_with("interrupted by SIGINT during b/"),
         "{reason}"
     );
+    let d = doc(&o);
+    assert_eq!(d["interrupted"], reason, "{d:#}");
+    assert_eq!(
+        (&d["complete"], &d["incomplete_reason"]),
+        (&false.into(), &reason.into())
+    );
+    let b_arm = d["arms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["id"] == "b")
+        .unwrap();
+    assert_eq!(b_arm["status"], "interrupted", "{d:#}");
     verify(&b);
     assert_eq!(listener_model(t.port).as_deref(), Some("inc"));
     if let Some(mut c) = inc.take() {
@@ -226,10 +270,22 @@ fn sigint_during_an_arm_restores_and_resume_completes() {
     let base = json(&b.join("checkpoint.json"))["nonce_base"].clone();
     assert!(base.as_u64().is_some_and(|n| n < 98_000_000), "{base}");
     // Resume: the restored incumbent is stopped again, b continues, all verifies.
-    let o = run(&["--resume", b.to_str().unwrap()]);
+    let o = run(&["--resume", b.to_str().unwrap(), "--json"]);
     assert!(o.status.success(), "{}", text(&o));
     let r = json(&b.join("campaign-result.json"));
     assert_eq!(r["complete"], true, "{r:#}");
+    let d = doc(&o);
+    assert_eq!(
+        (&d["resumed"], &d["complete"]),
+        (&true.into(), &true.into())
+    );
+    // Nothing left to resume: still one document, the bundle as it stands.
+    let again = doc(&run(&["--resume", b.to_str().unwrap(), "--json"]));
+    assert_eq!(
+        (&again["nothing_to_run"], &again["timing"]),
+        (&true.into(), &().into())
+    );
+    assert_eq!(again["root_digest"], d["root_digest"]);
     verify(&b);
     assert_eq!(
         std::fs::metadata(b.join("a-timing-64-c1-warm.json"))
@@ -314,8 +370,17 @@ fn preconditions_stop_the_run_before_any_arm() {
     let file = t.write(&[("inc", "inc"), ("a", "a")], "", "");
     // A port held by something that is not the incumbent.
     let l = std::net::TcpListener::bind(("127.0.0.1", t.port)).unwrap();
-    let o = run(&[file.to_str().unwrap()]);
+    let o = run(&[file.to_str().unwrap(), "--json"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let d = doc(&o);
+    assert_eq!(
+        (&d["schema"], &d["refused"]),
+        (&"bakeoff.error/1".into(), &true.into())
+    );
+    assert!(
+        d["message"].as_str().unwrap().contains("not the incumbent"),
+        "{d:#}"
+    );
     assert!(
         String::from_utf8_lossy(&o.stderr).contains("not the incumbent"),
         "{}",
@@ -339,12 +404,22 @@ fn preconditions_stop_the_run_before_any_arm() {
     // A malformed campaign file.
     let bad = t.path("bad.toml");
     std::fs::write(&bad, "[campaign]\nid = \"x\"\n[lane]\nport = 70000\n").unwrap();
-    let o = run(&[bad.to_str().unwrap()]);
+    let o = run(&[bad.to_str().unwrap(), "--json"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(
         String::from_utf8_lossy(&o.stderr).contains("bad.toml:"),
         "{}",
         text(&o)
+    );
+    // `--json`: the same diagnostics, each naming the file, in the error document.
+    let d = doc(&o);
+    let diags = d["diagnostics"].as_array().unwrap();
+    assert!(
+        !diags.is_empty()
+            && diags
+                .iter()
+                .all(|x| x.as_str().unwrap().contains("bad.toml:")),
+        "{d:#}"
     );
     // Dry run sends nothing and prints the plan.
     let o = run(&[file.to_str().unwrap(), "--dry-run"]);

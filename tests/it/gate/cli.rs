@@ -56,6 +56,25 @@ fn passes_with_exit_0_and_writes_one_artifact_per_gate() {
         tools["suite_sha256"],
         bakeoff::gates::suite::sha256_hex(&bytes)
     );
+    // `--json`: the same checks as one document on stdout, no table.
+    let o = gate(&e.url, &["--checks", "smoke,json", "--json"], dir.path());
+    let d = crate::support::json_doc::doc(&o);
+    assert_eq!(d["passed"], true, "{d:#}");
+    let g: Vec<_> = d["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["gate"].clone(), c["status"].clone()))
+        .collect();
+    assert_eq!(
+        g,
+        [
+            ("smoke".into(), "passed".into()),
+            ("json".into(), "passed".into())
+        ]
+    );
+    let ev = std::path::PathBuf::from(d["checks"][0]["evidence"].as_str().unwrap());
+    assert_eq!(read(&ev)["gate"], "smoke");
 }
 
 #[test]
@@ -73,15 +92,31 @@ fn a_failed_gate_exits_non_zero_after_writing_artifacts() {
             "4",
             "--tool-variants",
             "plain",
+            "--json",
         ],
         dir.path(),
     );
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        stdout.contains("missing required string argument: zip"),
-        "{stdout}"
+    // `--json`: each check's status, counts, reason and artifact.
+    let d = crate::support::json_doc::doc(&o);
+    assert_eq!(d["passed"], false, "{d:#}");
+    let tools = &d["checks"][1];
+    assert_eq!(
+        (&tools["gate"], &tools["status"]),
+        (&"tools".into(), &"failed".into())
     );
+    assert_eq!(
+        (tools["passed"].as_u64(), tools["total"].as_u64()),
+        (Some(0), Some(4))
+    );
+    assert!(
+        tools["reason"]
+            .as_str()
+            .unwrap()
+            .contains("missing required string argument: zip"),
+        "{d:#}"
+    );
+    assert_eq!(d["checks"][0]["status"], "passed");
     assert!(
         String::from_utf8_lossy(&o.stderr).contains("1 of 2 gates failed: tools"),
         "{}",
@@ -112,10 +147,16 @@ fn refused(suite: &str, name: &str, flag: &str) -> String {
     };
     let o = gate(
         DEAD,
-        &["--checks", checks, flag, p.to_str().unwrap()],
+        &["--checks", checks, flag, p.to_str().unwrap(), "--json"],
         dir.path(),
     );
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    // Refused before any request: exit 2, and `--json`'s error document says so.
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let d = crate::support::json_doc::doc(&o);
+    assert_eq!(
+        (&d["command"], &d["refused"]),
+        (&"gate".into(), &true.into())
+    );
     let err = String::from_utf8_lossy(&o.stderr).into_owned();
     assert!(!err.contains("connect"), "{err}");
     assert!(err.contains(p.to_str().unwrap()), "{err}");
