@@ -92,8 +92,20 @@ pub fn run(args: RecoverArgs) -> Result<()> {
 /// holds refuses the whole recovery before anything is touched), then each lane recovered as one
 /// lane is, one summary line per lane; exit 1 when any lane is not back.
 fn lanes(c: Campaign, dir: &Path) -> Result<()> {
+    // `[fleet.slurm]`: each granted lane on the node the dead run recorded for it.
+    let alloc = crate::evidence::allocation::read(dir).map_err(refuse)?;
+    let c = match &alloc {
+        Some(a) => runner::slurm_fleet::as_recorded(c, a).map_err(refuse)?,
+        None => c,
+    };
     // Slurm lanes: each lane's address is its node's, as the run had it (a node down now too).
-    let c = runner::slurm_lanes::resolve_any(c).map_err(refuse)?;
+    let c = runner::slurm_lanes::resolve_any(c).map_err(|e| {
+        refuse(if e.contains("has not granted") {
+            format!("{e}; the bundle has no allocation record: the run died before Slurm granted its lanes, so no arm ran there (a request still pending shows in `squeue --name=bakeoff-fleet-<campaign>`: scancel it)")
+        } else {
+            e
+        })
+    })?;
     let fleet = runner::fleet_resume::begin_again(&c, dir.to_path_buf(), Purpose::Recover)
         .map_err(|r| refuse(r.message))?;
     for l in &fleet.lanes {
@@ -139,7 +151,35 @@ fn lanes(c: Campaign, dir: &Path) -> Result<()> {
             "bakeoff recover: not every lane is back; see each lane's recovery file in {}",
             dir.display()
         );
+        if let Some(a) = &alloc {
+            say!(
+                "bakeoff recover: Slurm allocation {} ({}) is kept until the lanes are back; `scancel {}` gives it back",
+                a.job_id,
+                a.nodes.join(", "),
+                a.job_id
+            );
+        }
         return Err(super::Exit::silent(1).into());
+    }
+    // Every lane proven back: the dead run's nodes go back to Slurm.
+    if let Some(a) = &alloc {
+        match crate::lane::slurm_alloc::release(&a.job_id, &a.job_name) {
+            Ok(true) => say!(
+                "bakeoff recover: Slurm allocation {} ({}) given back (scancel {})",
+                a.job_id,
+                a.nodes.join(", "),
+                a.job_id
+            ),
+            Ok(false) => say!(
+                "bakeoff recover: Slurm allocation {} ({}) was already gone",
+                a.job_id,
+                a.job_name
+            ),
+            Err(e) => {
+                say!("bakeoff recover: {e}");
+                return Err(super::Exit::silent(1).into());
+            }
+        }
     }
     if r.complete {
         say!("bakeoff recover: every lane is back; the bundle was already complete");

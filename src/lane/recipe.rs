@@ -242,6 +242,8 @@ pub struct At<'a> {
     pub stop_grace_s: u64,
     /// A Slurm lane's node: a Slurm arm's job is pinned there (`--nodelist`).
     pub slurm_node: Option<&'a str>,
+    /// A lane Slurm granted: the `--gres` a Slurm arm's job there asks when its arm asks no GPUs.
+    pub slurm_gres: Option<&'a str>,
 }
 
 /// The files a recipe names, for its fingerprint.
