@@ -56,8 +56,13 @@ pub enum Wait {
 
 /// `squeue -j ID`'s state, reason and node list (`%T|%r|%N`); None when squeue no longer lists it.
 fn state(job: &str) -> Result<Option<(String, String, String)>, String> {
-    let out = slurm("squeue", &["-h", "-j", job, "-o", "%T|%r|%N"])
-        .or_else(|e| if e.contains("Invalid job id") { Ok(String::new()) } else { Err(e) })?;
+    let out = slurm("squeue", &["-h", "-j", job, "-o", "%T|%r|%N"]).or_else(|e| {
+        if e.contains("Invalid job id") {
+            Ok(String::new())
+        } else {
+            Err(e)
+        }
+    })?;
     let Some(line) = out.lines().next() else {
         return Ok(None);
     };
@@ -91,7 +96,12 @@ pub async fn wait_granted(
         match state(job)? {
             Some((s, _, nodes)) if s == "RUNNING" => return hostnames(&nodes).map(Wait::Granted),
             Some((s, r, _)) if s == "PENDING" || s == "CONFIGURING" => last = (s, r),
-            Some((s, r, _)) => return Ok(Wait::Ended { state: s, reason: r }),
+            Some((s, r, _)) => {
+                return Ok(Wait::Ended {
+                    state: s,
+                    reason: r,
+                })
+            }
             None => {
                 return Ok(Wait::Ended {
                     state: "gone from squeue".into(),
@@ -122,7 +132,10 @@ pub fn release(job: &str, name: &str) -> Result<bool, String> {
     while t0.elapsed() < Duration::from_secs(10) {
         match state(job) {
             Ok(Some((s, _, _)))
-                if matches!(s.as_str(), "RUNNING" | "PENDING" | "COMPLETING" | "CONFIGURING") => {}
+                if matches!(
+                    s.as_str(),
+                    "RUNNING" | "PENDING" | "COMPLETING" | "CONFIGURING"
+                ) => {}
             _ => return Ok(true),
         }
         std::thread::sleep(POLL);

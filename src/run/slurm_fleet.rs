@@ -155,7 +155,9 @@ fn refused(s: &FleetSlurm, e: &str) -> String {
 /// What a pending reason means, for the reasons a too-large request meets.
 fn reason_words(reason: &str) -> Option<&'static str> {
     Some(match reason {
-        "PartitionNodeLimit" => "the partition has fewer nodes than asked, or limits a job to fewer",
+        "PartitionNodeLimit" => {
+            "the partition has fewer nodes than asked, or limits a job to fewer"
+        }
         "Resources" => "the nodes are busy with other jobs",
         "Priority" => "other jobs come first",
         "ReqNodeNotAvail" => "a node the request needs is down, drained or reserved",

@@ -160,6 +160,19 @@ fn node_down(node: &str, reason: &str) {
     assert!(o.status.success(), "{}", text(&o));
 }
 
+/// `bakeoff ARGS PATH --no-progress`, which must succeed: what it said.
+pub(crate) fn bakeoff_ok(args: &[&str], path: &Path) -> String {
+    let o = Command::new(BIN)
+        .args(args)
+        .arg(path)
+        .arg("--no-progress")
+        .output()
+        .unwrap();
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    out
+}
+
 /// `bakeoff run FILE` paused when arm `b` is ready (`pause` appears): the running child, once
 /// paused.
 pub(crate) fn run_paused(file: &Path, pause: &Path) -> std::process::Child {
@@ -515,14 +528,7 @@ fn sigkill_during_three_slurm_lanes_then_recover_leaves_no_job_and_resume_comple
     verify(&b);
     let r = json(&b.join("campaign-result.json"));
     assert_eq!(r["complete"], false, "{r:#}");
-    let o = Command::new(BIN)
-        .args(["run", "--resume"])
-        .arg(&b)
-        .arg("--no-progress")
-        .output()
-        .unwrap();
-    let out = text(&o);
-    assert!(o.status.success(), "{out}");
+    bakeoff_ok(&["run", "--resume"], &b);
     let r = json(&b.join("campaign-result.json"));
     assert_eq!(r["complete"], true, "{r:#}");
     verify(&b);

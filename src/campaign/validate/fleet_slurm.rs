@@ -48,7 +48,10 @@ pub(super) fn fleet_slurm(c: &Campaign, r: &mut Reporter) {
     if !(1..=MAX_LANES).contains(&s.lanes) {
         r.error(
             &at.key("lanes"),
-            format!("{} lanes: one request asks for 1 to {MAX_LANES} nodes", s.lanes),
+            format!(
+                "{} lanes: one request asks for 1 to {MAX_LANES} nodes",
+                s.lanes
+            ),
             "ask for as many nodes as lanes you want Slurm to grant, e.g. `lanes = 3`",
         );
     }
@@ -67,8 +70,13 @@ pub(super) fn fleet_slurm(c: &Campaign, r: &mut Reporter) {
         if v.as_deref().is_some_and(|v| !word_ok(v)) {
             r.error(
                 &at.key(key),
-                format!("`{}` is empty or holds whitespace", v.as_deref().unwrap_or_default()),
-                format!("give `{key}` as sbatch takes it after `--{key}=` (one word), or leave it out"),
+                format!(
+                    "`{}` is empty or holds whitespace",
+                    v.as_deref().unwrap_or_default()
+                ),
+                format!(
+                    "give `{key}` as sbatch takes it after `--{key}=` (one word), or leave it out"
+                ),
             );
         }
     }
@@ -100,7 +108,9 @@ pub(super) fn fleet_slurm(c: &Campaign, r: &mut Reporter) {
         );
     }
     for (i, a) in c.arms.iter().enumerate() {
-        let Some(own) = a.slurm.as_ref() else { continue };
+        let Some(own) = a.slurm.as_ref() else {
+            continue;
+        };
         if own.partition.as_deref() != Some(s.partition.as_str()) {
             r.error(
                 &p("arms").index(i).key("slurm").key("partition"),
@@ -153,19 +163,30 @@ mod tests {
             "sbatch --parsable --job-name=bakeoff-fleet-fs --nodes=2 --ntasks-per-node=1 --cpus-per-task=1 --partition=fleet --exclude=node1 --time=1:00:00 --output=/dev/null --wrap=exec sleep infinity"
         );
         let out = crate::campaign::plan(&c).render(&crate::campaign::Mask::none());
-        assert!(out.contains("come from Slurm when the run starts, not now"), "{out}");
+        assert!(
+            out.contains("come from Slurm when the run starts, not now"),
+            "{out}"
+        );
         assert!(out.contains("a node Slurm grants at run time"), "{out}");
         // Once granted, a granted lane pins its arms' jobs to its node and gives them its gres.
         c.fleet[2].slurm_node = Some("node3".into());
         let sub = crate::campaign::lane_campaign(&c, "slurm-2").unwrap();
-        let argv = sub.launch_command(sub.arm("a").unwrap()).unwrap().start.argv;
+        let argv = sub
+            .launch_command(sub.arm("a").unwrap())
+            .unwrap()
+            .start
+            .argv;
         assert!(
             argv.contains(&"--nodelist=node3".to_string())
                 && argv.contains(&"--gres=gpu:1".to_string()),
             "{argv:?}"
         );
         let own = crate::campaign::lane_campaign(&c, "n1").unwrap();
-        let argv = own.launch_command(own.arm("a").unwrap()).unwrap().start.argv;
+        let argv = own
+            .launch_command(own.arm("a").unwrap())
+            .unwrap()
+            .start
+            .argv;
         assert!(!argv.iter().any(|a| a.starts_with("--gres")), "{argv:?}");
     }
 
@@ -178,7 +199,11 @@ mod tests {
         );
         let e = match parse(&bad, Path::new("/tmp/fs.toml")) {
             Ok(_) => panic!("loaded"),
-            Err(e) => e.diagnostics.iter().map(|d| d.to_string()).collect::<Vec<_>>(),
+            Err(e) => e
+                .diagnostics
+                .iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>(),
         };
         let fields: Vec<&str> = e.iter().map(|l| l.split(": ").nth(1).unwrap()).collect();
         for f in [
@@ -195,7 +220,8 @@ mod tests {
             assert!(fields.contains(&f), "{f}: {e:#?}");
         }
         assert!(
-            e.iter().any(|l| l.starts_with("/tmp/fs.toml:") && l.contains("`1h` is not a Slurm time limit; use minutes")),
+            e.iter().any(|l| l.starts_with("/tmp/fs.toml:")
+                && l.contains("`1h` is not a Slurm time limit; use minutes")),
             "{e:#?}"
         );
         // Without [[lanes]]: the incumbent's lane is asked for.
@@ -204,7 +230,12 @@ mod tests {
             "partition = \"fleet\"\nlanes = 2\nport = 18300\n",
             "partition = \"fleet\"\n",
         );
-        let e = parse(&lone, Path::new("/tmp/fs.toml")).unwrap_err().to_string();
-        assert!(e.contains("fleet.slurm: `[fleet.slurm]` grants qualification lanes"), "{e}");
+        let e = parse(&lone, Path::new("/tmp/fs.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("fleet.slurm: `[fleet.slurm]` grants qualification lanes"),
+            "{e}"
+        );
     }
 }

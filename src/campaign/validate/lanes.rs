@@ -32,7 +32,12 @@ pub(super) fn lanes(c: &mut Campaign, r: &mut Reporter) {
     }
     across_lanes(c, r);
     // A granted lane's settings are `[fleet.slurm]`'s, checked there.
-    for (i, e) in c.fleet.iter().enumerate().filter(|(_, e)| e.granted.is_none()) {
+    for (i, e) in c
+        .fleet
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.granted.is_none())
+    {
         lane_settings(&e.lane(), &p("lanes").index(i), r);
     }
     incumbents(c, r);
@@ -43,7 +48,12 @@ pub(super) fn lanes(c: &mut Campaign, r: &mut Reporter) {
 /// `[fleet]` (its control arm) and each lane's `env` names: after the arms are checked (the
 /// control's recipe must be one bakeoff starts on any lane).
 pub(super) fn fleet(c: &Campaign, r: &mut Reporter) {
-    for (i, e) in c.fleet.iter().enumerate().filter(|(_, e)| e.granted.is_none()) {
+    for (i, e) in c
+        .fleet
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.granted.is_none())
+    {
         for k in e.env.keys() {
             let ok = k
                 .chars()
