@@ -364,6 +364,12 @@ pub trait Recipe: fmt::Debug + Sync {
         None
     }
 
+    /// The partition its jobs ask (`[arms.slurm] partition`): a lane Slurm grants takes only
+    /// jobs of its request's partition. None: it names none, or it is not a batch job.
+    fn partition(&self) -> Option<&str> {
+        None
+    }
+
     /// Does `l` (what listens on the lane port) run this recipe? (A batch job: does one of its
     /// name run?)
     fn serves(&self, lc: Option<&LaunchCommand>, l: &Listener) -> bool {

@@ -148,6 +148,10 @@ impl Recipe for SlurmRecipe {
         self.nodelist.as_deref()
     }
 
+    fn partition(&self) -> Option<&str> {
+        self.partition.as_deref()
+    }
+
     /// Does a job of its name run?
     fn serves(&self, lc: Option<&LaunchCommand>, _l: &Listener) -> bool {
         self.jobs(lc).iter().any(|j| j.1 == "RUNNING")

@@ -108,16 +108,18 @@ pub(super) fn fleet_slurm(c: &Campaign, r: &mut Reporter) {
         );
     }
     for (i, a) in c.arms.iter().enumerate() {
-        let Some(own) = a.slurm.as_ref() else {
+        // A Slurm arm (its jobs found by name); other kinds are refused on Slurm lanes.
+        if a.recipe_tables().len() != 1 || a.recipe().job_name().is_none() {
             continue;
-        };
-        if own.partition.as_deref() != Some(s.partition.as_str()) {
+        }
+        let asked = a.recipe().partition();
+        if asked != Some(s.partition.as_str()) {
             r.error(
                 &p("arms").index(i).key("slurm").key("partition"),
                 format!(
                     "arm `{}` asks partition {}, but the lanes Slurm grants come from partition `{}`: its job could not be pinned to one of them",
                     a.id,
-                    own.partition.as_deref().map_or("(the default)".into(), |x| format!("`{x}`")),
+                    asked.map_or("(the default)".into(), |x| format!("`{x}`")),
                     s.partition
                 ),
                 format!("set `partition = \"{}\"` in the arm's `[arms.slurm]`", s.partition),
