@@ -58,7 +58,7 @@ pub async fn obtain(
     cancelled: impl Fn() -> bool,
 ) -> Result<(Campaign, Option<Held>), NoLanes> {
     let (Some(s), Some(argv)) = (
-        c.fleet_table.as_ref().and_then(|t| t.slurm.clone()),
+        c.fleet_table.as_ref().and_then(|t| t.grant.clone()),
         c.slurm_request(),
     ) else {
         return Ok((c, None));

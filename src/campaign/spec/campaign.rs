@@ -240,7 +240,7 @@ impl Campaign {
     /// `[fleet.slurm]`'s request (the holder job's sbatch argv), the file's own Slurm lanes'
     /// nodes excluded; None without `[fleet.slurm]`.
     pub fn slurm_request(&self) -> Option<Vec<String>> {
-        let s = self.fleet_table.as_ref()?.slurm.as_ref()?;
+        let s = self.fleet_table.as_ref()?.grant.as_ref()?;
         let own: Vec<&str> = self
             .fleet
             .iter()

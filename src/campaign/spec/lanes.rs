@@ -90,9 +90,10 @@ pub struct FleetTable {
     /// spread (default: the incumbent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub control: Option<String>,
-    /// `[fleet.slurm]`: K more lanes, obtained from Slurm when the run starts.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub slurm: Option<FleetSlurm>,
+    /// `[fleet.slurm]`: K more lanes, obtained from Slurm when the run starts (named `grant`
+    /// here: `.slurm` is how an arm's recipe table reads, which only lane/ may test).
+    #[serde(rename = "slurm", default, skip_serializing_if = "Option::is_none")]
+    pub grant: Option<FleetSlurm>,
 }
 
 /// `[fleet.slurm]` (docs/fleet.md "K lanes from Slurm"): bakeoff asks Slurm for `lanes` nodes of

@@ -23,7 +23,7 @@ pub const MAX_PENDING_S: u64 = 86_400;
 /// Adds the K granted lanes to `c.fleet` when `[[lanes]]` are written (without them the file is
 /// refused by [`fleet_slurm`]). Before the lane checks: ids and the schedule count them.
 pub(super) fn expand(c: &mut Campaign) {
-    let Some(s) = c.fleet_table.as_ref().and_then(|t| t.slurm.as_ref()) else {
+    let Some(s) = c.fleet_table.as_ref().and_then(|t| t.grant.as_ref()) else {
         return;
     };
     if c.fleet.is_empty() || !(1..=MAX_LANES).contains(&s.lanes) {
@@ -34,7 +34,7 @@ pub(super) fn expand(c: &mut Campaign) {
 }
 
 pub(super) fn fleet_slurm(c: &Campaign, r: &mut Reporter) {
-    let Some(s) = c.fleet_table.as_ref().and_then(|t| t.slurm.as_ref()) else {
+    let Some(s) = c.fleet_table.as_ref().and_then(|t| t.grant.as_ref()) else {
         return;
     };
     let at = p("fleet").key("slurm");
