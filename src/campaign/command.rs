@@ -71,6 +71,7 @@ impl Campaign {
             gpus: &self.lane.gpus,
             stop_grace_s: self.lane.stop_grace_s,
             slurm_node: self.lane.slurm_node.as_deref(),
+            slurm_gres: self.lane.slurm_gres.as_deref(),
         }
     }
 

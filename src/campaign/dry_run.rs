@@ -51,8 +51,23 @@ impl Plan {
             "lanes        {} lane(s); each runs its arms one at a time, the lanes side by side (longest arm first, to the least-loaded lane; a speculative arm beside its control; an incumbent on its own lane)",
             lanes.len()
         );
+        if let Some(req) = c.slurm_request() {
+            let _ = writeln!(
+                o,
+                "slurm        the lanes slurm-1.. come from Slurm when the run starts, not now: bakeoff asks `{}`, waits for it to run (then `scontrol show hostnames` of its NodeList: one lane per node), and cancels it on every path out (end, error, signal; after a crash `bakeoff recover`)",
+                req.join(" ")
+            );
+        }
         for (l, q) in lanes.iter().zip(&self.schedule.lanes) {
             render_lane(o, &format!("lane {:<7}", l.id), &l.lane);
+            let granted = c.fleet.iter().any(|e| e.id == l.id && e.granted.is_some());
+            if granted && l.lane.slurm_node.is_none() {
+                let _ = writeln!(
+                    o,
+                    "  slurm      a node Slurm grants at run time: every arm's job pinned there (--nodelist), the address above replaced by its NodeAddr{}",
+                    l.lane.slurm_gres.as_deref().map(|g| format!("; an arm that asks no GPUs gets --gres={g}")).unwrap_or_default()
+                );
+            }
             if let Some(node) = &l.lane.slurm_node {
                 let _ = writeln!(
                     o,

@@ -36,7 +36,7 @@ pub use plan::{plan, Phase, Plan, PlanStep, RequestContract, RunState, StepKind,
 pub use resume::{load_bundle, BundleCampaign, Refusal};
 pub use spec::{
     canonical_json, hex_sha256, ApiKind, Arm, Campaign, ContainerRecipe, EndpointRecipe, EnvValue,
-    GateName, Gates, Identity, Lane, Policy, PreflightGate, ProcessRecipe, Promotion,
+    FleetSlurm, GateName, Gates, Identity, Lane, Policy, PreflightGate, ProcessRecipe, Promotion,
     PromotionTable, QualityGate, QualityRisk, RankingMetric, Recipe, RecipeKind, ReferenceRecipe,
     RetrievalGate, Role, Sampling, SlurmRecipe, Source, Speculative, ToolVariant, ToolsGate,
     Volume, Workload,

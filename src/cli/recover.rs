@@ -133,8 +133,20 @@ fn lane_part(id: Option<String>, r: runner::recover::Recovered) -> LanePart {
 /// holds refuses the whole recovery before anything is touched), then each lane recovered as one
 /// lane is, one summary line per lane; exit 1 when any lane is not back.
 fn lanes(c: Campaign, dir: &Path) -> Result<RecoverDoc> {
+    // `[fleet.slurm]`: each granted lane on the node the dead run recorded for it.
+    let alloc = crate::evidence::allocation::read(dir).map_err(refuse)?;
+    let c = match &alloc {
+        Some(a) => runner::slurm_fleet::as_recorded(c, a).map_err(refuse)?,
+        None => c,
+    };
     // Slurm lanes: each lane's address is its node's, as the run had it (a node down now too).
-    let c = runner::slurm_lanes::resolve_any(c).map_err(refuse)?;
+    let c = runner::slurm_lanes::resolve_any(c).map_err(|e| {
+        refuse(if e.contains("has not granted") {
+            format!("{e}; the bundle has no allocation record: the run died before Slurm granted its lanes, so no arm ran there (a request still pending shows in `squeue --name=bakeoff-fleet-<campaign>`: scancel it)")
+        } else {
+            e
+        })
+    })?;
     let fleet = runner::fleet_resume::begin_again(&c, dir.to_path_buf(), Purpose::Recover)
         .map_err(|r| refuse(r.message))?;
     for l in &fleet.lanes {
@@ -180,23 +192,56 @@ fn lanes(c: Campaign, dir: &Path) -> Result<RecoverDoc> {
             "bakeoff recover: not every lane is back; see each lane's recovery file in {}",
             dir.display()
         );
-    } else if r.complete {
-        say!("bakeoff recover: every lane is back; the bundle was already complete");
-    } else {
-        say!(
-            "bakeoff recover: every lane is back; finish the campaign with `bakeoff run --resume {}`",
-            dir.display()
-        );
+        if let Some(a) = &alloc {
+            say!(
+                "bakeoff recover: Slurm allocation {} ({}) is kept until the lanes are back; `scancel {}` gives it back",
+                a.job_id,
+                a.nodes.join(", "),
+                a.job_id
+            );
+        }
+    }
+    // Every lane proven back: the dead run's nodes go back to Slurm.
+    let mut released = true;
+    if let Some(a) = alloc.as_ref().filter(|_| back) {
+        match crate::lane::slurm_alloc::release(&a.job_id, &a.job_name) {
+            Ok(true) => say!(
+                "bakeoff recover: Slurm allocation {} ({}) given back (scancel {})",
+                a.job_id,
+                a.nodes.join(", "),
+                a.job_id
+            ),
+            Ok(false) => say!(
+                "bakeoff recover: Slurm allocation {} ({}) was already gone",
+                a.job_id,
+                a.job_name
+            ),
+            Err(e) => {
+                say!("bakeoff recover: {e}");
+                released = false;
+            }
+        }
+    }
+    if back && released {
+        if r.complete {
+            say!("bakeoff recover: every lane is back; the bundle was already complete");
+        } else {
+            say!(
+                "bakeoff recover: every lane is back; finish the campaign with `bakeoff run --resume {}`",
+                dir.display()
+            );
+        }
     }
     let parts = r
         .lanes
         .into_iter()
         .map(|(id, lane)| lane_part(Some(id), lane))
         .collect();
-    Ok(RecoverDoc::new(
-        dir.display().to_string(),
-        parts,
-        r.complete,
-        r.seal_error,
-    ))
+    let mut doc = RecoverDoc::new(dir.display().to_string(), parts, r.complete, r.seal_error);
+    if !released {
+        // The lanes are back but the dead run's nodes are still held: not done.
+        doc.exit_code = crate::output::exit::FAILED;
+        doc.next = None;
+    }
+    Ok(doc)
 }

@@ -35,6 +35,43 @@ pub fn run(args: Ask, c: Campaign, bundle: PathBuf) -> Result<RunDoc> {
             c.lanes().len()
         )));
     }
+    let rt = crate::load::pace::client_runtime().context("cannot start the async runtime")?;
+    let (tx, rx) = tokio::sync::watch::channel::<Option<&'static str>>(None);
+    rt.block_on(async {
+        super::signals::cancel_on_signals(tx, "run", "stopping every lane's current step")
+    })?;
+    // `[fleet.slurm]`: the lanes Slurm grants, asked for now and held until the run ends (the
+    // guard gives them back on every path out of here, errors included).
+    let prev = if args.resume {
+        crate::evidence::allocation::read(&bundle).map_err(refuse)?
+    } else {
+        None
+    };
+    let (c, held) = rt
+        .block_on(runner::slurm_fleet::obtain(c, prev.as_ref(), || {
+            rx.borrow().is_some()
+        }))
+        .map_err(|e| match e {
+            runner::slurm_fleet::NoLanes::Refused(m) => refuse(m),
+            runner::slurm_fleet::NoLanes::Signal => {
+                super::Exit::with(130, "the Slurm request was cancelled by a signal; nothing ran")
+                    .into()
+            }
+        })?;
+    if let Some(h) = &held {
+        say!(
+            "bakeoff run: Slurm granted job {} nodes {} in {:.1} s: {}",
+            h.record.job_id,
+            h.record.nodes.join(", "),
+            h.record.pending_s,
+            h.record
+                .lanes
+                .iter()
+                .map(|g| format!("lane {} on {}", g.lane, g.node))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     // Slurm lanes: each lane's address is its node's, asked of Slurm now.
     let c = runner::slurm_lanes::resolve(c).map_err(refuse)?;
     let fleet = if args.resume {
@@ -50,19 +87,33 @@ pub fn run(args: Ask, c: Campaign, bundle: PathBuf) -> Result<RunDoc> {
         }
         refuse(r.message)
     })?;
+    if let Some(h) = &held {
+        // Before any arm starts: a crash from here on leaves the job id for `bakeoff recover`.
+        crate::evidence::allocation::write(&fleet.bundle, &h.record).map_err(|e| {
+            refuse(format!(
+                "cannot record the Slurm allocation in the bundle ({e:#}); nothing ran, the allocation is given back"
+            ))
+        })?;
+    }
     started(&fleet, args.resume);
-    let rt = crate::load::pace::client_runtime().context("cannot start the async runtime")?;
-    let outcome = rt.block_on(async {
-        let (tx, rx) = tokio::sync::watch::channel::<Option<&'static str>>(None);
-        super::signals::cancel_on_signals(tx, "run", "stopping every lane's current step")?;
-        runner::fleet::run(&fleet, args.progress.clone(), rx, args.resume).await
-    })?;
+    let outcome = rt.block_on(runner::fleet::run(
+        &fleet,
+        args.progress.clone(),
+        rx,
+        args.resume,
+    ))?;
     let restored_in = runner::fleet::incumbent_folder(&fleet.bundle, &fleet)
         .unwrap_or_else(|| fleet.bundle.clone());
     let mut doc = (args.ended)(&fleet.bundle, &outcome, None, &restored_in);
     doc.resumed = args.resume;
     drop(rt);
     drop(fleet);
+    if let Some(h) = held {
+        match h.release() {
+            Ok(line) => say!("bakeoff run: {line}"),
+            Err(e) => say!("bakeoff run: warning: {e}"),
+        }
+    }
     Ok(doc)
 }
 

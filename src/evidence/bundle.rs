@@ -48,6 +48,11 @@ pub fn recovery(invocation: u32) -> String {
     format!("recovery-{invocation}.json")
 }
 
+/// A `[fleet.slurm]` campaign's allocation (`evidence::allocation`): the holder job's id and the
+/// nodes Slurm granted, written and synced before any arm starts, so `bakeoff recover` cancels it
+/// after a crash and `--resume` knows the dead run's.
+pub const SLURM_ALLOCATION: &str = "slurm-allocation.json";
+
 /// The folder of a multi-lane bundle that holds one folder per lane.
 pub const LANES_DIR: &str = "lanes";
 
@@ -64,6 +69,12 @@ pub fn lane_dir(lane: &str) -> String {
 /// lane id has no `.`, so it is never another lane's folder).
 pub fn moved_dir(lane: &str, n: usize) -> String {
     lane_dir(&format!("{lane}.moved-{n}"))
+}
+
+/// The bundle a lane folder (`<bundle>/lanes/<lane>`) belongs to; None for any other folder.
+pub fn bundle_of_lane(dir: &Path) -> Option<&Path> {
+    let lanes = dir.parent()?;
+    (lanes.file_name()? == LANES_DIR).then(|| lanes.parent())?
 }
 
 /// What a lane folder's raw logs sit beside: `<bundle>.<lane>` (so `<bundle>.<lane>.logs/`

@@ -1,5 +1,6 @@
 //! Evidence files: every file is written atomically (temp file, fsync, rename).
 
+pub mod allocation;
 pub mod bundle;
 pub mod client_path;
 pub mod crosscheck;

@@ -51,6 +51,10 @@ pub struct CampaignResult {
     /// were moved. Empty (and not written) when no lane was drained.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub moves: Vec<ArmMove>,
+    /// A `[fleet.slurm]` campaign: the allocation its lanes came from (the nodes Slurm granted,
+    /// each lane's node), as `slurm-allocation.json` records it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm_allocation: Option<super::allocation::SlurmAllocation>,
 }
 
 /// An arm moved off a lane that died during the run, to be run from the start on a live lane.

@@ -36,6 +36,7 @@ pub mod recipe;
 pub mod reference;
 pub mod resident;
 pub mod slurm;
+pub mod slurm_alloc;
 pub mod slurm_node;
 pub mod slurm_recipe;
 

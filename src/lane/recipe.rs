@@ -242,6 +242,8 @@ pub struct At<'a> {
     pub stop_grace_s: u64,
     /// A Slurm lane's node: a Slurm arm's job is pinned there (`--nodelist`).
     pub slurm_node: Option<&'a str>,
+    /// A lane Slurm granted: the `--gres` a Slurm arm's job there asks when its arm asks no GPUs.
+    pub slurm_gres: Option<&'a str>,
 }
 
 /// The files a recipe names, for its fingerprint.
@@ -359,6 +361,12 @@ pub trait Recipe: fmt::Debug + Sync {
     /// The nodes it names itself (a Slurm job's `nodelist`): a Slurm lane refuses them, it
     /// pins its arms' jobs to its own node.
     fn own_nodes(&self) -> Option<&str> {
+        None
+    }
+
+    /// The partition its jobs ask (`[arms.slurm] partition`): a lane Slurm grants takes only
+    /// jobs of its request's partition. None: it names none, or it is not a batch job.
+    fn partition(&self) -> Option<&str> {
         None
     }
 

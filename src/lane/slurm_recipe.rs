@@ -85,6 +85,11 @@ impl Recipe for SlurmRecipe {
             let at_wrap = start.argv.len().saturating_sub(1);
             start.argv.insert(at_wrap, format!("--nodelist={node}"));
         }
+        // A lane Slurm granted gives its GPUs to the arm's job (the holder asks none).
+        if let Some(gres) = at.slurm_gres.filter(|_| self.gpus == 0) {
+            let at_wrap = start.argv.len().saturating_sub(1);
+            start.argv.insert(at_wrap, format!("--gres={gres}"));
+        }
         Some(LaunchCommand {
             start,
             stop: StopMethod::Slurm {
@@ -141,6 +146,10 @@ impl Recipe for SlurmRecipe {
 
     fn own_nodes(&self) -> Option<&str> {
         self.nodelist.as_deref()
+    }
+
+    fn partition(&self) -> Option<&str> {
+        self.partition.as_deref()
     }
 
     /// Does a job of its name run?

@@ -609,6 +609,8 @@ pub(super) fn base(f: &Fleet) -> CampaignResult {
     if let Some(r) = read_result(&f.bundle) {
         b.started_at = r.started_at;
     }
+    // The nodes Slurm granted (`[fleet.slurm]`), as recorded before any arm started.
+    b.slurm_allocation = crate::evidence::allocation::read(&f.bundle).ok().flatten();
     b
 }
 

@@ -30,6 +30,7 @@ mod recorder;
 pub mod recover;
 mod reserve;
 pub mod session;
+pub mod slurm_fleet;
 pub mod slurm_lanes;
 mod step;
 mod step_outcome;

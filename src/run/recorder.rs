@@ -114,12 +114,18 @@ impl Recorder {
         }
         rec.result.complete = false;
         // Until this invocation ends; a bundle left like this says its run died before sealing.
+        // A lane folder of a multi-lane bundle (its logs sit beside the whole bundle) is
+        // recovered and resumed through its bundle, never alone.
+        let root = Some(rec.dir.as_path())
+            .filter(|d| *d != rec.beside)
+            .and_then(bundle::bundle_of_lane)
+            .unwrap_or(&rec.dir)
+            .display()
+            .to_string();
         rec.result.incomplete_reason = Some(format!(
-            "running (invocation {}, pid {}): when no such bakeoff process runs, it died before sealing the bundle (no manifest); `bakeoff recover {}` puts the lane back, `bakeoff run --resume {}` finishes the campaign",
+            "running (invocation {}, pid {}): when no such bakeoff process runs, it died before sealing the bundle (no manifest); `bakeoff recover {root}` puts the lane back, `bakeoff run --resume {root}` finishes the campaign",
             rec.inv,
             std::process::id(),
-            rec.dir.display(),
-            rec.dir.display()
         ));
         rec.save();
         Ok(rec)

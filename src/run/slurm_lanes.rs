@@ -21,11 +21,19 @@ fn resolve_with(
     mut c: Campaign,
     addr: fn(&str, &str) -> Result<String, String>,
 ) -> Result<Campaign, String> {
-    if c.fleet.iter().all(|e| e.slurm_node.is_none()) {
+    if c.fleet.iter().all(|e| !e.is_slurm()) {
         return Ok(c);
     }
     for e in c.fleet.iter_mut() {
-        let Some(node) = &e.slurm_node else { continue };
+        let Some(node) = &e.slurm_node else {
+            if e.granted.is_some() {
+                return Err(format!(
+                    "lane {}: no node: Slurm has not granted the campaign's lanes yet (bakeoff asks for them when the run starts)",
+                    e.id
+                ));
+            }
+            continue;
+        };
         e.host = addr("sbatch", node).map_err(|why| {
             format!(
                 "lane {}: slurm_node {node}: {why}; name a node `sinfo -N` lists as usable, or bring it back (`scontrol update nodename={node} state=resume`)",

@@ -12,4 +12,5 @@ mod mixed;
 mod promote;
 mod slurm;
 mod slurm_fleet;
+mod slurm_grant;
 mod slurm_recovery;

@@ -13,7 +13,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// A node's address, from the cluster's `nodes` file ("NAME ADDRESS" per line).
-fn node_addr(node: &str) -> String {
+pub(crate) fn node_addr(node: &str) -> String {
     let nodes = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/infra/slurm/nodes");
     let all = std::fs::read_to_string(&nodes).unwrap();
     all.lines()
@@ -23,7 +23,7 @@ fn node_addr(node: &str) -> String {
 }
 
 /// `GET /health` at `host:port`: the status line's code.
-fn health(host: &str, port: u16) -> Option<u16> {
+pub(crate) fn health(host: &str, port: u16) -> Option<u16> {
     let addr = format!("{host}:{port}").parse().ok()?;
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_millis(300)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
@@ -58,7 +58,19 @@ time_limit = "10:00"
     )
 }
 
-fn campaign(t: &Camp, lanes: &str, arms: &[String]) -> PathBuf {
+/// The arms `ids` (the first the incumbent, the others candidates), each a job named
+/// `<name>-<id>`.
+pub(crate) fn arms_of(t: &Camp, name: &str, ids: &[&str]) -> Vec<String> {
+    ids.iter()
+        .enumerate()
+        .map(|(i, id)| {
+            let role = if i == 0 { "incumbent" } else { "candidate" };
+            arm(t, id, role, &format!("{name}-{id}"))
+        })
+        .collect()
+}
+
+pub(crate) fn campaign(t: &Camp, lanes: &str, arms: &[String]) -> PathBuf {
     let mut s = format!(
         r#"[campaign]
 id = "slurm-fleet"
@@ -88,7 +100,7 @@ required_gates = ["smoke", "streaming", "restoration"]
 
 /// The incumbent `inc` serving on node1 as a job of its name (`<name>-inc`), as bakeoff would
 /// submit it: its job id, once it answers there.
-fn serve_incumbent(t: &Camp, name: &str) -> String {
+pub(crate) fn serve_incumbent(t: &Camp, name: &str) -> String {
     let sub = Command::new("sbatch")
         .args(["--parsable", "--partition=fleet", "--nodelist=node1"])
         .arg(format!("--job-name={name}-inc"))
@@ -115,7 +127,7 @@ fn serve_incumbent(t: &Camp, name: &str) -> String {
 }
 
 /// `[[lanes]]` tables `n1..n<k>` on node1..node<k>, the incumbent's lane n1, all on `port`.
-fn node_lanes(k: usize, port: u16) -> String {
+pub(crate) fn node_lanes(k: usize, port: u16) -> String {
     let mut lanes = String::new();
     for i in 1..=k {
         lanes.push_str(&format!(
@@ -148,9 +160,22 @@ fn node_down(node: &str, reason: &str) {
     assert!(o.status.success(), "{}", text(&o));
 }
 
+/// `bakeoff ARGS PATH --no-progress`, which must succeed: what it said.
+pub(crate) fn bakeoff_ok(args: &[&str], path: &Path) -> String {
+    let o = Command::new(BIN)
+        .args(args)
+        .arg(path)
+        .arg("--no-progress")
+        .output()
+        .unwrap();
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    out
+}
+
 /// `bakeoff run FILE` paused when arm `b` is ready (`pause` appears): the running child, once
 /// paused.
-fn run_paused(file: &Path, pause: &Path) -> std::process::Child {
+pub(crate) fn run_paused(file: &Path, pause: &Path) -> std::process::Child {
     let run = Command::new(BIN)
         .arg("run")
         .arg(file)
@@ -188,12 +213,10 @@ fn six_arms_over_four_slurm_nodes_complete_verify_and_measure_a_slow_node() {
     // A TTFT long enough that 8 % of it stands above a loaded machine's noise.
     let profile = "ttft_ms = 60\ndecode_tok_s = 400\ncontext_tokens = 4096";
     let ids = ["inc", "a", "b", "c", "d", "e"];
-    let mut arms = Vec::new();
     for (i, id) in ids.iter().enumerate() {
         t.profile(id, if i < 1 { profile } else { FAST });
-        let role = if i == 0 { "incumbent" } else { "candidate" };
-        arms.push(arm(&t, id, role, &format!("{name}-{id}")));
     }
+    let arms = arms_of(&t, &name, &ids);
     let mut lanes = String::new();
     for k in 1..=4 {
         lanes.push_str(&format!(
@@ -381,18 +404,7 @@ fn a_node_marked_down_mid_run_moves_its_arm_and_the_verdict_is_unchanged() {
     t.profile("b", mid);
     t.profile("c", &format!("fail_at_startup = \"no such device\"\n{mid}"));
     t.profile("d", mid);
-    let ids = ["inc", "a", "b", "c", "d"];
-    let arms: Vec<String> = ids
-        .iter()
-        .map(|id| {
-            let role = if *id == "inc" {
-                "incumbent"
-            } else {
-                "candidate"
-            };
-            arm(&t, id, role, &format!("{name}-{id}"))
-        })
-        .collect();
+    let arms = arms_of(&t, &name, &["inc", "a", "b", "c", "d"]);
     let file = campaign(&t, &node_lanes(4, t.port), &arms);
     let first = serve_incumbent(&t, &name);
     // inc on n1, a → n2, b → n3, c → n4, d → n1: b serves on node3 when node3 goes down.
@@ -503,17 +515,7 @@ fn sigkill_during_three_slurm_lanes_then_recover_leaves_no_job_and_resume_comple
     for id in ["inc", "a", "b"] {
         t.profile(id, FAST);
     }
-    let arms: Vec<String> = ["inc", "a", "b"]
-        .iter()
-        .map(|id| {
-            let role = if *id == "inc" {
-                "incumbent"
-            } else {
-                "candidate"
-            };
-            arm(&t, id, role, &format!("{name}-{id}"))
-        })
-        .collect();
+    let arms = arms_of(&t, &name, &["inc", "a", "b"]);
     let file = campaign(&t, &node_lanes(3, t.port), &arms);
     serve_incumbent(&t, &name);
     // inc on n1, a on n2, b on n3: killed while b serves on node3 (a serving or done on n2).
@@ -545,14 +547,7 @@ fn sigkill_during_three_slurm_lanes_then_recover_leaves_no_job_and_resume_comple
     verify(&b);
     let r = json(&b.join("campaign-result.json"));
     assert_eq!(r["complete"], false, "{r:#}");
-    let o = Command::new(BIN)
-        .args(["run", "--resume"])
-        .arg(&b)
-        .arg("--no-progress")
-        .output()
-        .unwrap();
-    let out = text(&o);
-    assert!(o.status.success(), "{out}");
+    bakeoff_ok(&["run", "--resume"], &b);
     let r = json(&b.join("campaign-result.json"));
     assert_eq!(r["complete"], true, "{r:#}");
     verify(&b);

@@ -110,6 +110,13 @@ fn sigkill_during_two_lanes_then_recover_and_resume() {
         "{r:#}"
     );
     assert!(!b.join("artifact-manifest.json").exists());
+    // A lane folder's own result names the bundle to recover, not itself (refused alone).
+    let lane = json(&b.join("lanes/g1/campaign-result.json"));
+    let said = lane["incomplete_reason"].as_str().unwrap();
+    assert!(
+        said.contains(&format!("`bakeoff recover {}`", b.display())) && !said.contains("lanes/g1"),
+        "{said}"
+    );
     let killed = t0.elapsed().as_secs_f64();
 
     // recover: every lane back, one line per lane.

@@ -188,6 +188,7 @@ impl Campaign {
                     gpus: &l.lane.gpus,
                     stop_grace_s: l.lane.stop_grace_s,
                     slurm_node: l.lane.slurm_node.as_deref(),
+                    slurm_gres: l.lane.slurm_gres.as_deref(),
                 };
                 arm.recipe()
                     .command(&at)
@@ -236,6 +237,19 @@ impl Campaign {
     }
 
     /// Whether the campaign runs on more than one lane (evidence names then carry the lane).
+    /// `[fleet.slurm]`'s request (the holder job's sbatch argv), the file's own Slurm lanes'
+    /// nodes excluded; None without `[fleet.slurm]`.
+    pub fn slurm_request(&self) -> Option<Vec<String>> {
+        let s = self.fleet_table.as_ref()?.grant.as_ref()?;
+        let own: Vec<&str> = self
+            .fleet
+            .iter()
+            .filter(|e| e.granted.is_none())
+            .filter_map(|e| e.slurm_node.as_deref())
+            .collect();
+        Some(s.request(&self.campaign.id, &own))
+    }
+
     pub fn multi_lane(&self) -> bool {
         self.fleet.len() > 1
     }

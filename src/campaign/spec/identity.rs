@@ -83,6 +83,10 @@ pub struct Lane {
     /// arm's job on the lane is pinned there (`--nodelist`), the arm's own recipe unchanged.
     #[serde(skip)]
     pub slurm_node: Option<String>,
+    /// A lane Slurm granted (`[fleet.slurm] gres`): the `--gres` of every Slurm arm's job there
+    /// whose arm asks no `gpus` itself.
+    #[serde(skip)]
+    pub slurm_gres: Option<String>,
 }
 
 pub(super) fn default_host() -> String {
@@ -118,6 +122,7 @@ impl Lane {
             cost_per_hour: None,
             currency: None,
             slurm_node: None,
+            slurm_gres: None,
         }
     }
 

@@ -31,7 +31,13 @@ pub(super) fn lanes(c: &mut Campaign, r: &mut Reporter) {
         );
     }
     across_lanes(c, r);
-    for (i, e) in c.fleet.iter().enumerate() {
+    // A granted lane's settings are `[fleet.slurm]`'s, checked there.
+    for (i, e) in c
+        .fleet
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.granted.is_none())
+    {
         lane_settings(&e.lane(), &p("lanes").index(i), r);
     }
     incumbents(c, r);
@@ -42,7 +48,12 @@ pub(super) fn lanes(c: &mut Campaign, r: &mut Reporter) {
 /// `[fleet]` (its control arm) and each lane's `env` names: after the arms are checked (the
 /// control's recipe must be one bakeoff starts on any lane).
 pub(super) fn fleet(c: &Campaign, r: &mut Reporter) {
-    for (i, e) in c.fleet.iter().enumerate() {
+    for (i, e) in c
+        .fleet
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.granted.is_none())
+    {
         for k in e.env.keys() {
             let ok = k
                 .chars()
@@ -169,6 +180,10 @@ fn across_lanes(c: &Campaign, r: &mut Reporter) {
                 ),
                 "give every [[lanes]] table an id of its own",
             );
+        }
+        if e.granted.is_some() {
+            // Its node is Slurm's to grant, never one of the file's (the request excludes them).
+            continue;
         }
         // A Slurm lane is where its node is (its address is resolved when the run starts).
         if let Some(node) = &e.slurm_node {

@@ -7,6 +7,7 @@ mod arms;
 mod capacity;
 mod common;
 mod container;
+mod fleet_slurm;
 mod gates;
 mod identity;
 mod lanes;
@@ -34,6 +35,7 @@ pub(super) fn resolve_and_validate(
     let mut r = Reporter::new(file, index);
     let dir = c.source.dir.clone();
     identity::identity(c, &dir, &mut r);
+    fleet_slurm::expand(c);
     lanes::lanes(c, &mut r);
     price::ranking(c, &mut r);
     sources::sources(c, &dir, &mut r);
@@ -50,6 +52,7 @@ pub(super) fn resolve_and_validate(
     lanes::bound_arms(c, &mut r);
     lanes::fleet(c, &mut r);
     slurm_lanes::slurm_lanes(c, &mut r);
+    fleet_slurm::fleet_slurm(c, &mut r);
     workload::long_context(c, &mut r);
     policy::policy(c, &mut r);
     policy::promotion(c, &mut r);

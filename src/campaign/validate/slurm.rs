@@ -55,7 +55,7 @@ const OWN_OPTIONS: &[(&str, &str)] = &[
 ];
 
 /// `[D-]HH:MM:SS`, `MM`, `MM:SS`, `HH:MM:SS`, `D-HH`, `D-HH:MM` (Slurm's `--time` forms).
-fn time_limit_ok(t: &str) -> bool {
+pub(super) fn time_limit_ok(t: &str) -> bool {
     let (days, rest) = match t.split_once('-') {
         Some((d, r)) => (Some(d), r),
         None => (None, t),
@@ -69,7 +69,7 @@ fn time_limit_ok(t: &str) -> bool {
 }
 
 /// A value that goes into `--opt=VALUE` as one argument: no whitespace, not empty.
-fn word_ok(v: &str) -> bool {
+pub(super) fn word_ok(v: &str) -> bool {
     !v.is_empty() && !v.chars().any(|c| c.is_whitespace() || c.is_control())
 }
 

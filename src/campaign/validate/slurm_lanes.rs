@@ -24,12 +24,16 @@ fn node_name_ok(name: &str) -> bool {
 }
 
 pub(super) fn slurm_lanes(c: &Campaign, r: &mut Reporter) {
-    let Some(first) = c.fleet.iter().position(|e| e.slurm_node.is_some()) else {
+    let Some(first) = c.fleet.iter().position(|e| e.is_slurm()) else {
         return;
     };
     let first_id = c.fleet[first].id.clone();
     for (i, e) in c.fleet.iter().enumerate() {
         let at = p("lanes").index(i);
+        if e.granted.is_some() {
+            // Slurm names its node when the run starts.
+            continue;
+        }
         let Some(node) = &e.slurm_node else {
             r.error(
                 &at.key("id"),
