@@ -9,12 +9,18 @@ cd "$(dirname "$0")/.."
 # Slurm cluster (target/infra/slurm: the host node plus four namespaced nodes) and a PostgreSQL server (target/infra/postgres)
 # when they are not up; whatever happens, all are torn down at exit (containers and jobs gone,
 # daemons stopped, no interface or firewall rule left, the database folder removed).
+build_pid=""
 teardown() {
+  [ -z "$build_pid" ] || kill "$build_pid" 2>/dev/null || true
   scripts/infra/postgres.sh down target/infra/postgres >/dev/null 2>&1 || true
   scripts/infra/slurm.sh down target/infra/slurm >/dev/null 2>&1 || true
   scripts/infra/docker.sh down target/infra/docker || true
 }
 trap teardown EXIT
+# The test build starts first and runs while the installers below wait on the network and the
+# disk: on a fresh machine they take minutes that the build would otherwise wait for.
+cargo test --features full-suite --lib --bins --tests --no-run "$@" &
+build_pid=$!
 scripts/engine-setup.sh
 if ! command -v chromium >/dev/null 2>&1; then
   echo "installing Debian's chromium (used by tests/it/report/browser.rs and scripts/report-screenshots.sh) ..." >&2
@@ -28,6 +34,12 @@ if ! command -v chromium >/dev/null 2>&1; then
 fi
 scripts/infra/docker.sh install
 scripts/infra/postgres.sh install
+if ! wait "$build_pid"; then
+  build_pid=""
+  echo "the test build failed (its errors are above)" >&2
+  exit 1
+fi
+build_pid=""
 # --features full-suite: the real-engine, Docker/Slurm, browser and seed-replay tests too (plain
 # `cargo test` runs only what needs nothing installed).
 # Two runs, one build: the timing-sensitive binaries first, while none of the daemons tests/infra
