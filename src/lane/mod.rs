@@ -39,6 +39,7 @@ pub mod slurm;
 pub mod slurm_alloc;
 pub mod slurm_node;
 pub mod slurm_recipe;
+pub mod slurm_step;
 
 pub use container_recipe::{ContainerRecipe, Volume};
 pub use endpoint::EndpointRecipe;
