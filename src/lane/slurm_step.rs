@@ -96,9 +96,10 @@ mod tests {
 
     #[test]
     fn the_step_runs_in_the_arms_job_on_the_lanes_node() {
-        let job = SlurmJob {
-            job_id: "41".into(),
-            ..Default::default()
+        let job = {
+            let mut j = SlurmJob::default();
+            j.job_id = "41".into();
+            j
         };
         let a = step_argv(
             &job,

@@ -159,9 +159,10 @@ mod tests {
         let nc = NodeClient {
             node: "node2".into(),
             node_addr: "10.9.0.12".into(),
-            job: SlurmJob {
-                job_id: "41".into(),
-                ..Default::default()
+            job: {
+                let mut j = SlurmJob::default();
+                j.job_id = "41".into();
+                j
             },
             dir: PathBuf::new(),
             arm: "a".into(),

@@ -138,6 +138,12 @@ pub(crate) fn node_lanes(k: usize, port: u16) -> String {
     lanes
 }
 
+/// Lane `lane`'s record in a bundle's result (`lanes[]`).
+pub(crate) fn lane_of<'a>(r: &'a serde_json::Value, lane: &str) -> &'a serde_json::Value {
+    let lanes = r["lanes"].as_array().unwrap();
+    lanes.iter().find(|l| l["id"] == lane).unwrap()
+}
+
 /// Every timed step of lane `lane`'s arms ran its client on `node` (docs/fleet.md "Where the
 /// client runs"): each step file's `client` names the node, the arm's Slurm job, a step of it,
 /// the node's address as the one it sent from, and its order and load files (beside it, hashed
@@ -149,12 +155,7 @@ pub(crate) fn assert_clients_on_node(
     lane: &str,
     node: &str,
 ) -> usize {
-    let l = r["lanes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|l| l["id"] == lane)
-        .unwrap();
+    let l = lane_of(r, lane);
     assert_eq!(
         (l["client"]["mode"].as_str(), l["client"]["host"].as_str()),
         (Some("node"), Some(node)),
@@ -358,6 +359,8 @@ fn six_arms_over_four_slurm_nodes_complete_verify_and_measure_a_slow_node() {
         .sum();
     assert_eq!(on, ids.len(), "{r:#}");
     verify(&b);
+    let page = std::fs::read_to_string(b.join("report.html")).unwrap();
+    assert!(page.contains("client on node node4, a job step beside each arm"));
     // The restored incumbent is the only job of the campaign left: running on node1.
     let jobs = squeue(&name);
     assert_eq!(jobs.len(), 1, "{jobs:?}");
@@ -387,6 +390,10 @@ fn six_arms_over_four_slurm_nodes_complete_verify_and_measure_a_slow_node() {
         .filter(|c| c["lane"] != "n4")
     {
         let p50 = c["ttft_ms"]["p50"].as_f64().unwrap();
+        eprintln!(
+            "lane {}: control TTFT p50 {p50:.2} ms, measured on its node",
+            c["lane"]
+        );
         assert!((60.0..63.0).contains(&p50), "{c:#}");
     }
 }
@@ -520,12 +527,7 @@ fn a_node_marked_down_mid_run_moves_its_arm_and_the_verdict_is_unchanged() {
     assert_eq!(rb["status"], "completed", "{r:#}");
     // What b measured on n3 before the node went down is kept there, not counted.
     assert!(b.join("lanes/n3/b-launch.json").is_file());
-    let n3 = r["lanes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|l| l["id"] == "n3")
-        .unwrap();
+    let n3 = lane_of(&r, "n3");
     assert_eq!(n3["arms"], serde_json::json!([]), "{r:#}");
     assert!(n3["drained"].as_str().unwrap().contains("DOWN"), "{r:#}");
     verify(&b);

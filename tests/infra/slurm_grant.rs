@@ -5,7 +5,8 @@
 
 use super::slurm::{cluster, job, squeue, Leftovers, FAST};
 use super::slurm_fleet::{
-    arms_of, assert_clients_on_node, bakeoff_ok, campaign, node_lanes, run_paused, serve_incumbent,
+    arms_of, assert_clients_on_node, bakeoff_ok, campaign, lane_of, node_lanes, run_paused,
+    serve_incumbent,
 };
 use crate::support::campaign::{json, text, verify, Camp};
 use crate::support::BIN;
@@ -82,12 +83,7 @@ fn three_lanes_granted_by_slurm_run_the_arms_and_are_given_back() {
     let mut on_granted = 0;
     for g in a["lanes"].as_array().unwrap() {
         let (lane, node) = (g["lane"].as_str().unwrap(), g["node"].as_str().unwrap());
-        let l = r["lanes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|l| l["id"] == lane)
-            .unwrap();
+        let l = lane_of(&r, lane);
         for arm in l["arms"].as_array().unwrap() {
             let stop = json(&b.join(format!("lanes/{lane}/{}-stop.json", arm.as_str().unwrap())));
             assert_eq!(stop["stop"]["slurm_job"]["node"], *node, "{stop:#}");
