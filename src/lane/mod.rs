@@ -655,6 +655,17 @@ pub async fn wait_ready(
     ready::wait_ready(running, lane).await
 }
 
+/// Polls `target`'s health (as [`wait_ready`] does) until it answers, at most `within`: for an
+/// arm bakeoff did not launch in this process (a Slurm incumbent found under its job name, maybe
+/// still pending or starting). Err: the last probe's words.
+pub async fn wait_answers(
+    target: &Target,
+    lane: &LaneSpec,
+    within: Duration,
+) -> Result<(), String> {
+    ready::wait_answers(target, &lane.health_path, within).await
+}
+
 /// Stops an arm: SIGTERM to its whole process group, up to `grace` for everything in it to exit,
 /// then SIGKILL to the group; reaps it, verifies no process of the group is left and that the
 /// lane port is free again. Containers: `docker stop -t GRACE`, `docker logs` into the log file,
