@@ -15,6 +15,7 @@ pub mod bench_conv;
 pub mod bench_output;
 pub mod bench_source;
 pub mod bench_sweep;
+pub mod client_step;
 pub mod compare;
 pub mod engine;
 pub mod gate;

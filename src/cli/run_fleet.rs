@@ -53,10 +53,11 @@ pub fn run(args: Ask, c: Campaign, bundle: PathBuf) -> Result<RunDoc> {
         }))
         .map_err(|e| match e {
             runner::slurm_fleet::NoLanes::Refused(m) => refuse(m),
-            runner::slurm_fleet::NoLanes::Signal => {
-                super::Exit::with(130, "the Slurm request was cancelled by a signal; nothing ran")
-                    .into()
-            }
+            runner::slurm_fleet::NoLanes::Signal => super::Exit::with(
+                130,
+                "the Slurm request was cancelled by a signal; nothing ran",
+            )
+            .into(),
         })?;
     if let Some(h) = &held {
         say!(

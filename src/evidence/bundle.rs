@@ -83,6 +83,18 @@ pub fn lane_beside(bundle: &Path, lane: &str) -> PathBuf {
     sibling(bundle, lane)
 }
 
+/// A timed load ordered to the client on a Slurm lane's node (docs/fleet.md "Where the client
+/// runs"): `<arm>-client-<first request index>-order.json`, the order the controller wrote.
+pub fn client_order(arm: &str, first_index: u64) -> String {
+    format!("{arm}-client-{first_index}-order.json")
+}
+
+/// The raw load the client step on the node wrote for that order (per-request traces, never
+/// figures): `<arm>-client-<first request index>-load.json`.
+pub fn client_output(arm: &str, first_index: u64) -> String {
+    format!("{arm}-client-{first_index}-load.json")
+}
+
 /// An arm step's evidence: `<arm>-<step>[-<shape>].json`, e.g. `fast-timing-4k-c1-warm.json`.
 pub fn step_file(arm: &str, step: &str, shape: Option<&str>) -> String {
     match shape {

@@ -7,9 +7,11 @@ use serde::{Deserialize, Serialize};
 /// A lane's client placement, as recorded in `campaign-result.json` (`lanes[].client`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct ClientPath {
-    /// The host the load client ran on (bakeoff's own).
+    /// The host the load client ran on: bakeoff's own, or (mode `node`) the lane's Slurm node.
     pub host: String,
-    /// `same-host` (the lane's address is one of this host's) or `network`.
+    /// `same-host` (the lane's address is one of this host's), `network`, or `node`: each timed
+    /// step's client ran on the lane's node as a job step beside the arm (each step file's
+    /// `client` says where it ran: node, Slurm job and step, address).
     pub mode: String,
     /// Over the network: the TCP round trip to the lane's address (connect time), ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -30,9 +32,10 @@ pub struct Rtt {
 
 pub const SAME_HOST: &str = "same-host";
 pub const NETWORK: &str = "network";
+pub const NODE: &str = "node";
 
 impl ClientPath {
-    /// The lane's figures in words, for the bundle's notes: None on the same host.
+    /// The lane's figures in words, for the bundle's notes: None on the same host or the node.
     pub fn note(&self, lane: &str, address: &str) -> Option<String> {
         if self.mode != NETWORK {
             return None;

@@ -3,7 +3,7 @@
 //! measured over the network, and every TTFT and E2E figure there includes the round trip. The
 //! bundle records it per lane, with the round trip measured, so the figures say what they rest on.
 
-pub use crate::evidence::client_path::{ClientPath, Rtt, NETWORK, SAME_HOST};
+pub use crate::evidence::client_path::{ClientPath, Rtt, NETWORK, NODE, SAME_HOST};
 use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs, UdpSocket};
 use std::time::{Duration, Instant};
 

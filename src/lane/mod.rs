@@ -39,6 +39,7 @@ pub mod slurm;
 pub mod slurm_alloc;
 pub mod slurm_node;
 pub mod slurm_recipe;
+pub mod slurm_step;
 
 pub use container_recipe::{ContainerRecipe, Volume};
 pub use endpoint::EndpointRecipe;
@@ -652,6 +653,17 @@ pub async fn wait_ready(
     lane: &LaneSpec,
 ) -> Result<ReadyFacts, LaunchFailure> {
     ready::wait_ready(running, lane).await
+}
+
+/// Polls `target`'s health (as [`wait_ready`] does) until it answers, at most `within`: for an
+/// arm bakeoff did not launch in this process (a Slurm incumbent found under its job name, maybe
+/// still pending or starting). Err: the last probe's words.
+pub async fn wait_answers(
+    target: &Target,
+    lane: &LaneSpec,
+    within: Duration,
+) -> Result<(), String> {
+    ready::wait_answers(target, &lane.health_path, within).await
 }
 
 /// Stops an arm: SIGTERM to its whole process group, up to `grace` for everything in it to exit,

@@ -85,6 +85,29 @@ pub(super) async fn wait_ready(
     }
 }
 
+/// See `lane::wait_answers`.
+pub(super) async fn wait_answers(
+    target: &Target,
+    health: &str,
+    within: Duration,
+) -> Result<(), String> {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        match probe(
+            target,
+            health,
+            left.clamp(Duration::from_millis(50), PROBE_TIMEOUT),
+        )
+        .await
+        {
+            Ok(_) => return Ok(()),
+            Err(note) if left.is_zero() => return Err(note),
+            Err(_) => tokio::time::sleep(POLL.min(left)).await,
+        }
+    }
+}
+
 async fn exited(running: &mut Running, lane: &LaneSpec, exit: ExitInfo) -> LaunchFailure {
     let elapsed_ms = running.elapsed_ms();
     // Kill leftovers of the group / fetch the container's logs and remove it.

@@ -45,7 +45,8 @@ pub struct SlurmJob {
 }
 
 impl SlurmJob {
-    fn tool(&self, name: &str) -> PathBuf {
+    /// The Slurm command `name` (`srun`, `scancel`, …) beside the arm's sbatch.
+    pub fn tool(&self, name: &str) -> PathBuf {
         match &self.bin_dir {
             Some(d) => d.join(name),
             None => PathBuf::from(name),

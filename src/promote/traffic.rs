@@ -141,6 +141,7 @@ impl Work {
             gpus: Vec::new(),
             idle_power_w: Default::default(),
             schedule: None,
+            client: None,
         };
         timed::source(&inp, &work).0
     }

@@ -192,6 +192,12 @@ fn client(l: &crate::evidence::result::LaneRun) -> String {
     let Some(c) = &l.client else {
         return String::new();
     };
+    if c.mode == crate::evidence::client_path::NODE {
+        return format!(
+            "<br>client on node {}, a job step beside each arm",
+            esc(&c.host)
+        );
+    }
     if c.mode != crate::evidence::client_path::NETWORK {
         return format!("<br>client on {} (same host)", esc(&c.host));
     }

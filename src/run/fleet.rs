@@ -23,6 +23,7 @@ use crate::campaign::checkpoint::InvocationTiming;
 use crate::campaign::{lane_plan, Campaign, Plan};
 use crate::evidence::bundle;
 use crate::evidence::result::{ArmMove, CampaignResult, LaneRun};
+use crate::lane::client_path::ClientPath;
 use anyhow::Result;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -45,7 +46,7 @@ pub struct FleetLane {
     /// What its raw logs sit beside (`bundle::lane_beside`).
     pub beside: PathBuf,
     /// Where its client runs, measured when the lane is taken.
-    pub client: crate::lane::client_path::ClientPath,
+    pub client: ClientPath,
 }
 
 /// Takes every lane of `c` (a `[[lanes]]` campaign with more than one) for a run into `bundle`:
@@ -108,7 +109,7 @@ pub(super) fn begin_lanes(
                 id: l.id.clone(),
                 session: s,
                 beside,
-                client: crate::lane::client_path::measure(&me, &l.lane.host, l.lane.port),
+                client: client_path(c, &me, &l.lane),
             }),
             Err(mut r) => {
                 r.message = format!("lane {}: {}", l.id, r.message);
@@ -117,6 +118,19 @@ pub(super) fn begin_lanes(
         }
     }
     Ok((plan, lanes))
+}
+
+/// Where lane `lane`'s client runs: on its Slurm node (each timed step a job step beside the
+/// arm, `run::client_node`), or here, measured as same-host or over the network.
+fn client_path(c: &Campaign, me: &str, lane: &crate::campaign::Lane) -> ClientPath {
+    match &lane.slurm_node {
+        Some(node) if c.client_on_node(lane) => ClientPath {
+            host: node.clone(),
+            mode: crate::lane::client_path::NODE.into(),
+            ..Default::default()
+        },
+        _ => crate::lane::client_path::measure(me, &lane.host, lane.port),
+    }
 }
 
 impl Fleet {

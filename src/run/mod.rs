@@ -14,6 +14,8 @@
 //! prints nothing but progress lines; the verdict documents are written by the caller.
 
 mod arm;
+pub mod client_node;
+pub mod client_step;
 mod context;
 mod first_records;
 pub mod fleet;

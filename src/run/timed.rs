@@ -4,16 +4,18 @@
 //! an optional cap and a warm-up by count or time; the level plan is `bench`'s), with an engine
 //! `/metrics` snapshot before and after and GPU samples where the lane has GPUs.
 
+use super::client_node::NodeClient;
+use super::client_step::{self, LoadOut};
 use crate::bench::conv::{self, PrefixPlan, SourceParts};
 use crate::bench::line::LineWriter;
 use crate::bench::sweep::Level;
 use crate::bench::{ArrivalKind, LoadMode, LoadRecord, LoadShape};
 use crate::campaign::plan::OpenLoopStep;
 use crate::campaign::ArrivalProcess;
-use crate::client::{StreamOpts, Target, Trace};
+use crate::client::{StreamOpts, Target};
 use crate::evidence::result::{Stat, TimingRecord};
 use crate::load::places::{PlaceSummary, Shape};
-use crate::load::session::{self, Session, Telemetry};
+use crate::load::session;
 use crate::load::source::PromptText;
 use crate::load::{Mode, Plan, Source};
 use crate::metrics::summary::RunStats;
@@ -56,6 +58,9 @@ pub struct TimingInput {
     /// A trace replay's own schedule (`bench::trace::TraceLoad::plan`): replaces the closed
     /// or open loop; its `load` record is the plan's.
     pub schedule: Option<Plan>,
+    /// Where the load client runs: None in this process; on a Slurm lane's node (docs/fleet.md
+    /// "Where the client runs") as a job step of the arm's job.
+    pub client: Option<NodeClient>,
 }
 
 /// A timed step's workload source, sized once per launch (`run/steps/timing.rs`).
@@ -133,25 +138,61 @@ pub async fn run(inp: TimingInput) -> Result<TimingOutput, String> {
 /// prompt.
 pub async fn run_work(inp: TimingInput, work: StepWork) -> Result<TimingOutput, String> {
     let (source, items, script) = source(&inp, &work);
-    let s = Session {
-        target: inp.target.clone(),
-        plan: load_plan(&inp),
-        source,
-        opts: StreamOpts {
-            timeout: Duration::from_secs_f64(TIMEOUT_S),
-            stall: Duration::from_secs_f64(STALL_S),
-            collect: false,
-        },
-        cancel: None,
-        telemetry: Telemetry::Lane {
-            gpus: inp.gpus.clone(),
-        },
-        seed: inp.seed,
+    let plan = load_plan(&inp);
+    let opts = StreamOpts {
+        timeout: Duration::from_secs_f64(TIMEOUT_S),
+        stall: Duration::from_secs_f64(STALL_S),
+        collect: false,
     };
-    let out = session::run(s, Vec::<Trace>::new())
-        .await
-        .map_err(|e| format!("{e:#}"))?;
-    let stats = out.stats();
+    // One load, here or on the lane's node; its figures come from its traces the same way.
+    let (out, client) = match &inp.client {
+        None => {
+            let t = inp.target.clone();
+            let out = client_step::load(t, plan, source, opts, inp.gpus.clone(), inp.seed).await?;
+            (out, None)
+        }
+        Some(nc) => {
+            let n = ordered_requests(&inp, &plan);
+            let o =
+                client_step::order(&inp.target, &plan, &*source, n, &opts, &inp.gpus, inp.seed)?;
+            let (out, record) = super::client_node::run(nc, &o, inp.first_index).await?;
+            (out, Some(record))
+        }
+    };
+    finish(&inp, &work, (items, script), out, client)
+}
+
+/// Every request index a load of `plan` may ask for: its warm-up and measured requests, and on
+/// an open loop the indices the step reserved for a warm-up by time (`OpenLoopStep::indices`).
+fn ordered_requests(inp: &TimingInput, plan: &Plan) -> u64 {
+    let counted = plan.requests.unwrap_or(0) + plan.warmup;
+    let given = match &plan.mode {
+        crate::load::Mode::Open {
+            arrival: crate::load::Arrival::Given(o),
+            ..
+        } => o.len() as u64,
+        _ => 0,
+    };
+    let reserved = inp
+        .open_loop
+        .as_ref()
+        .map_or(0, |o| o.indices(inp.requests, 1));
+    counted.max(given).max(reserved).max(1)
+}
+
+/// The step's figures and evidence from its load (wherever it ran): the statistics folded from
+/// its traces, one line per request, the load record, the lane's telemetry.
+fn finish(
+    inp: &TimingInput,
+    work: &StepWork,
+    (items, script): (Option<Arc<WorkSet>>, Option<Arc<Scripts>>),
+    out: LoadOut,
+    client: Option<Value>,
+) -> Result<TimingOutput, String> {
+    let collector = out.collector();
+    let window = out.window();
+    let reads = out.reads();
+    let stats = collector.summarize(inp.seed);
     // The one per-request line `bench --requests-jsonl` writes too.
     let mut writer = LineWriter {
         start: Some(out.started_ns),
@@ -159,18 +200,17 @@ pub async fn run_work(inp: TimingInput, work: StepWork) -> Result<TimingOutput, 
         script,
         level: None,
     };
-    let lines: Vec<Value> = out.sink.iter().map(|t| writer.line(t)).collect();
+    let lines: Vec<Value> = out.traces.iter().map(|t| writer.line(t)).collect();
     let workload = work.shape().map(|shape| {
         let mut p = PlaceSummary::default();
-        out.sink.iter().for_each(|t| p.fold(t));
+        out.traces.iter().for_each(|t| p.fold(t));
         p.summary(shape)
     });
     let structured = workload.is_some();
-    let lane = out.lane.expect("asked for lane telemetry");
     let load = match &inp.open_loop {
         None if inp.schedule.is_some() => {
             json!({"mode": "trace-replay", "requests": inp.requests, "first_index": inp.first_index,
-                 "window": out.window.as_ref().ok().map(|w| json!({"start_ns": w.start_ns, "end_ns": w.end_ns,
+                 "window": window.as_ref().ok().map(|w| json!({"start_ns": w.start_ns, "end_ns": w.end_ns,
                      "warmup_requests": w.warmup_requests, "cap_delayed": w.cap_delayed, "peak_in_flight": w.peak_in_flight}))})
         }
         None => {
@@ -178,7 +218,7 @@ pub async fn run_work(inp: TimingInput, work: StepWork) -> Result<TimingOutput, 
                  "first_index": inp.first_index, "warmup": 0,
                  "nonce_base": inp.prompt.nonce.then_some(inp.nonce_base)})
         }
-        Some(o) => open_load_record(&inp, o, out.window.as_ref().ok()),
+        Some(o) => open_load_record(inp, o, window.as_ref().ok()),
     };
     // With a cap that delayed requests the schedule lag is the cap's doing (bench's words).
     let cap = match (&inp.open_loop, &inp.schedule) {
@@ -186,27 +226,27 @@ pub async fn run_work(inp: TimingInput, work: StepWork) -> Result<TimingOutput, 
         (None, Some(p)) => Some(p.max_in_flight),
         (None, None) => None,
     };
-    let load_warnings = match (cap, &out.window) {
-        (Some(cap), Ok(w)) => crate::bench::session::limit_warnings(&stats, &out.reads, w, cap),
+    let load_warnings = match (cap, &window) {
+        (Some(cap), Ok(w)) => crate::bench::session::limit_warnings(&stats, &reads, w, cap),
         _ => Vec::new(),
     };
     let evidence = json!({
         "load": load,
-        "load_error": out.window.as_ref().err().map(|e| e.to_string()),
+        "load_error": window.as_ref().err().map(|e| e.to_string()),
         "sampling": Value::Object(inp.base.clone()),
-        "prompt": prompt_record(&inp, &work, items.as_deref()),
+        "prompt": prompt_record(inp, work, items.as_deref()),
         "stats": stats,
         // Requests served from the prefix cache although their prompts carried a nonce
         // (conversations and shared prefixes are meant to be).
         "prefix_cache_warning": if inp.prompt.nonce && !structured { stats.prefix_cache.defeated_cache_warning() } else { None },
-        "arrival_clock": out.reads.evidence(),
+        "arrival_clock": reads.evidence(),
         // Set when the client, not the server, was the limit (its reads fell behind).
-        "client_limit_warning": session::client_limit_warning(&stats, &out.reads),
-        "engine_metrics": lane.engine_metrics,
-        "gpu": lane.gpu,
+        "client_limit_warning": session::client_limit_warning(&stats, &reads),
+        "engine_metrics": out.engine_metrics,
+        "gpu": out.gpu,
         // The measured window (first send to last completion; CLOCK_MONOTONIC ns, the GPU
         // readings' clock): the energy is integrated over it.
-        "window_mono_ns": [out.collector.first_send_ns, out.collector.last_end_ns],
+        "window_mono_ns": [collector.first_send_ns, collector.last_end_ns],
         "requests": lines,
     });
     let mut evidence = evidence;
@@ -220,13 +260,17 @@ pub async fn run_work(inp: TimingInput, work: StepWork) -> Result<TimingOutput, 
         // Per turn (conversations) or per group (shared prefixes): the cache effect.
         evidence["workload"] = w;
     }
-    if let Err(e) = out.window {
+    if let Some(c) = client {
+        // Where the load's client ran: the lane's node, its Slurm job and step, its files.
+        evidence["client"] = c;
+    }
+    if let Err(e) = window {
         if stats.ok == 0 {
             return Err(format!("the load could not run: {e}"));
         }
     }
     let ok_metrics = out
-        .sink
+        .traces
         .iter()
         .filter(|t| t.ok() && !t.warmup)
         .map(crate::metrics::RequestMetrics::from_trace)

@@ -138,6 +138,72 @@ pub(crate) fn node_lanes(k: usize, port: u16) -> String {
     lanes
 }
 
+/// Lane `lane`'s record in a bundle's result (`lanes[]`).
+pub(crate) fn lane_of<'a>(r: &'a serde_json::Value, lane: &str) -> &'a serde_json::Value {
+    let lanes = r["lanes"].as_array().unwrap();
+    lanes.iter().find(|l| l["id"] == lane).unwrap()
+}
+
+/// Every timed step of lane `lane`'s arms ran its client on `node` (docs/fleet.md "Where the
+/// client runs"): each step file's `client` names the node, the arm's Slurm job, a step of it,
+/// the node's address as the one it sent from, and its order and load files (beside it, hashed
+/// by the manifest: `verify` covers them); the lane's record says `node` and the verdict has no
+/// network note for it. Returns how many steps ran there.
+pub(crate) fn assert_clients_on_node(
+    b: &Path,
+    r: &serde_json::Value,
+    lane: &str,
+    node: &str,
+) -> usize {
+    let l = lane_of(r, lane);
+    assert_eq!(
+        (l["client"]["mode"].as_str(), l["client"]["host"].as_str()),
+        (Some("node"), Some(node)),
+        "{l:#}"
+    );
+    assert!(
+        !r["notes"].to_string().contains(&format!("Lane {lane} (")),
+        "no network note for a lane measured on its node: {r:#}"
+    );
+    let dir = b.join(format!("lanes/{lane}"));
+    let addr = node_addr(node);
+    let mut steps = 0;
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        let name = p.file_name().unwrap().to_string_lossy().to_string();
+        if !name.ends_with(".json") || name.contains("-client-") {
+            continue;
+        }
+        let v = json(&p);
+        if !v["requests"].is_array() || !v["load"].is_object() {
+            continue;
+        }
+        let c = &v["client"];
+        let arm = v["arm"].as_str().unwrap();
+        let stop = json(&dir.join(format!("{arm}-stop.json")));
+        assert_eq!(c["mode"], "node", "{name}: {v:#}");
+        assert_eq!(c["slurmd_nodename"].as_str(), Some(node), "{name}: {c:#}");
+        assert_eq!(
+            c["local_address"].as_str(),
+            Some(addr.as_str()),
+            "{name}: {c:#}"
+        );
+        assert_eq!(
+            c["slurm_job"], stop["stop"]["slurm_job"]["job_id"],
+            "{name}: {c:#} {stop:#}"
+        );
+        assert!(
+            c["slurm_step"].as_str().unwrap().parse::<u64>().is_ok(),
+            "{c:#}"
+        );
+        for f in ["order", "output"] {
+            assert!(dir.join(c[f].as_str().unwrap()).is_file(), "{name}: {c:#}");
+        }
+        steps += 1;
+    }
+    steps
+}
+
 /// Sets a node back in service when dropped (pass or fail), so the other tests sharing the
 /// cluster find it as they expect.
 struct NodeBack(&'static str);
@@ -269,25 +335,10 @@ fn six_arms_over_four_slurm_nodes_complete_verify_and_measure_a_slow_node() {
             format!("{}:{}", node_addr(&node), t.port),
             "{l:#}"
         );
-        // Each node has its own network namespace: the client on this host measured it over
-        // the (veth) network, with the round trip timed and said in the notes.
-        assert_eq!(l["client"]["mode"], "network", "{l:#}");
-        let rtt = &l["client"]["rtt_ms"];
-        assert!(
-            rtt["n"] == 20 && rtt["p50"].as_f64().unwrap() > 0.0,
-            "{l:#}"
-        );
-        assert!(
-            r["notes"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|n| n.as_str().unwrap().starts_with(&format!(
-                    "Lane {lane} ({}) was measured from ",
-                    l["address"].as_str().unwrap()
-                ))),
-            "{r:#}"
-        );
+        // The default on Slurm lanes: every timed step's client ran on the lane's node, a step
+        // of the arm's job (the control's cold and warm at least).
+        let steps = assert_clients_on_node(&b, &r, lane, &node);
+        assert!(steps >= 2, "{lane}: {steps} timed steps");
         for a in l["arms"].as_array().unwrap() {
             let a = a.as_str().unwrap();
             let arm = r["arms"].as_array().unwrap().iter().find(|x| x["id"] == a);
@@ -308,6 +359,8 @@ fn six_arms_over_four_slurm_nodes_complete_verify_and_measure_a_slow_node() {
         .sum();
     assert_eq!(on, ids.len(), "{r:#}");
     verify(&b);
+    let page = std::fs::read_to_string(b.join("report.html")).unwrap();
+    assert!(page.contains("client on node node4, a job step beside each arm"));
     // The restored incumbent is the only job of the campaign left: running on node1.
     let jobs = squeue(&name);
     assert_eq!(jobs.len(), 1, "{jobs:?}");
@@ -328,6 +381,21 @@ fn six_arms_over_four_slurm_nodes_complete_verify_and_measure_a_slow_node() {
     );
     assert!(measured > 3.0, "{s:#}");
     assert_eq!(ttft["highest"], "n4", "{s:#}");
+    // Measured on the nodes, the figures are the engine's: its 60 ms TTFT on the lanes not
+    // slowed (the reference engine's usual tolerance of a few percent, the machine shared).
+    for c in s["lanes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["lane"] != "n4")
+    {
+        let p50 = c["ttft_ms"]["p50"].as_f64().unwrap();
+        eprintln!(
+            "lane {}: control TTFT p50 {p50:.2} ms, measured on its node",
+            c["lane"]
+        );
+        assert!((60.0..63.0).contains(&p50), "{c:#}");
+    }
 }
 
 /// A lane whose node Slurm calls DOWN (`scontrol update … state=down`), or does not know, is
@@ -459,12 +527,7 @@ fn a_node_marked_down_mid_run_moves_its_arm_and_the_verdict_is_unchanged() {
     assert_eq!(rb["status"], "completed", "{r:#}");
     // What b measured on n3 before the node went down is kept there, not counted.
     assert!(b.join("lanes/n3/b-launch.json").is_file());
-    let n3 = r["lanes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|l| l["id"] == "n3")
-        .unwrap();
+    let n3 = lane_of(&r, "n3");
     assert_eq!(n3["arms"], serde_json::json!([]), "{r:#}");
     assert!(n3["drained"].as_str().unwrap().contains("DOWN"), "{r:#}");
     verify(&b);
@@ -516,7 +579,13 @@ fn sigkill_during_three_slurm_lanes_then_recover_leaves_no_job_and_resume_comple
         t.profile(id, FAST);
     }
     let arms = arms_of(&t, &name, &["inc", "a", "b"]);
-    let file = campaign(&t, &node_lanes(3, t.port), &arms);
+    // Measured from bakeoff over the network (the choice a campaign may make instead of the
+    // client on each node).
+    let lanes = format!(
+        "{}\n[fleet]\nclient = \"controller\"\n",
+        node_lanes(3, t.port)
+    );
+    let file = campaign(&t, &lanes, &arms);
     serve_incumbent(&t, &name);
     // inc on n1, a on n2, b on n3: killed while b serves on node3 (a serving or done on n2).
     let pause = t.path("pause-b");
@@ -553,6 +622,31 @@ fn sigkill_during_three_slurm_lanes_then_recover_leaves_no_job_and_resume_comple
     verify(&b);
     let jobs = squeue(&name);
     assert_eq!(jobs.len(), 1, "only the restored incumbent: {jobs:?}");
+    // Each node has its own network namespace: the client in bakeoff measured it over the
+    // (veth) network, the round trip timed and said in the notes; no client ran on a node.
+    for l in r["lanes"].as_array().unwrap() {
+        let lane = l["id"].as_str().unwrap();
+        assert_eq!(l["client"]["mode"], "network", "{l:#}");
+        let rtt = &l["client"]["rtt_ms"];
+        assert!(
+            rtt["n"] == 20 && rtt["p50"].as_f64().unwrap() > 0.0,
+            "{l:#}"
+        );
+        let note = format!(
+            "Lane {lane} ({}) was measured from ",
+            l["address"].as_str().unwrap()
+        );
+        assert!(r["notes"].to_string().contains(&note), "{r:#}");
+        let files = std::fs::read_dir(b.join(format!("lanes/{lane}"))).unwrap();
+        assert!(
+            files.into_iter().all(|f| !f
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .contains("-client-")),
+            "{lane}"
+        );
+    }
     eprintln!(
         "three Slurm lanes: killed, recovered and resumed in {:.1} s",
         started.elapsed().as_secs_f64()

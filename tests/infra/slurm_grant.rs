@@ -4,7 +4,10 @@
 //! and gives the allocation back on every path out.
 
 use super::slurm::{cluster, job, squeue, Leftovers, FAST};
-use super::slurm_fleet::{arms_of, bakeoff_ok, campaign, node_lanes, run_paused, serve_incumbent};
+use super::slurm_fleet::{
+    arms_of, assert_clients_on_node, bakeoff_ok, campaign, lane_of, node_lanes, run_paused,
+    serve_incumbent,
+};
 use crate::support::campaign::{json, text, verify, Camp};
 use crate::support::BIN;
 use std::process::Command;
@@ -80,17 +83,14 @@ fn three_lanes_granted_by_slurm_run_the_arms_and_are_given_back() {
     let mut on_granted = 0;
     for g in a["lanes"].as_array().unwrap() {
         let (lane, node) = (g["lane"].as_str().unwrap(), g["node"].as_str().unwrap());
-        let l = r["lanes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|l| l["id"] == lane)
-            .unwrap();
+        let l = lane_of(&r, lane);
         for arm in l["arms"].as_array().unwrap() {
             let stop = json(&b.join(format!("lanes/{lane}/{}-stop.json", arm.as_str().unwrap())));
             assert_eq!(stop["stop"]["slurm_job"]["node"], *node, "{stop:#}");
             on_granted += 1;
         }
+        // A granted lane is a Slurm lane: its timed steps' client ran on its node.
+        assert!(assert_clients_on_node(&b, &r, lane, node) >= 2, "{lane}");
     }
     assert_eq!(on_granted, 3, "{r:#}");
     verify(&b);

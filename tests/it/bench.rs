@@ -215,6 +215,7 @@ fn bench_and_campaign_timing_run_one_load_path_and_agree() {
             gpus: vec![],
             idle_power_w: Default::default(),
             schedule: None,
+            client: None,
         })
         .await
         .unwrap();

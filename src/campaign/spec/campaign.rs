@@ -250,6 +250,13 @@ impl Campaign {
         Some(s.request(&self.campaign.id, &own))
     }
 
+    /// Whether `lane`'s timed loads run on its Slurm node (docs/fleet.md "Where the client
+    /// runs"): a Slurm lane, unless `[fleet] client = "controller"`.
+    pub fn client_on_node(&self, lane: &Lane) -> bool {
+        let set = self.fleet_table.as_ref().and_then(|f| f.client);
+        lane.slurm_node.is_some() && set != Some(super::lanes::ClientPlace::Controller)
+    }
+
     pub fn multi_lane(&self) -> bool {
         self.fleet.len() > 1
     }

@@ -94,6 +94,20 @@ pub struct FleetTable {
     /// here: `.slurm` is how an arm's recipe table reads, which only lane/ may test).
     #[serde(rename = "slurm", default, skip_serializing_if = "Option::is_none")]
     pub grant: Option<FleetSlurm>,
+    /// Where each lane's load client runs (docs/fleet.md "Where the client runs"): unset, on a
+    /// Slurm lane's own node; `controller`, in the bakeoff process (over the network).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<ClientPlace>,
+}
+
+/// `[fleet] client`: where a lane's timed loads are sent from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClientPlace {
+    /// On the lane's Slurm node, a job step beside the arm (the default for Slurm lanes).
+    Node,
+    /// In the bakeoff process (the only place for a host:port lane).
+    Controller,
 }
 
 /// `[fleet.slurm]` (docs/fleet.md "K lanes from Slurm"): bakeoff asks Slurm for `lanes` nodes of

@@ -24,7 +24,9 @@ pub use capacity::{Capacity, DEFAULT_PROBE_REQUESTS};
 pub use gates::{Gates, PreflightGate, QualityGate, RetrievalGate, ToolsGate};
 pub use hashing::{canonical_json, hex_sha256};
 pub use identity::{Identity, Lane};
-pub use lanes::{granted_lane_id, FleetSlurm, FleetTable, LaneEntry, NamedLane, SINGLE_LANE_ID};
+pub use lanes::{
+    granted_lane_id, ClientPlace, FleetSlurm, FleetTable, LaneEntry, NamedLane, SINGLE_LANE_ID,
+};
 pub use promotion::PromotionTable;
 pub use recipes::{
     ContainerRecipe, EndpointRecipe, EnvValue, ProcessRecipe, ReferenceRecipe, SlurmRecipe, Volume,

@@ -52,6 +52,7 @@ pub(super) fn resolve_and_validate(
     lanes::bound_arms(c, &mut r);
     lanes::fleet(c, &mut r);
     slurm_lanes::slurm_lanes(c, &mut r);
+    slurm_lanes::fleet_client(c, &mut r);
     fleet_slurm::fleet_slurm(c, &mut r);
     workload::long_context(c, &mut r);
     policy::policy(c, &mut r);

@@ -8,11 +8,14 @@
 //!   run on this host, not on the lane's node;
 //! - no arm sets its own `nodelist` (the lane pins its jobs), no lane writes `host` (its address
 //!   is the node's `NodeAddr`, resolved when the run starts) or `gpus` (bakeoff reads GPU memory
-//!   on this host, not on the node: GPUs are asked per arm, `[arms.slurm] gpus`).
+//!   on this host, not on the node: GPUs are asked per arm, `[arms.slurm] gpus`);
+//! - `[fleet] client = "node"` needs Slurm lanes (a host:port lane's client can only run here),
+//!   and a client on the node cannot replay conversations (each turn is built from the replies
+//!   before it, so the requests cannot be ordered ahead; docs/fleet.md "Where the client runs").
 
 use super::common::p;
 use crate::campaign::diag::Reporter;
-use crate::campaign::spec::Campaign;
+use crate::campaign::spec::{Campaign, ClientPlace};
 
 /// Whether `name` can be one Slurm node name (no list, no range: one lane is one node).
 fn node_name_ok(name: &str) -> bool {
@@ -21,6 +24,27 @@ fn node_name_ok(name: &str) -> bool {
         && name
             .chars()
             .all(|ch| ch.is_ascii_alphanumeric() || matches!(ch, '-' | '_' | '.'))
+}
+
+/// `[fleet] client`: where each lane's client runs (checked with the lanes, after the arms).
+pub(super) fn fleet_client(c: &Campaign, r: &mut Reporter) {
+    let set = c.fleet_table.as_ref().and_then(|t| t.client);
+    let at = p("fleet").key("client");
+    let slurm = c.fleet.iter().any(|e| e.is_slurm());
+    if set == Some(ClientPlace::Node) && !slurm {
+        r.error(
+            &at,
+            "`node` runs each lane's client on its Slurm node, but these lanes are host-and-port lanes: their client runs in bakeoff, on this host",
+            "remove `client` (or write \"controller\"), or make the lanes Slurm nodes (`slurm_node`, `[fleet.slurm]`)",
+        );
+    }
+    if slurm && set != Some(ClientPlace::Controller) && c.workload.conversation.is_some() {
+        r.error(
+            &at,
+            "a client on each Slurm lane's node (the default) cannot run `[workload.conversation]`: each turn is built from the replies before it, so its requests cannot be ordered ahead to the node",
+            "set `[fleet] client = \"controller\"` (measured from bakeoff over the network, the round trip recorded), or drop the conversation",
+        );
+    }
 }
 
 pub(super) fn slurm_lanes(c: &Campaign, r: &mut Reporter) {
@@ -128,6 +152,49 @@ mod tests {
             lane("n1", "slurm_node = \"node1\"\nincumbent = \"inc\"\n"),
             lane("n2", "slurm_node = \"node2\"\n")
         )
+    }
+
+    #[test]
+    fn the_fleet_client_is_where_each_lanes_load_runs_and_is_checked_at_load() {
+        let arms = format!(
+            "{}{}",
+            slurm_arm("inc", "incumbent", ""),
+            slurm_arm("a", "candidate", "")
+        );
+        let with =
+            |fleet: &str, tail: &str| format!("{HEAD}{}{fleet}{TAIL}{tail}{arms}", two_nodes());
+        let c = parse(&with("", ""), Path::new("/tmp/sl.toml")).unwrap_or_else(|e| panic!("{e}"));
+        let lanes = c.lanes();
+        assert!(
+            c.client_on_node(&lanes[1].lane),
+            "a Slurm lane's client is on its node"
+        );
+        let sub = crate::campaign::lane_campaign(&c, "n2").unwrap();
+        assert!(sub.client_on_node(&sub.lane));
+        let ctl = "[fleet]\nclient = \"controller\"\n";
+        let c = parse(&with(ctl, ""), Path::new("/tmp/sl.toml")).unwrap_or_else(|e| panic!("{e}"));
+        assert!(!c.client_on_node(&c.lanes()[1].lane));
+        let conv = "[workload.conversation]\nturns = 2\n";
+        let e = errors(&with("", conv));
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert!(e[0].contains("fleet.client: a client on each Slurm lane's node (the default) cannot run `[workload.conversation]`") && e[0].contains("set `[fleet] client = \"controller\"`"), "{e:?}");
+        assert!(errors(&with(ctl, conv)).is_empty());
+        let e = errors(&with("[fleet]\nclient = \"nodes\"\n", ""));
+        assert!(
+            e[0].contains("fleet.client") || e[0].contains("client"),
+            "{e:?}"
+        );
+        // Host-and-port lanes: the client can only run here.
+        let hp = format!(
+            "{HEAD}{}{}[fleet]\nclient = \"node\"\n{TAIL}[[arms]]\nid = \"inc\"\nrole = \"incumbent\"\nengine = \"e\"\nmodel = \"m\"\nserved_model = \"m\"\nserved_context = 8192\n[arms.endpoint]\nurl = \"http://127.0.0.1:18301\"\n",
+            lane("g0", "incumbent = \"inc\"\n"),
+            "[[lanes]]\nid = \"g1\"\nport = 18302\n"
+        );
+        let e = errors(&hp);
+        assert!(
+            e.iter().any(|l| l.contains("fleet.client: `node` runs each lane's client on its Slurm node, but these lanes are host-and-port lanes")),
+            "{e:?}"
+        );
     }
 
     #[test]

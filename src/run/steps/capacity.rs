@@ -123,6 +123,7 @@ async fn probe(
     let extra = o.indices(requests, per).saturating_sub(u64::from(requests));
     cx.rec.next_indices(&arm.id, extra);
     inp.open_loop = Some(o);
+    inp.client = timing::client(cx, arm, l);
     cx.guarded(timed::run_work(inp, work)).await
 }
 

@@ -139,9 +139,15 @@ pub async fn launch(cx: &mut Cx) -> Done {
     let jobs = crate::run::launch::slurm_jobs(cx.c(), &inc);
     if !jobs.is_empty() {
         // A Slurm incumbent that still runs (or waits) under its job name: not submitted again.
+        // It may be one a dead run submitted a moment before it died, still pending or starting:
+        // waited for until it answers (as a launch is), so the identity check sees it serve.
+        let target = incumbent_target(cx, &inc);
+        let wait = cx.lane.ready_timeout.max(Duration::from_secs(5));
+        let answered = crate::lane::wait_answers(&target, &cx.lane, wait).await;
         let ev = json!({"incumbent": inc.id, "already_serving": true,
             "slurm_jobs": jobs.iter().map(|(id, st, node)| json!({"job_id": id, "state": st, "node": node})).collect::<Vec<_>>(),
-            "detail": "the incumbent's Slurm job was still running (it had not been stopped); not submitted again"});
+            "answers": answered.as_ref().err().map_or("yes".to_string(), |e| format!("not within {:.0} s: {e}", wait.as_secs_f64())),
+            "detail": "the incumbent's Slurm job was still running or pending (it had not been stopped); not submitted again"});
         return launch_done(cx, ev, true);
     }
     if let Some(l) = procnet::find_listeners(port).first() {

@@ -117,7 +117,18 @@ pub(super) fn input(
             .map(|p| crate::evidence::energy::idle_power(&p))
             .unwrap_or_default(),
         schedule: None,
+        client: None,
     }
+}
+
+/// Where `arm`'s timed loads run (`live`: the arm running): the lane's node on a Slurm lane
+/// whose client runs there, else this process.
+pub(super) fn client(
+    cx: &Cx,
+    arm: &Arm,
+    live: &Live,
+) -> Option<crate::run::client_node::NodeClient> {
+    crate::run::client_node::for_arm(cx.c(), &live.running, cx.rec.dir(), &arm.id)
 }
 
 pub async fn run(cx: &mut Cx, arm: &Arm, s: &PlanStep, live: &mut Option<Live>) -> Done {
@@ -165,6 +176,7 @@ pub async fn run(cx: &mut Cx, arm: &Arm, s: &PlanStep, live: &mut Option<Live>) 
         inp.open_loop = Some(o.clone());
     }
     let l = live.as_ref().expect("ready");
+    inp.client = client(cx, arm, l);
     let out = match cx.guarded(timed::run_work(inp, work)).await {
         Guarded::Cancelled => return Done::cancelled(),
         Guarded::Panicked(m) => {
@@ -386,7 +398,8 @@ pub async fn long_context(cx: &mut Cx, arm: &Arm, s: &PlanStep, live: &mut Optio
         Guarded::Panicked(m) => return Done::ok(json!({"arm": arm.id, "error": m})),
         Guarded::Cancelled => return Done::cancelled(),
     };
-    let inp = input(cx, arm, target, prompt, (max_tokens, true), 1, requests);
+    let mut inp = input(cx, arm, target, prompt, (max_tokens, true), 1, requests);
+    inp.client = client(cx, arm, l);
     let out = match cx.guarded(timed::run(inp)).await {
         Guarded::Done(Ok(out)) => out,
         Guarded::Done(Err(e)) | Guarded::Panicked(e) => {

@@ -130,6 +130,7 @@ pub async fn run(cx: &mut Cx, arm: &Arm, s: &PlanStep, live: &mut Option<Live>) 
     cx.rec.next_indices(&arm.id, warmup);
     let cap = t.max_concurrency.map(|c| c as usize);
     inp.schedule = Some(load.plan(warmup, cap));
+    inp.client = timing::client(cx, arm, live.as_ref().expect("ready"));
     let work = StepWork::Items {
         set: load.work.clone(),
         first_item: 0,
