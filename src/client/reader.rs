@@ -12,7 +12,9 @@
 //! Reads go to one buffer of the reader's, warm in cache, and are parsed there; only the
 //! unfinished end of an event is copied to its response's own buffer.
 //! Stall and deadline watchdogs stay with each request's task, armed as `Conn::read_some` arms
-//! them. Everything runs on the caller's runtime (the load's single client thread).
+//! them. Everything runs on the caller's runtime (the load's single client thread), except, for
+//! a paced open loop (`Reader::start_paced`), the first write of each request: the send thread
+//! (`client::pacer`) makes it at the request's time, before its job enters the slot.
 
 use super::pacer::Pacer;
 use super::response::{Response, Step};
