@@ -121,6 +121,11 @@ pub struct LoadRecord {
     /// After the run, with a cap: measured requests that waited for a slot.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cap_delayed_requests: Option<u64>,
+    /// After the run, open loop: how the thread that wrote each request at its time was
+    /// scheduled (`realtime`, `short-slice`, `default`); absent where the client's runtime sent
+    /// them (a cap, conversations, TLS).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub send_thread: Option<&'static str>,
 }
 
 impl LoadRecord {
@@ -129,6 +134,7 @@ impl LoadRecord {
         self.warmup_requests = w.warmup_requests;
         if self.mode == LoadMode::OpenLoop {
             self.peak_in_flight = Some(w.peak_in_flight);
+            self.send_thread = w.send_thread;
         }
         if self.max_concurrency.is_some() {
             self.cap_delayed_requests = Some(w.cap_delayed);

@@ -112,6 +112,7 @@ fn load_record(spec: &BenchSpec, p: &Prepared, lv: Level, level: usize) -> LoadR
         warmup_requests: 0,
         peak_in_flight: None,
         cap_delayed_requests: None,
+        send_thread: None,
     }
 }
 

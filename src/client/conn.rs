@@ -1,6 +1,7 @@
 //! One keep-alive HTTP/1.1 connection: write a request, read the response with a timestamp per
 //! `read()`, decode the body framing by hand.
 
+use super::pacer::{Pacer, Sent};
 use super::reader::{Finished, Held, Job, Reader};
 use super::response::{parse_head, Framing, Head, Response, Step};
 use super::trace::{ErrorClass, RequestError, Trace};
@@ -195,15 +196,28 @@ impl Conn {
         trace: &mut Trace,
         reader: Option<&Reader>,
     ) {
+        // A reader with a send thread paces requests that have an intended time (open loop).
+        let pace = reader.and_then(Reader::pacer).zip(trace.intended_ns);
         let res = match reader {
             Some(r) if self.tls.is_none() && !opts.collect && self.buf.is_empty() => {
-                self.stream_shared(r, request, opts, trace).await
+                self.stream_shared(r, request, opts, trace, pace).await
             }
             _ => {
-                trace.send_ns = mono_ns();
+                let sent = match pace {
+                    None => Ok(None),
+                    Some(p) => self.write_paced(p, request).await,
+                };
+                trace.send_ns = match &sent {
+                    Ok(Some(s)) => s.send_ns,
+                    _ => mono_ns(),
+                };
                 self.last_ns = trace.send_ns;
                 let deadline = trace.send_ns + opts.timeout.as_nanos() as u64;
-                if let Err(e) = self.write_all(request).await {
+                let written = sent.map(|s| s.map_or(0, |s| s.written));
+                if let Err(e) = match written {
+                    Ok(n) => self.write_all(&request[n..]).await,
+                    Err(e) => Err(e),
+                } {
                     self.reusable = false;
                     trace.error = Some(RequestError::new(
                         ErrorClass::Io,
@@ -223,6 +237,27 @@ impl Conn {
                 trace.error = Some(e);
             }
         }
+    }
+
+    /// Waits for the request's time `pace.1`: on plain HTTP the send thread writes it then
+    /// (what it wrote, stamped); a TLS connection (the thread cannot encrypt) waits on tokio's
+    /// timer and is written by the caller, as before.
+    async fn write_paced(
+        &mut self,
+        (pacer, at): (&Pacer, u64),
+        request: &[u8],
+    ) -> std::io::Result<Option<Sent>> {
+        if self.tls.is_some() {
+            let wait = Duration::from_nanos(at.saturating_sub(mono_ns()));
+            tokio::time::sleep(wait).await;
+            return Ok(None);
+        }
+        self.unhold()?;
+        let Some(stream) = &self.stream else {
+            return Err(lost());
+        };
+        let fd = std::os::fd::AsRawFd::as_raw_fd(stream);
+        pacer.write_at(fd, request, at).await.map(Some)
     }
 
     async fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
@@ -256,6 +291,7 @@ impl Conn {
         request: &[u8],
         opts: &StreamOpts,
         trace: &mut Trace,
+        pace: Option<(&Pacer, u64)>,
     ) -> Result<(), RequestError> {
         if !self.held.as_ref().is_some_and(|h| h.is(reader)) {
             let taken = self.unhold().and_then(|()| {
@@ -292,7 +328,8 @@ impl Conn {
         };
         // Not reusable until the response ended as it should (a cancelled request leaves it so).
         let was_reusable = std::mem::replace(&mut self.reusable, false);
-        let Finished { job, result, sent } = held.run(job, request, opts.timeout, opts.stall).await;
+        let Finished { job, result, sent } =
+            held.run(job, request, opts.timeout, opts.stall, pace).await;
         self.buf = job.buf;
         *trace = job.trace;
         self.last_ns = job.last_ns;

@@ -8,6 +8,7 @@
 mod conn;
 pub mod control;
 mod fastchunk;
+mod pacer;
 mod reader;
 mod response;
 mod sse;

@@ -12,8 +12,11 @@
 //! Reads go to one buffer of the reader's, warm in cache, and are parsed there; only the
 //! unfinished end of an event is copied to its response's own buffer.
 //! Stall and deadline watchdogs stay with each request's task, armed as `Conn::read_some` arms
-//! them. Everything runs on the caller's runtime (the load's single client thread).
+//! them. Everything runs on the caller's runtime (the load's single client thread), except, for
+//! a paced open loop (`Reader::start_paced`), the first write of each request: the send thread
+//! (`client::pacer`) makes it at the request's time, before its job enters the slot.
 
+use super::pacer::Pacer;
 use super::response::{Response, Step};
 use super::trace::{ErrorClass, RequestError, Trace};
 use crate::clock::mono_ns;
@@ -148,6 +151,8 @@ pub struct Reader {
 
 struct Inner {
     shared: Arc<Shared>,
+    /// The open loop's send thread, where the load paces its sends (`Reader::start_paced`).
+    pacer: Option<Pacer>,
     _stop: oneshot::Sender<()>,
 }
 
@@ -200,16 +205,42 @@ impl Held {
 
     /// Writes `request` and reads its response to its end, an error, the stall limit or the
     /// time limit. The send time is stamped right before the write: `job.trace.send_ns`,
-    /// `job.last_ns` and the response's start are set here.
+    /// `job.last_ns` and the response's start are set here. With `pace` (the reader's send
+    /// thread and the request's intended time), that thread stamps and writes it at the time;
+    /// bytes the server sends back before the job is in its slot wait there (`idle_ready`).
     pub(super) async fn run(
         &mut self,
         job: Job,
         request: &[u8],
         timeout: Duration,
         stall: Duration,
+        pace: Option<(&Pacer, u64)>,
     ) -> Finished {
         let sh = &*self.reader.inner.shared;
         let key = self.key;
+        if let Some(why) = sh.lock().stopped.clone() {
+            return Finished {
+                job,
+                result: Err(RequestError::new(ErrorClass::Io, why)),
+                sent: false,
+            };
+        }
+        let paced = match pace {
+            None => None,
+            Some((p, at)) => match p.write_at(self.fd, request, at).await {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    return Finished {
+                        job,
+                        result: Err(RequestError::new(
+                            ErrorClass::Io,
+                            format!("could not send the request: {e}"),
+                        )),
+                        sent: false,
+                    }
+                }
+            },
+        };
         let send_ns;
         {
             let mut slots = sh.lock();
@@ -224,7 +255,7 @@ impl Held {
             let slot = slots.get(key);
             slot.result = None;
             let job = slot.job.insert(job);
-            send_ns = mono_ns();
+            send_ns = paced.map_or_else(mono_ns, |s| s.send_ns);
             job.trace.send_ns = send_ns;
             job.last_ns = send_ns;
             job.resp.set_send(send_ns);
@@ -235,7 +266,8 @@ impl Held {
             fd: self.fd,
             live: true,
         };
-        if let Err(e) = guard.write(request).await {
+        let rest = &request[paced.map_or(0, |s| s.written)..];
+        if let Err(e) = guard.write(rest).await {
             let finished = guard.take(Err(RequestError::new(
                 ErrorClass::Io,
                 format!("could not send the request: {e}"),
@@ -436,6 +468,31 @@ impl Drop for Active<'_> {
 impl Reader {
     /// Starts the reader task on the current tokio runtime (call from inside it).
     pub fn start() -> io::Result<Reader> {
+        Reader::start_with(None)
+    }
+
+    /// [`Reader::start`], with a send thread of its own: a request whose trace has an intended
+    /// time is written by that thread at the time (`client::pacer`), not when its task runs.
+    pub fn start_paced() -> io::Result<Reader> {
+        Reader::start_with(Some(Pacer::start()?))
+    }
+
+    /// Whether requests with an intended time are written by the reader's send thread.
+    pub fn is_paced(&self) -> bool {
+        self.inner.pacer.is_some()
+    }
+
+    /// How the send thread got scheduled (`client::pacer::SendThread::name`), when there is one.
+    pub fn send_thread(&self) -> Option<&'static str> {
+        self.inner.pacer.as_ref()?.sched().map(|s| s.name())
+    }
+
+    /// The send thread, when the reader has one.
+    pub(super) fn pacer(&self) -> Option<&Pacer> {
+        self.inner.pacer.as_ref()
+    }
+
+    fn start_with(pacer: Option<Pacer>) -> io::Result<Reader> {
         // SAFETY: plain syscall; the descriptor is owned right away.
         let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
         if ep < 0 {
@@ -455,7 +512,11 @@ impl Reader {
         let (tx, rx) = oneshot::channel();
         tokio::spawn(run(shared.clone(), afd, rx));
         Ok(Reader {
-            inner: Arc::new(Inner { shared, _stop: tx }),
+            inner: Arc::new(Inner {
+                shared,
+                pacer,
+                _stop: tx,
+            }),
         })
     }
 

@@ -59,6 +59,14 @@ fn a_trace_replays_on_its_schedule_with_exact_prompts_and_shared_blocks_cached()
         let (v, lines) = replay(&e, &speedup.to_string());
         assert_eq!(v["ok"], N, "{v}");
         assert_eq!(v["load"]["arrival"], "trace", "{}", v["load"]);
+        // Written at their times by the load's send thread (`client::pacer`), however the host
+        // let that thread be scheduled.
+        let thread = v["load"]["send_thread"].as_str();
+        assert!(
+            matches!(thread, Some("realtime" | "short-slice" | "default")),
+            "{}",
+            v["load"]
+        );
         let t = &v["trace"];
         assert_eq!(t["replayed"], N, "{t}");
         let lengths: u64 = (0..N as u64).map(|i| 2 * BLOCK + 10 + i % 7).sum();
@@ -130,6 +138,8 @@ fn under_a_cap_a_held_back_request_waits_in_its_arrival_error_not_its_ttft() {
     let delayed = load["cap_delayed_requests"].as_u64().unwrap();
     assert!((5..=8).contains(&delayed), "{load}");
     assert!(load["peak_in_flight"].as_u64().unwrap() <= 2, "{load}");
+    // A capped request waits for its slot in the client's runtime, not on the send thread.
+    assert!(load["send_thread"].is_null(), "{load}");
     let lag_max = b.v["trace"]["arrival_error_ms"]["max"].as_f64().unwrap();
     let ttft_p50 = b.v["metrics"]["ttft_ms"]["p50"].as_f64().unwrap();
     assert!(
