@@ -40,7 +40,8 @@ fn run(args: &[&str]) -> (Value, Vec<Value>) {
 fn refused(args: &[&str]) -> String {
     let e = Engine::start(PROFILE);
     let (o, _) = bench(&e.url, args, &e.path("bench.json"));
-    assert!(!o.status.success(), "{}", text(&o));
+    // A flag refused before any request: exit 2 (README, "Exit codes").
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     text(&o)
 }
 
