@@ -36,6 +36,8 @@ enum Command {
     Promote(bakeoff::cli::promote::PromoteArgs),
     /// What serves each lane, as bakeoff last proved it (`bakeoff lane status [PORT]`).
     Lane(bakeoff::cli::lane::LaneArgs),
+    /// Serve the Model Context Protocol on stdio: plan, start, watch, stop and read campaigns.
+    Mcp(bakeoff::cli::mcp::McpArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -54,6 +56,7 @@ fn main() -> std::process::ExitCode {
         Command::History(a) => bakeoff::cli::history::run(a),
         Command::Promote(a) => bakeoff::cli::promote::run(a),
         Command::Lane(a) => bakeoff::cli::lane::run(a),
+        Command::Mcp(a) => bakeoff::cli::mcp::run(a),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
