@@ -5,7 +5,9 @@ use crate::history::changepoint::Params;
 use crate::history::regressions::{self, Found};
 use crate::history::series::{self, unit, Filter, Series};
 use crate::history::{self, Added, DbSpec, Store};
-use crate::output::history::{AddedPart, BundlePart, ChangePart, HistoryDoc, PointPart, SeriesPart};
+use crate::output::history::{
+    AddedPart, BundlePart, ChangePart, HistoryDoc, PointPart, SeriesPart,
+};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use std::path::{Path, PathBuf};
