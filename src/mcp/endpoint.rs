@@ -210,7 +210,7 @@ pub async fn gate(root: &Root, i: &GateInput) -> Result<GateDoc, String> {
         Some(m) => m.clone(),
         None => crate::client::control::list_models(&t, key.as_deref(), Duration::from_secs(30))
             .await
-            .map_err(|e| format!("{e}"))?
+            .map_err(|e| e.to_string())?
             .remove(0),
     };
     let mut ctx = GateContext::new(t.clone(), model);

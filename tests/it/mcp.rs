@@ -79,9 +79,23 @@ fn small(t: &Camp) -> std::path::PathBuf {
     )
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tools_are_listed_typed_and_refuse_bad_inputs_with_the_cli_words() {
+/// The async body under the test lock (held outside the runtime: never across an await).
+fn under_lock(body: impl std::future::Future<Output = ()>) {
     let _g = crate::support::shared();
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(body);
+}
+
+#[test]
+fn tools_are_listed_typed_and_refuse_bad_inputs_with_the_cli_words() {
+    under_lock(tools_and_refusals());
+}
+
+async fn tools_and_refusals() {
     let t = Camp::new();
     small(&t);
     let c = connect(t.dir.path(), &[]).await;
@@ -225,9 +239,12 @@ fn valid(doc: &Value) {
     assert!(errors.is_empty(), "{errors:#?}\n{doc:#}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_campaign_planned_started_watched_stopped_resumed_and_read_through_mcp_alone() {
-    let _g = crate::support::shared();
+#[test]
+fn a_campaign_planned_started_watched_stopped_resumed_and_read_through_mcp_alone() {
+    under_lock(campaign_through_mcp());
+}
+
+async fn campaign_through_mcp() {
     let t = Camp::new();
     small(&t);
     let inc = t.start_incumbent("inc");
