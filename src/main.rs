@@ -36,6 +36,8 @@ enum Command {
     Promote(bakeoff::cli::promote::PromoteArgs),
     /// What serves each lane, as bakeoff last proved it (`bakeoff lane status [PORT]`).
     Lane(bakeoff::cli::lane::LaneArgs),
+    /// Serve the Model Context Protocol on stdio: plan, start, watch, stop and read campaigns.
+    Mcp(bakeoff::cli::mcp::McpArgs),
     /// Run one ordered timed load on a Slurm lane's node (started by `bakeoff run` through srun).
     #[command(hide = true)]
     ClientStep(bakeoff::cli::client_step::ClientStepArgs),
@@ -57,6 +59,7 @@ fn main() -> std::process::ExitCode {
         Command::History(a) => bakeoff::cli::history::run(a),
         Command::Promote(a) => bakeoff::cli::promote::run(a),
         Command::Lane(a) => bakeoff::cli::lane::run(a),
+        Command::Mcp(a) => bakeoff::cli::mcp::run(a),
         Command::ClientStep(a) => bakeoff::cli::client_step::run(a),
     };
     match result {

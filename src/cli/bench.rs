@@ -194,9 +194,12 @@ impl Progress for Bar {
 }
 
 pub fn run(args: BenchArgs) -> Result<()> {
-    export::check_paths(args.csv.as_deref(), args.export_vllm.as_deref())?;
-    html::check_path(args.html.as_deref())?;
-    let spec = spec(&args)?;
+    // Flags and output paths are checked before any request: a problem is a refusal (exit 2).
+    let spec = super::refused((|| {
+        export::check_paths(args.csv.as_deref(), args.export_vllm.as_deref())?;
+        html::check_path(args.html.as_deref())?;
+        spec(&args)
+    })())?;
     crate::clock::raise_nofile_limit();
     // One thread: chunk wakeups never cross threads and the client leaves the other cores to
     // the engine under test.

@@ -33,7 +33,11 @@ pub struct CompareArgs {
 pub fn run(a: CompareArgs) -> anyhow::Result<()> {
     if let Some(p) = a.fail_on_regression {
         if !p.is_finite() || p < 0.0 {
-            anyhow::bail!("--fail-on-regression {p}: give a percentage ≥ 0, e.g. 10");
+            return Err(super::Exit::with(
+                crate::output::exit::REFUSED,
+                format!("--fail-on-regression {p}: give a percentage ≥ 0, e.g. 10"),
+            )
+            .into());
         }
     }
     // Each bundle is verified and its summary cross-checked against its step files first.
@@ -51,18 +55,12 @@ pub fn run(a: CompareArgs) -> anyhow::Result<()> {
         .map(|p| crate::report::compare::regressions(&c, p))
         .unwrap_or_default();
     if a.json {
-        let mut doc = crate::report::compare::ComparisonDoc::new(&c);
-        doc.warnings = x
-            .notes
-            .iter()
-            .map(|n| format!("A: {n}"))
-            .chain(y.notes.iter().map(|n| format!("B: {n}")))
-            .chain(crate::report::compare::card_warnings(&c))
-            .collect();
-        if a.fail_on_regression.is_some() {
-            doc.fail_on_regression_pct = a.fail_on_regression;
-            doc.regressions = Some(regs.clone());
-        }
+        let doc = crate::report::compare::ComparisonDoc::full(
+            &c,
+            &x.notes,
+            &y.notes,
+            a.fail_on_regression,
+        );
         println!("{}", serde_json::to_string_pretty(&doc.to_json())?);
     } else {
         for n in &x.notes {

@@ -5,6 +5,9 @@ use crate::history::changepoint::Params;
 use crate::history::regressions::{self, Found};
 use crate::history::series::{self, unit, Filter, Series};
 use crate::history::{self, Added, DbSpec, Store};
+use crate::output::history::{
+    AddedPart, BundlePart, ChangePart, HistoryDoc, PointPart, SeriesPart,
+};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use std::path::{Path, PathBuf};
@@ -16,6 +19,10 @@ pub struct HistoryArgs {
     /// Default: $XDG_DATA_HOME/bakeoff/history.sqlite (~/.local/share/bakeoff/history.sqlite).
     #[arg(long, global = true, value_name = "PATH|URL")]
     pub db: Option<String>,
+    /// Print one JSON document on stdout instead of the lines (`bakeoff.history/1`,
+    /// docs/agents.md): what was added or refused, the bundles, the series, the change points.
+    #[arg(long, global = true)]
+    pub json: bool,
     #[command(subcommand)]
     pub command: HistoryCommand,
 }
@@ -152,18 +159,43 @@ fn spec(db: &Option<String>) -> Result<DbSpec> {
 }
 
 pub fn run(args: HistoryArgs) -> Result<()> {
-    let db = spec(&args.db)?;
+    let out = super::JsonOut::new("history", args.json);
+    out.end(history(args, &out))
+}
+
+/// A subcommand's end once it has its document: the exit code (0, or 1 done with failures)
+/// and, for 1, the line that says why.
+type Ended = (u8, Option<String>);
+
+fn history(args: HistoryArgs, out: &super::JsonOut) -> Result<()> {
+    let db = super::refused(spec(&args.db))?;
     if let HistoryCommand::BenchIngest { count } = args.command {
         return bench_ingest(&db, count);
     }
     let mut store = Store::open(&db)?;
-    match args.command {
-        HistoryCommand::Add { bundles } => add(&mut store, &bundles),
-        HistoryCommand::List(f) => list(&mut store, &f.spec()),
-        HistoryCommand::Show(a) => show(&mut store, &a.filter.spec()),
-        HistoryCommand::Regressions(a) => regressions_cmd(&mut store, &a),
-        HistoryCommand::Report(a) => report(&mut store, &a),
+    let name = match &args.command {
+        HistoryCommand::Add { .. } => "add",
+        HistoryCommand::List(_) => "list",
+        HistoryCommand::Show(_) => "show",
+        HistoryCommand::Regressions(_) => "regressions",
+        HistoryCommand::Report(_) => "report",
         HistoryCommand::BenchIngest { .. } => unreachable!("handled above"),
+    };
+    let mut doc = HistoryDoc::new(name, store.describe());
+    let text = !out.on();
+    let (code, why) = match args.command {
+        HistoryCommand::Add { bundles } => add(&mut store, &bundles, &mut doc, text),
+        HistoryCommand::List(f) => list(&mut store, &f.spec(), &mut doc, text),
+        HistoryCommand::Show(a) => show(&mut store, &a.filter.spec(), &mut doc, text),
+        HistoryCommand::Regressions(a) => regressions_cmd(&mut store, &a, &mut doc, text),
+        HistoryCommand::Report(a) => report(&mut store, &a, &mut doc, text),
+        HistoryCommand::BenchIngest { .. } => unreachable!("handled above"),
+    }?;
+    doc.exit_code = code;
+    out.emit(&doc)?;
+    match why {
+        Some(m) => Err(super::Exit::with(code, m).into()),
+        None => Ok(()),
     }
 }
 
@@ -171,10 +203,29 @@ fn short(d: &str) -> &str {
     &d[..12.min(d.len())]
 }
 
-fn add(store: &mut Store, bundles: &[PathBuf]) -> Result<()> {
+fn add(store: &mut Store, bundles: &[PathBuf], doc: &mut HistoryDoc, text: bool) -> Result<Ended> {
     let mut refused = 0;
     for b in bundles {
-        match history::add_bundle(store, b) {
+        let r = history::add_bundle(store, b);
+        doc.added.push(AddedPart {
+            bundle: b.display().to_string(),
+            status: match &r {
+                Ok((_, Added::New)) => "added",
+                Ok(_) => "present",
+                Err(_) => "refused",
+            },
+            digest: r.as_ref().ok().map(|(s, _)| s.digest.clone()),
+            moved_from: match &r {
+                Ok((_, Added::Already { moved_from })) => moved_from.clone(),
+                _ => None,
+            },
+            error: r.as_ref().err().map(|e| format!("{e:#}")),
+        });
+        if !text {
+            refused += usize::from(r.is_err());
+            continue;
+        }
+        match r {
             Ok((s, Added::New)) => println!(
                 "added    {}  {} started {}  {}",
                 short(&s.digest),
@@ -200,20 +251,39 @@ fn add(store: &mut Store, bundles: &[PathBuf]) -> Result<()> {
         }
     }
     if refused > 0 {
-        bail!(
-            "{refused} of {} bundle(s) refused; the others are in {}",
-            bundles.len(),
-            store.describe()
-        );
+        return Ok((
+            1,
+            Some(format!(
+                "{refused} of {} bundle(s) refused; the others are in {}",
+                bundles.len(),
+                store.describe()
+            )),
+        ));
     }
-    Ok(())
+    Ok((0, None))
 }
 
-fn list(store: &mut Store, f: &Filter) -> Result<()> {
+fn list(store: &mut Store, f: &Filter, doc: &mut HistoryDoc, text: bool) -> Result<Ended> {
     let rows = series::bundles(store, f)?;
+    if !text {
+        doc.bundles = rows
+            .into_iter()
+            .map(|r| BundlePart {
+                digest: r.digest,
+                campaign_id: r.campaign_id,
+                started_at: r.started_at,
+                gpu_model: r.gpu_model,
+                lane: r.lane,
+                arms: r.arms,
+                winner: r.winner,
+                path: r.path,
+            })
+            .collect();
+        return Ok((0, None));
+    }
     if rows.is_empty() {
         println!("no bundle in {} matches", store.describe());
-        return Ok(());
+        return Ok((0, None));
     }
     println!(
         "{:<13} {:<22} {:<20} {:<16} {:<22} {:<16} {:<10} path",
@@ -233,11 +303,15 @@ fn list(store: &mut Store, f: &Filter) -> Result<()> {
         );
     }
     println!("{} bundle(s)", rows.len());
-    Ok(())
+    Ok((0, None))
 }
 
-fn show(store: &mut Store, f: &Filter) -> Result<()> {
+fn show(store: &mut Store, f: &Filter, doc: &mut HistoryDoc, text: bool) -> Result<Ended> {
     let all = series::read(store, f)?;
+    if !text {
+        doc.series = all.iter().map(series_part).collect();
+        return Ok((0, None));
+    }
     if all.is_empty() {
         println!("no series in {} matches", store.describe());
     }
@@ -268,7 +342,35 @@ fn show(store: &mut Store, f: &Filter) -> Result<()> {
             );
         }
     }
-    Ok(())
+    Ok((0, None))
+}
+
+/// A series with each run's point, for `--json`.
+fn series_part(s: &Series) -> SeriesPart {
+    SeriesPart {
+        key: s.key.describe(),
+        figure: s.key.figure.clone(),
+        unit: unit(&s.key.figure),
+        gpu_model: s.key.gpu_model.clone(),
+        lane: s.key.lane.clone(),
+        points: s
+            .points
+            .iter()
+            .enumerate()
+            .map(|(j, p)| PointPart {
+                digest: p.digest.clone(),
+                started_at: p.started_at.clone(),
+                value: p.value,
+                lo: p.lo,
+                hi: p.hi,
+                n: p.n,
+                changed: match j {
+                    0 => Vec::new(),
+                    _ => p.facts.changes_from(&s.points[j - 1].facts),
+                },
+            })
+            .collect(),
+    }
 }
 
 /// One change point in words (the same line `regressions` prints and CI logs keep).
@@ -300,10 +402,16 @@ pub fn describe(s: &Series, f: &Found) -> String {
     )
 }
 
-fn regressions_cmd(store: &mut Store, a: &RegressionArgs) -> Result<()> {
+fn regressions_cmd(
+    store: &mut Store,
+    a: &RegressionArgs,
+    doc: &mut HistoryDoc,
+    text: bool,
+) -> Result<Ended> {
     if a.fail_on.is_some_and(|p| p.is_nan() || p < 0.0) {
-        bail!("--fail-on must be a percentage >= 0");
+        return Err(super::Exit::with(2, "--fail-on must be a percentage >= 0").into());
     }
+    let params = super::refused(a.detect.params())?;
     let since = a.filter.since.clone();
     // The series are read whole: --since selects change points, not the levels before them.
     let f = Filter {
@@ -311,50 +419,71 @@ fn regressions_cmd(store: &mut Store, a: &RegressionArgs) -> Result<()> {
         ..a.filter.spec()
     };
     let all = series::read(store, &f)?;
-    let found = regressions::find(&all, &a.detect.params()?, since.as_deref());
+    let found = regressions::find(&all, &params, since.as_deref());
+    doc.fail_on_pct = a.fail_on;
     for x in &found {
-        println!("{}", describe(&all[x.series], x));
+        let line = describe(&all[x.series], x);
+        if text {
+            println!("{line}");
+        }
+        doc.change_points.push(ChangePart {
+            series: all[x.series].key.describe(),
+            regression: x.regression,
+            worse_pct: x.worse_pct,
+            beyond_fail_on: a.fail_on.is_some_and(|l| x.regression && x.worse_pct > l),
+            digest: x.digest.clone(),
+            started_at: x.started_at.clone(),
+            path: x.path.clone(),
+            changed: x.changed.clone(),
+            line,
+        });
     }
-    println!(
-        "{} series, {} change point(s), {} regression(s)",
-        all.len(),
-        found.len(),
-        found.iter().filter(|x| x.regression).count()
-    );
+    if text {
+        println!(
+            "{} series, {} change point(s), {} regression(s)",
+            all.len(),
+            found.len(),
+            found.iter().filter(|x| x.regression).count()
+        );
+    }
     if let Some(limit) = a.fail_on {
         let bad: Vec<&Found> = found
             .iter()
             .filter(|x| x.regression && x.worse_pct > limit)
             .collect();
         if !bad.is_empty() {
-            return Err(super::Exit::with(
+            return Ok((
                 1,
-                format!(
+                Some(format!(
                     "{} regression(s) beyond --fail-on {limit} %: worst {:.1} % ({})",
                     bad.len(),
                     bad.iter().map(|x| x.worse_pct).fold(0.0, f64::max),
                     all[bad[0].series].key.describe()
-                ),
-            )
-            .into());
+                )),
+            ));
         }
     }
-    Ok(())
+    Ok((0, None))
 }
 
-fn report(store: &mut Store, a: &ReportArgs) -> Result<()> {
+fn report(store: &mut Store, a: &ReportArgs, doc: &mut HistoryDoc, text: bool) -> Result<Ended> {
+    let params = super::refused(a.detect.params())?;
     let all = series::read(store, &a.filter.spec())?;
-    let found = regressions::find(&all, &a.detect.params()?, None);
+    let found = regressions::find(&all, &params, None);
     let page = history::page::render(&all, &found, &store.describe());
     crate::evidence::write_atomic(&a.html, page.as_bytes())
         .with_context(|| format!("cannot write {}", a.html.display()))?;
-    println!(
-        "wrote {}: {} series, {} change point(s)",
-        a.html.display(),
-        all.len(),
-        found.len()
-    );
-    Ok(())
+    doc.wrote = Some(super::absolute(&a.html).display().to_string());
+    doc.series = all.iter().map(series_part).collect();
+    if text {
+        println!(
+            "wrote {}: {} series, {} change point(s)",
+            a.html.display(),
+            all.len(),
+            found.len()
+        );
+    }
+    Ok((0, None))
 }
 
 /// `bakeoff run --history DB`, before the verdict is rendered: each arm's figures of this run

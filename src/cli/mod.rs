@@ -22,6 +22,7 @@ pub mod gate;
 pub mod gpu;
 pub mod history;
 pub mod lane;
+pub mod mcp;
 pub mod promote;
 pub mod recover;
 pub mod report;
@@ -132,6 +133,15 @@ impl JsonOut {
         }
         r
     }
+}
+
+/// A command's checks before it touches anything (its flags, their files): any error they end
+/// with is a refusal, exit 2 (README, "Exit codes"), with the same message.
+pub(crate) fn refused<T>(r: anyhow::Result<T>) -> anyhow::Result<T> {
+    r.map_err(|e| match e.downcast::<Exit>() {
+        Ok(x) => x.into(),
+        Err(e) => Exit::with(crate::output::exit::REFUSED, format!("{e:#}")).into(),
+    })
 }
 
 /// `p` made absolute against the current directory.

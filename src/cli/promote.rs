@@ -8,6 +8,7 @@
 
 use crate::evidence::bundle;
 use crate::evidence::manifest;
+use crate::output::promote::PromoteDoc;
 use crate::promote::{self, check, Options, Phase, Source};
 use anyhow::{Context, Result};
 use clap::Args;
@@ -48,6 +49,11 @@ pub struct PromoteArgs {
     /// End the bake of the promotion running in DIR early, keeping the winner.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["bundle", "abort"])]
     pub finish: Option<PathBuf>,
+    /// Print one JSON document on stdout at the end (`bakeoff.promote/1`, docs/agents.md): the
+    /// phase it ended in and why, the folder and its root digest, a dry run's plan. Progress
+    /// stays on stderr.
+    #[arg(long)]
+    pub json: bool,
 }
 
 fn refuse(msg: impl Into<String>) -> anyhow::Error {
@@ -77,11 +83,16 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 }
 
 pub fn run(a: PromoteArgs) -> Result<()> {
+    let out = super::JsonOut::new("promote", a.json);
+    out.end(promote(a, &out))
+}
+
+fn promote(a: PromoteArgs, json: &super::JsonOut) -> Result<()> {
     if let Some(d) = a.abort.as_deref() {
-        return control(d, "abort");
+        return control(d, "abort", json);
     }
     if let Some(d) = a.finish.as_deref() {
-        return control(d, "finish");
+        return control(d, "finish", json);
     }
     let dir = super::absolute(a.bundle.as_deref().expect("clap requires BUNDLE"));
     let (source, needs_confirm) = load(&dir, &a)?;
@@ -127,6 +138,18 @@ pub fn run(a: PromoteArgs) -> Result<()> {
         say: Arc::new(|l: &str| say!("bakeoff promote: {l}")),
     };
     let plan = promote::plan_lines(&source, &o, &checked);
+    if a.dry_run && json.on() {
+        let mut doc = PromoteDoc::new(
+            "dry-run",
+            out.display().to_string(),
+            crate::output::exit::DONE,
+            "dry run: nothing was touched".into(),
+        );
+        doc.arm = Some(source.arm.id.clone());
+        doc.plan = plan;
+        doc.needs = needs_confirm.then(|| format!("--confirm: {}", source.authorization));
+        return json.emit(&doc);
+    }
     if a.dry_run {
         for l in &plan {
             println!("{l}");
@@ -155,7 +178,26 @@ pub fn run(a: PromoteArgs) -> Result<()> {
     })?;
     drop(lock);
     let signalled = o.cancel.borrow().is_some();
-    ended(&outcome, &out, signalled)
+    let r = ended(&outcome, &out, signalled);
+    if json.on() {
+        let code = r
+            .as_ref()
+            .err()
+            .and_then(|e| e.downcast_ref::<super::Exit>())
+            .map_or(crate::output::exit::DONE, |x| x.code);
+        let mut doc = PromoteDoc::new(
+            "promote",
+            out.display().to_string(),
+            code,
+            outcome.why.clone(),
+        );
+        doc.arm = Some(source.arm.id.clone());
+        doc.phase = Some(outcome.phase.as_str().to_string());
+        doc.root_digest = Some(outcome.root_digest.clone()).filter(|d| !d.is_empty());
+        doc.restart = outcome.restart.clone();
+        json.emit(&doc)?;
+    }
+    r
 }
 
 /// Verifies the bundle (and the digest), decides its verdict, and picks the arm.
@@ -230,7 +272,7 @@ fn ended(o: &promote::Outcome, out: &Path, signalled: bool) -> Result<()> {
 }
 
 /// `--abort DIR` / `--finish DIR`: asks the running promotion, and waits until it answered.
-fn control(dir: &Path, what: &str) -> Result<()> {
+fn control(dir: &Path, what: &'static str, json: &super::JsonOut) -> Result<()> {
     let dir = super::absolute(dir);
     let f = promote::record::Folder::open(&dir).map_err(|e| refuse(format!("{e:#}")))?;
     if f.rec.phase != Phase::Baking {
@@ -266,11 +308,17 @@ fn control(dir: &Path, what: &str) -> Result<()> {
         )
         .into());
     }
-    say!(
-        "bakeoff promote: the promotion in {} took the {what}; it ends its bake now",
+    let why = format!(
+        "the promotion in {} took the {what}; it ends its bake now",
         dir.display()
     );
-    Ok(())
+    say!("bakeoff promote: {why}");
+    json.emit(&PromoteDoc::new(
+        what,
+        dir.display().to_string(),
+        crate::output::exit::DONE,
+        why,
+    ))
 }
 
 /// `bakeoff recover DIR` on a promotion folder (see `promote::recover`): the campaign is the

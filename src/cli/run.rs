@@ -387,10 +387,14 @@ pub(super) fn ended(
 fn complete_doc(bundle: &Path) -> Result<RunDoc> {
     let b = crate::report::load_checked(bundle, false)?;
     let v = crate::report::verdict(&b);
-    let mut doc = RunDoc::new(bundle.display().to_string(), &b.result, Ok(&v), None);
+    let mut doc = RunDoc::standing(
+        bundle.display().to_string(),
+        &b.result,
+        &v,
+        b.manifest.root_sha256.clone(),
+    );
     doc.resumed = true;
     doc.nothing_to_run = true;
-    doc.root_digest = b.manifest.root_sha256.clone();
     Ok(doc)
 }
 

@@ -446,6 +446,17 @@ fn process_cpu_s(pid: u32) -> f64 {
     ns as f64 / 1e9
 }
 
+/// The flags checked before the engine starts (a problem is a refusal, exit 2).
+fn check_flags(args: &SelftestArgs) -> Result<()> {
+    if args.levels.is_empty() || args.levels.contains(&0) {
+        bail!("--levels needs positive concurrency levels, like 1,16,256");
+    }
+    if args.waves < 2 {
+        bail!("--waves must be at least 2 (the first wave is reported apart)");
+    }
+    Ok(())
+}
+
 fn per_chunk(ns: u64, chunks: u64) -> f64 {
     if chunks > 0 {
         ns as f64 / 1e3 / chunks as f64
@@ -455,12 +466,7 @@ fn per_chunk(ns: u64, chunks: u64) -> f64 {
 }
 
 pub fn run(args: SelftestArgs) -> Result<()> {
-    if args.levels.is_empty() || args.levels.contains(&0) {
-        bail!("--levels needs positive concurrency levels, like 1,16,256");
-    }
-    if args.waves < 2 {
-        bail!("--waves must be at least 2 (the first wave is reported apart)");
-    }
+    super::refused(check_flags(&args))?;
     crate::clock::raise_nofile_limit();
     let dir = std::env::temp_dir().join(format!("bakeoff-selftest-{}", std::process::id()));
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;

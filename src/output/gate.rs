@@ -4,7 +4,7 @@ use crate::gates::GateResult;
 use serde::Serialize;
 use std::path::Path;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct GateDoc {
     pub schema: &'static str,
     pub exit_code: u8,
@@ -15,7 +15,7 @@ pub struct GateDoc {
     pub checks: Vec<CheckPart>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct CheckPart {
     pub gate: String,
     /// `passed`, `failed`, `inconclusive`, … (the artifact's `status`).

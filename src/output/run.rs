@@ -4,7 +4,7 @@ use crate::decide::Verdict;
 use crate::evidence::result::{CampaignResult, Restoration};
 use serde::Serialize;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct RunDoc {
     pub schema: &'static str,
     pub exit_code: u8,
@@ -35,7 +35,7 @@ pub struct RunDoc {
     pub history: Vec<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct VerdictPart {
     pub winner: Option<String>,
     pub reason: String,
@@ -46,7 +46,7 @@ pub struct VerdictPart {
     pub failures: Vec<FailurePart>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct FailurePart {
     pub arm: String,
     /// `compatibility`, `capacity`, `crash`, … (docs/verdict.md).
@@ -56,7 +56,7 @@ pub struct FailurePart {
     pub evidence: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct ArmPart {
     pub id: String,
     pub label: String,
@@ -67,7 +67,7 @@ pub struct ArmPart {
     pub failure: Option<FailurePart>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct RestorationPart {
     /// `passed`, `unproven`, `failed`, `not-attempted`.
     pub status: String,
@@ -80,7 +80,7 @@ pub struct RestorationPart {
     pub stop_command: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct TimingPart {
     pub total_s: f64,
     pub engine_lifecycle_s: f64,
@@ -91,6 +91,19 @@ pub struct TimingPart {
 
 impl RunDoc {
     pub const SCHEMA: &'static str = "bakeoff.run/1";
+
+    /// The document of a sealed bundle as it stands, read and nothing run (`--resume` of a
+    /// complete bundle, the MCP server's `verdict`): its result, its verdict, its root digest.
+    pub fn standing(
+        bundle: String,
+        r: &CampaignResult,
+        v: &Verdict,
+        root: Option<String>,
+    ) -> RunDoc {
+        let mut doc = RunDoc::new(bundle, r, Ok(v), None);
+        doc.root_digest = root;
+        doc
+    }
 
     /// The document of a run whose result is `r` (the verdict, or why it could not be written).
     pub fn new(

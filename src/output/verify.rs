@@ -3,7 +3,7 @@
 use crate::evidence::manifest::{Manifest, Problem};
 use serde::Serialize;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct VerifyDoc {
     pub schema: &'static str,
     pub exit_code: u8,
@@ -20,7 +20,7 @@ pub struct VerifyDoc {
     pub problems: Vec<ProblemPart>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct ProblemPart {
     /// `changed`, `missing`, `unlisted`, `not-regular`, `manifest-edited`, `manifest-entry`,
     /// `digest-mismatch`, `unaccounted`, `validity`.

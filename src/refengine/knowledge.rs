@@ -61,7 +61,10 @@ fn prime(lower: &str) -> Option<String> {
         return None;
     }
     let n: u64 = n.parse().ok()?;
-    let is_prime = n >= 2 && (2..).take_while(|d| d * d <= n).all(|d| n % d != 0);
+    let is_prime = n >= 2
+        && (2..)
+            .take_while(|d| d * d <= n)
+            .all(|d| !n.is_multiple_of(d));
     Some(if is_prime { "yes" } else { "no" }.to_string())
 }
 

@@ -447,6 +447,29 @@ impl ComparisonDoc {
         }
     }
 
+    /// `compare --json`'s whole document: each bundle's load notes and the card warnings, and,
+    /// with a regression limit `pct`, the limit and every change past it (counted or not).
+    /// The CLI and the MCP server's `compare` give the same document.
+    pub fn full(
+        c: &Comparison,
+        notes_a: &[String],
+        notes_b: &[String],
+        pct: Option<f64>,
+    ) -> ComparisonDoc {
+        let mut doc = ComparisonDoc::new(c);
+        doc.warnings = notes_a
+            .iter()
+            .map(|n| format!("A: {n}"))
+            .chain(notes_b.iter().map(|n| format!("B: {n}")))
+            .chain(card_warnings(c))
+            .collect();
+        if let Some(p) = pct {
+            doc.fail_on_regression_pct = Some(p);
+            doc.regressions = Some(regressions(c, p));
+        }
+        doc
+    }
+
     /// The document as JSON, its keys sorted (through `Value`) as `compare --json` always wrote
     /// them.
     pub fn to_json(&self) -> serde_json::Value {

@@ -410,6 +410,16 @@ fn violations(files: &[File]) -> Vec<String> {
         // The `--json` documents: plain data from the verdict, the bundle and the gates' results;
         // only cli fills and prints them.
         ("output", Some(&["decide", "evidence", "gates"][..])),
+        // The MCP server: beside cli, over the same library calls (never clap types); its runs
+        // are child `bakeoff run` processes, so it imports no `run` code.
+        (
+            "mcp",
+            Some(
+                &[
+                    "bench", "campaign", "client", "evidence", "gates", "load", "output", "report",
+                ][..],
+            ),
+        ),
         ("cli", None),
         ("main", None),
     ]

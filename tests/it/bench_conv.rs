@@ -297,7 +297,8 @@ fn structured_workloads_refuse_what_they_cannot_do() {
     ];
     for (args, want) in cases {
         let (o, _) = bench(&e.url, args, &out);
-        assert!(!o.status.success(), "{args:?} was accepted");
+        // Refused before any request: exit 2.
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
         let t = text(&o);
         assert!(t.contains(want), "{args:?}: {t}");
     }

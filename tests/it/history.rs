@@ -2,6 +2,7 @@
 //! `tests/infra/postgres.rs`), the SQLite-only failures, and `bakeoff history` end to end.
 
 use crate::support::history::{all_cases, bundle, Run};
+use crate::support::json_doc::doc;
 use crate::support::{text, BIN};
 use bakeoff::history::{DbSpec, Store};
 use std::path::Path;
@@ -67,9 +68,17 @@ fn the_cli_adds_lists_shows_gates_and_reports() {
     );
     // A tampered bundle is refused with the reason; the exit says so.
     std::fs::write(Path::new(&dirs[3]).join("checkpoint.json"), "{}").unwrap();
-    let o = history(&db, &["add", &dirs[3]]);
+    let o = history(&db, &["add", &dirs[3], "--json"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(text(&o).contains("does not verify"), "{}", text(&o));
+    let d = doc(&o);
+    assert_eq!(d["added"][0]["status"], "refused", "{d:#}");
+    assert!(
+        d["added"][0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("does not verify"),
+        "{d:#}"
+    );
 
     let o = history(&db, &["show", "--arm", "inc", "--metric", "ttft"]);
     assert!(o.status.success(), "{}", text(&o));
@@ -89,8 +98,19 @@ fn the_cli_adds_lists_shows_gates_and_reports() {
     );
     assert!(text(&o).contains("beyond --fail-on 5 %"), "{}", text(&o));
     // Beyond the change: no gate trips; --since after the change lists none.
-    let o = history(&db, &["regressions", "--fail-on", "50"]);
+    let o = history(&db, &["regressions", "--fail-on", "50", "--json"]);
     assert!(o.status.success(), "{}", text(&o));
+    let d = doc(&o);
+    let c = &d["change_points"][0];
+    assert_eq!(
+        (&c["regression"], &c["beyond_fail_on"]),
+        (&true.into(), &false.into()),
+        "{d:#}"
+    );
+    assert!(
+        c["line"].as_str().unwrap().starts_with("REGRESSION inc"),
+        "{d:#}"
+    );
     let o = history(
         &db,
         &[
@@ -113,9 +133,17 @@ fn the_cli_adds_lists_shows_gates_and_reports() {
             "ttft_p50@c1",
             "--html",
             page.to_str().unwrap(),
+            "--json",
         ],
     );
     assert!(o.status.success(), "{}", text(&o));
+    let d = doc(&o);
+    assert_eq!(d["wrote"], page.display().to_string(), "{d:#}");
+    assert_eq!(
+        d["series"][0]["points"].as_array().unwrap().len(),
+        30,
+        "{d:#}"
+    );
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(
         html.contains("run-020/report.html"),
@@ -144,7 +172,8 @@ fn the_default_store_lives_under_the_data_dir_and_a_password_in_argv_is_refused(
         ])
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(1));
+    // A flag refused before the store is opened: exit 2.
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(
         text(&o).contains("BAKEOFF_HISTORY_PASSWORD"),
         "{}",

@@ -41,6 +41,7 @@ mod fleet_recover;
 mod history;
 mod history_campaigns;
 mod json_schemas;
+mod mcp;
 mod gate {
     mod cli;
     mod reference;

@@ -17,6 +17,7 @@
 
 use crate::support::campaign::*;
 use crate::support::exclusive as serial;
+use crate::support::json_doc::doc;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
@@ -188,8 +189,13 @@ fn promotion_refusals_dry_run_rollback_and_keep() {
     assert!(text(&o).contains("`bad` is not eligible"), "{}", text(&o));
     let o = l.promote(&["--arm", "inc", "--confirm"]);
     assert!(text(&o).contains("is the incumbent"), "{}", text(&o));
-    let o = l.promote(&[]);
+    let o = l.promote(&["--json"]);
     assert_eq!(code(&o), 2, "{}", text(&o));
+    let d = doc(&o);
+    assert_eq!(
+        (&d["schema"], &d["refused"]),
+        (&"bakeoff.error/1".into(), &true.into())
+    );
     assert!(
         text(&o).contains("policy manual") && text(&o).contains("--confirm"),
         "{}",
@@ -238,9 +244,22 @@ fn promotion_refusals_dry_run_rollback_and_keep() {
     );
 
     // The dry run: the transaction and the rollback plan, nothing touched.
-    let o = l.promote(&["--dry-run"]);
+    let o = l.promote(&["--dry-run", "--json"]);
     assert!(o.status.success(), "{}", text(&o));
-    let out = String::from_utf8_lossy(&o.stdout);
+    let d = doc(&o);
+    assert_eq!(
+        (&d["action"], &d["arm"]),
+        (&"dry-run".into(), &"win".into()),
+        "{d:#}"
+    );
+    let mut out: Vec<&str> = d["plan"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_str().unwrap())
+        .collect();
+    out.push(d["why"].as_str().unwrap());
+    let out = out.join("\n");
     for w in [
         "rollback check (passed)",
         "bake check (passed)",
@@ -270,9 +289,16 @@ fn promotion_refusals_dry_run_rollback_and_keep() {
         deg.to_str().unwrap(),
         "--bake",
         "3s",
+        "--json",
     ]);
     let degrade_s = t1.elapsed().as_secs_f64();
     assert_eq!(code(&o), 1, "{}", text(&o));
+    let d = doc(&o);
+    assert_eq!(
+        (&d["phase"], &d["arm"]),
+        (&"rolled-back".into(), &"slowwin".into()),
+        "{d:#}"
+    );
     assert_eq!(phase(&deg), "rolled-back");
     let r = json(&deg.join("promotion.json"));
     let iv = r["intervals"].as_array().unwrap();
@@ -354,9 +380,13 @@ fn promotion_refusals_dry_run_rollback_and_keep() {
     // A clean winner: kept; the lane record names it.
     let t2 = Instant::now();
     let keep = l.folder("keep");
-    let o = l.promote(&["--confirm", "--output", keep.to_str().unwrap()]);
+    let o = l.promote(&["--confirm", "--output", keep.to_str().unwrap(), "--json"]);
     let keep_s = t2.elapsed().as_secs_f64();
     assert_eq!(code(&o), 0, "{}", text(&o));
+    let d = doc(&o);
+    assert_eq!(d["phase"], "promoted", "{d:#}");
+    assert_eq!(d["folder"], keep.display().to_string());
+    assert_eq!(d["root_digest"].as_str().map(str::len), Some(64), "{d:#}");
     assert_eq!(phase(&keep), "promoted");
     assert_eq!(l.serves().as_deref(), Some("win"));
     verify(&keep);
@@ -446,6 +476,7 @@ fn squat_until_rollback(l: &Lane, name: &str, kill: bool) -> PathBuf {
         std::fs::remove_file(&rollback).unwrap();
         let o = child.wait_with_output().unwrap();
         assert_eq!(code(&o), 1, "{}", text(&o));
+        assert_eq!(doc(&o)["phase"], "rolled-back");
         assert!(text(&o).contains("launch-winner"), "{}", text(&o));
         assert_eq!(phase(&dir), "rolled-back");
     }
@@ -466,6 +497,7 @@ fn paused_promote(l: &Lane, dir: &Path, pauses: &str) -> Command {
             "--confirm",
             "--output",
             dir.to_str().unwrap(),
+            "--json",
         ],
     );
     c.env("BAKEOFF_TEST_PAUSE_AT", pauses);
@@ -546,6 +578,9 @@ fn promotion_killed_at_each_point_is_recovered() {
     std::fs::remove_file(&marker).unwrap();
     let o = child.wait_with_output().unwrap();
     assert_eq!(code(&o), 4, "{}", text(&o));
+    let d = doc(&o);
+    assert_eq!(d["phase"], "rollback-failed", "{d:#}");
+    assert!(!d["restart"].as_array().unwrap().is_empty(), "{d:#}");
     assert!(
         text(&o).contains("CRITICAL") && text(&o).contains("start the incumbent by hand"),
         "{}",

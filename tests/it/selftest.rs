@@ -64,7 +64,8 @@ fn selftest_refuses_bad_levels() {
         .args(["selftest", "--levels", "0"])
         .output()
         .unwrap();
-    assert!(!out.status.success());
+    // Refused before the engine starts: exit 2 (README, "Exit codes").
+    assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--levels"));
 }
 

@@ -397,6 +397,9 @@ fn compare_refuses_unlike_and_unverified_bundles_and_gates_on_regressions() {
     eprintln!("{}", String::from_utf8_lossy(&o.stdout));
     let o = bakeoff(&["compare", sa, sa, "--fail-on-regression", "10"]);
     assert!(o.status.success(), "{}", text(&o));
+    // A flag refused before either bundle is read: exit 2.
+    let o = bakeoff(&["compare", sa, sa, "--fail-on-regression", "-1"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
 
     // An unverified bundle is refused.
     std::fs::write(slow.join(".x.json"), b"{}").unwrap();

@@ -13,5 +13,6 @@ mod campaign_run;
 mod conversation;
 mod gate;
 mod lane;
+mod mcp_client;
 mod prompt;
 mod smoke;

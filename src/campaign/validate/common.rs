@@ -128,7 +128,7 @@ pub(super) fn within(r: &mut Reporter, path: &FieldPath, v: u64, lo: u64, hi: u6
 pub fn token_label(tokens: u64) -> String {
     if tokens < 1000 {
         tokens.to_string()
-    } else if tokens % 1024 == 0 {
+    } else if tokens.is_multiple_of(1024) {
         format!("{}k", tokens / 1024)
     } else {
         format!("{}k", (tokens + 500) / 1000)
