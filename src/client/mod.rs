@@ -9,6 +9,7 @@ mod conn;
 pub mod control;
 mod fastchunk;
 mod pacer;
+pub use pacer::SendThread;
 mod reader;
 mod response;
 mod sse;

@@ -50,6 +50,17 @@ impl SendThread {
             SendThread::Default => "default",
         }
     }
+
+    /// The one a name stands for (a client step's file read back by the controller).
+    pub fn named(name: &str) -> Option<SendThread> {
+        [
+            SendThread::Realtime,
+            SendThread::ShortSlice,
+            SendThread::Default,
+        ]
+        .into_iter()
+        .find(|s| s.name() == name)
+    }
 }
 
 /// The stamp and the bytes a paced write put on the socket.

@@ -226,13 +226,16 @@ pub struct LoadOut {
 }
 
 /// `load::RunWindow` as data.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct WindowOut {
     pub start_ns: u64,
     pub end_ns: u64,
     pub warmup_requests: u64,
     pub cap_delayed: u64,
     pub peak_in_flight: u64,
+    /// How the send thread was scheduled (`load::RunWindow::send_thread`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_thread: Option<String>,
 }
 
 /// `load::session::Reads` as data.
@@ -252,6 +255,11 @@ impl LoadOut {
                 warmup_requests: w.warmup_requests,
                 cap_delayed: w.cap_delayed,
                 peak_in_flight: w.peak_in_flight,
+                send_thread: w
+                    .send_thread
+                    .as_deref()
+                    .and_then(crate::client::SendThread::named)
+                    .map(crate::client::SendThread::name),
             }),
             (None, Some(e)) => Err(e.clone()),
             (None, None) => Err(RequestError::new(
@@ -311,6 +319,7 @@ pub async fn load(
                 warmup_requests: w.warmup_requests,
                 cap_delayed: w.cap_delayed,
                 peak_in_flight: w.peak_in_flight,
+                send_thread: w.send_thread.map(str::to_string),
             }),
             None,
         ),
@@ -513,6 +522,7 @@ mod tests {
                 warmup_requests: 1,
                 cap_delayed: 0,
                 peak_in_flight: 2,
+                send_thread: Some("realtime".into()),
             }),
             window_error: None,
             started_ns: 1,
@@ -530,6 +540,7 @@ mod tests {
         let back: LoadOut = serde_json::from_slice(&serde_json::to_vec(&out).unwrap()).unwrap();
         let w = back.window().unwrap();
         assert_eq!((w.start_ns, w.end_ns, w.peak_in_flight), (5, 9, 2));
+        assert_eq!(w.send_thread, Some("realtime"));
         let r = back.reads();
         assert_eq!((r.kernel_stamped, r.lag_hist[1], r.lag_hist[20]), (3, 2, 0));
         assert_eq!(back.collector().failed, 1);
