@@ -34,12 +34,14 @@ if ! command -v chromium >/dev/null 2>&1; then
 fi
 scripts/infra/docker.sh install
 scripts/infra/postgres.sh install
-if ! wait "$build_pid"; then
-  build_pid=""
-  echo "the test build failed (its errors are above)" >&2
+status=0
+wait "$build_pid" || status=$?
+build_pid=""
+if [ "$status" -ne 0 ]; then
+  # 128+N: the build was killed by signal N, not stopped by an error of its own.
+  echo "the test build failed (exit $status; cargo's errors, if any, are above)" >&2
   exit 1
 fi
-build_pid=""
 # --features full-suite: the real-engine, Docker/Slurm, browser and seed-replay tests too (plain
 # `cargo test` runs only what needs nothing installed).
 # Two runs, one build: the timing-sensitive binaries first, while none of the daemons tests/infra
