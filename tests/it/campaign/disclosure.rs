@@ -96,8 +96,13 @@ fn an_arm_whose_responses_stop_short_fails_compatibility_and_reasoning_is_stated
         line.contains(" requests stopped short of max_tokens"),
         "{line}"
     );
+    // The engines that honor the length are not flagged. (Another line may name them: the
+    // kernel turns receive stamping on through deferred work, so on a loaded machine the first
+    // reads of a process can be unstamped, and 1 of inc's 45 reads is above the 1 % line.)
     assert!(
-        !validity.iter().any(|l| l.starts_with("inc: ")),
+        !validity
+            .iter()
+            .any(|l| !l.starts_with("short: ") && l.contains("stopped short")),
         "{validity:?}"
     );
     assert!(
