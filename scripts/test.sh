@@ -9,6 +9,13 @@ cd "$(dirname "$0")/.."
 # Slurm cluster (target/infra/slurm: the host node plus four namespaced nodes) and a PostgreSQL server (target/infra/postgres)
 # when they are not up; whatever happens, all are torn down at exit (containers and jobs gone,
 # daemons stopped, no interface or firewall rule left, the database folder removed).
+# A first build here (a fresh clone, as CI's) is made without incremental compilation: its
+# caches buy nothing on a clean tree and cost the bakeoff crate twice the CPU (clean lib build on
+# the 2-core VM: 10.5 min of CPU incremental, 5.3 without; docs/benchmarks.md, "Clean test
+# build"). Where target/ already holds a build, cargo's default stays, so edits rebuild fast.
+if [ ! -d target/debug/deps ] && [ -z "${CARGO_INCREMENTAL:-}" ]; then
+  export CARGO_INCREMENTAL=0
+fi
 build_pid=""
 teardown() {
   [ -z "$build_pid" ] || kill "$build_pid" 2>/dev/null || true

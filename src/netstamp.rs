@@ -69,6 +69,44 @@ pub fn enable(stream: &impl AsRawFd) -> bool {
     }
 }
 
+/// Turns the kernel's receive stamping on for this process before the first timed read, and
+/// keeps it on. The first socket that asks only schedules the switch (a deferred static key), so
+/// segments queued before that work runs carry no stamp: on a busy host a load's first reads
+/// came unstamped and were disclosed as such. This holds one stamping UDP socket open for the
+/// life of the process and sends itself datagrams on the loopback until one comes back stamped
+/// (normally the first; at most about 200 ms). Returns whether stamping is on; idempotent.
+pub fn prime() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| {
+        let Ok(sock) = std::net::UdpSocket::bind("127.0.0.1:0") else {
+            return false;
+        };
+        let Ok(me) = sock.local_addr() else {
+            return false;
+        };
+        if !enable(&sock) {
+            return false;
+        }
+        let mut spare = [std::mem::MaybeUninit::<u8>::uninit(); 8];
+        for _ in 0..200 {
+            if sock.send_to(b"stamp?", me).is_err() {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            // Drain what arrived; one stamped datagram is the proof.
+            while let Ok((n, stamp)) = recv_once(sock.as_raw_fd(), &mut spare) {
+                if n > 0 && stamp.is_some() {
+                    // Held open on purpose: closing the last stamping socket could turn the
+                    // key off again.
+                    std::mem::forget(sock);
+                    return true;
+                }
+            }
+        }
+        false
+    })
+}
+
 /// One `recvmsg` into `spare`; returns the byte count and the kernel's stamp (CLOCK_REALTIME ns).
 pub(crate) fn recv_once(
     fd: libc::c_int,
@@ -290,6 +328,22 @@ impl Round {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn prime_turns_stamping_on_before_the_first_read() {
+        assert!(prime(), "a stamped loopback datagram within 200 ms");
+        // A fresh socket's very first segment is stamped now.
+        let a = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let b = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        assert!(enable(&b));
+        a.send_to(b"x", b.local_addr().unwrap()).unwrap();
+        b.set_nonblocking(false).unwrap();
+        let mut spare = [std::mem::MaybeUninit::<u8>::uninit(); 4];
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        let (n, stamp) = recv_once(b.as_raw_fd(), &mut spare).unwrap();
+        assert_eq!(n, 1);
+        assert!(stamp.is_some(), "the first datagram after prime() carries a kernel stamp");
+    }
 
     #[test]
     fn lag_buckets_are_powers_of_two() {

@@ -230,6 +230,8 @@ pub async fn run<S: Sink>(s: Session, sink: S) -> Result<Outcome<S>> {
         let _ = done_tx.send(collect(rx, sink));
     });
     let cancel = s.cancel.clone();
+    // Stamping on before the first timed read, not a moment after it (netstamp::prime).
+    crate::netstamp::prime();
     let stamps0 = crate::netstamp::counts();
     let lags0 = crate::netstamp::lag_histogram();
     let started_ns = crate::clock::mono_ns();

@@ -1108,9 +1108,17 @@ mod solo {
         let e = Engine::start(&["model = \"ref\"\nttft_ms = 50\ndecode_tok_s = 80\n"]);
         let port = e.port;
         let n = 64;
+        // The starts are spread over one decode gap (64 × 0.2 ms = 12.8 ms), as a serving load's
+        // arrivals are: started together, all 64 first tokens fall due in the same instant and
+        // the median one waits for 31 writes and 31 woken readers on two shared cores (CI saw
+        // the median TTFT 9.7 ms late on a busy host). Spread, all 64 still decode together
+        // for the whole second and each token's deadline has the cores to itself.
+        let t0 = std::time::Instant::now() + std::time::Duration::from_millis(20);
         let hs: Vec<_> = (0..n)
             .map(|i| {
                 std::thread::spawn(move || {
+                    let at = t0 + std::time::Duration::from_micros(200 * i as u64);
+                    std::thread::sleep(at.saturating_duration_since(std::time::Instant::now()));
                     let r = request(
                         port,
                         "POST",
@@ -1133,7 +1141,7 @@ mod solo {
             rates.push(80.0 / ((t[80] - t[0]) as f64 / 1e9));
             itls.extend(t[..81].windows(2).map(|w| (w[1] - w[0]) as f64 / 1e6));
         }
-        let ttft = median(ttfts);
+        let ttft = median(ttfts.clone());
         let rate = median(rates);
         let itl = median(itls);
         eprintln!(
@@ -1144,7 +1152,7 @@ mod solo {
         // last token at once (CI once saw 7 ms late on a 250 ms span: -3 %). The ITL median
         // (5,120 gaps; a stall moves two gaps per stream) is held to 1 %, the span to 2 %.
         assert!((itl - 12.5).abs() <= 0.125, "ITL p50 {itl} ms");
-        assert!((ttft - 50.0).abs() <= 2.0, "TTFT p50 {ttft}");
+        assert!((ttft - 50.0).abs() <= 2.0, "TTFT p50 {ttft}; each stream {ttfts:?}");
         assert!((rate - 80.0).abs() <= 1.6, "decode p50 {rate}");
     }
 

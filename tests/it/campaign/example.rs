@@ -38,8 +38,11 @@ fn gate_with_default_checks_passes_on_a_reference_engine() {
 
 #[test]
 fn the_reference_example_ends_with_a_winner() {
-    // A whole campaign whose verdict compares timings: alone among the timing tests.
-    let _g = crate::support::exclusive();
+    // A whole campaign whose verdict compares timings, but by margins no neighbour's load can
+    // close (the winner's TTFT is 30 ms against 50 and 60; the 40 ms arm fails its tools gate),
+    // so it runs beside the other shared tests. Exclusive, its 97 s left CI's second test
+    // thread waiting on the lock.
+    let _g = crate::support::shared();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let tmp = tempfile::tempdir().unwrap();
     // The example as shipped, beside its profiles, on a free port and writing into the temp dir.

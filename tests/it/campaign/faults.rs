@@ -14,6 +14,7 @@ use crate::support::shared;
 const FAST: &str = "ttft_ms = 10\ndecode_tok_s = 400\ncontext_tokens = 4096";
 /// A slow decode: the arm's timing steps take seconds, time to act during the arm.
 const SLOW: &str = "ttft_ms = 10\ndecode_tok_s = 20\ncontext_tokens = 4096";
+const SLOWISH: &str = "ttft_ms = 10\ndecode_tok_s = 60\ncontext_tokens = 4096";
 
 #[test]
 fn a_second_run_on_the_lane_is_refused_naming_the_first() {
@@ -321,8 +322,9 @@ fn a_disk_full_for_a_second_never_leaves_a_complete_bundle_with_a_missing_file()
         return;
     };
     // Arm a is slow (its timing steps take seconds): the second after its launch hits its ready
-    // and preflight writes, and the run goes on well after the disk is free again.
-    let file = t.write_profiled(&[("inc", FAST), ("a", SLOW), ("b", FAST)]);
+    // and preflight writes, and the run goes on well after the disk is free again. Three times
+    // SLOW's decode rate: the campaign runs to its end, and at SLOW that took 97 s of CI.
+    let file = t.write_profiled(&[("inc", FAST), ("a", SLOWISH), ("b", FAST)]);
     let b = disk.0.join("out");
     let mut run = t.spawn_run("inc", &file, Some(&b));
     // As arm a starts: full for about a second, then freed.
