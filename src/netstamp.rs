@@ -342,7 +342,10 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(5));
         let (n, stamp) = recv_once(b.as_raw_fd(), &mut spare).unwrap();
         assert_eq!(n, 1);
-        assert!(stamp.is_some(), "the first datagram after prime() carries a kernel stamp");
+        assert!(
+            stamp.is_some(),
+            "the first datagram after prime() carries a kernel stamp"
+        );
     }
 
     #[test]

@@ -1152,7 +1152,10 @@ mod solo {
         // last token at once (CI once saw 7 ms late on a 250 ms span: -3 %). The ITL median
         // (5,120 gaps; a stall moves two gaps per stream) is held to 1 %, the span to 2 %.
         assert!((itl - 12.5).abs() <= 0.125, "ITL p50 {itl} ms");
-        assert!((ttft - 50.0).abs() <= 2.0, "TTFT p50 {ttft}; each stream {ttfts:?}");
+        assert!(
+            (ttft - 50.0).abs() <= 2.0,
+            "TTFT p50 {ttft}; each stream {ttfts:?}"
+        );
         assert!((rate - 80.0).abs() <= 1.6, "decode p50 {rate}");
     }
 
