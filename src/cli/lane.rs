@@ -29,15 +29,22 @@ pub struct StatusArgs {
     /// The lane host.
     #[arg(long, default_value = "127.0.0.1")]
     pub host: String,
+    /// Print one JSON document (`bakeoff.lane-status/1`, docs/agents.md) on stdout instead of
+    /// the lines.
+    #[arg(long)]
+    pub json: bool,
 }
 
 pub fn run(a: LaneArgs) -> Result<()> {
     match a.command {
-        LaneCommand::Status(s) => status(s),
+        LaneCommand::Status(s) => {
+            let out = super::JsonOut::new("lane status", s.json);
+            out.end(status(s, &out))
+        }
     }
 }
 
-fn status(a: StatusArgs) -> Result<()> {
+fn status(a: StatusArgs, out: &super::JsonOut) -> Result<()> {
     let dir = lock_dir();
     let records: Vec<LaneRecord> = match a.port {
         Some(p) => resident::read(&a.host, p)
@@ -60,6 +67,23 @@ fn status(a: StatusArgs) -> Result<()> {
             v
         }
     };
+    if out.on() {
+        let lanes = records
+            .iter()
+            .map(|r| crate::output::lane::LaneEntry {
+                record: serde_json::to_value(r).unwrap_or_default(),
+                process_alive: r.resident.process.as_ref().map(|_| r.process_alive()),
+                summary: r.summary(),
+                marked: r.state == LaneState::RollbackFailed,
+            })
+            .collect();
+        let doc = crate::output::lane::LaneStatusDoc::new(dir.display().to_string(), lanes);
+        out.emit(&doc)?;
+        return match doc.exit_code {
+            0 => Ok(()),
+            code => Err(super::Exit::silent(code).into()),
+        };
+    }
     if records.is_empty() {
         println!(
             "no lane record{} in {} (a record is written when a campaign restores its incumbent or a promotion ends)",

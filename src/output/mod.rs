@@ -1,11 +1,12 @@
 //! The `--json` documents of the commands that end with a result (`run`, `gate`, `verify`,
-//! `report`, `recover`, `promote`; docs/agents.md). Plain serde data built from the values each command
+//! `report`, `recover`, `promote`, `lane status`; docs/agents.md). Plain serde data built from the values each command
 //! already holds, never from its prose, so a script (or a later MCP server) reads what the
 //! terminal lines say. One document per invocation, on stdout; its `schema` field names the
 //! JSON Schema under docs/schemas/ (`bakeoff.<command>/1` → `docs/schemas/<command>.schema.json`).
 
 pub mod gate;
 pub mod history;
+pub mod lane;
 pub mod promote;
 pub mod recover;
 pub mod report;

@@ -34,7 +34,17 @@ fn each_schema_compiles_and_refuses_what_it_does_not_describe() {
     names.sort();
     assert_eq!(
         names,
-        ["error", "gate", "history", "promote", "recover", "report", "run", "verify"]
+        [
+            "error",
+            "gate",
+            "history",
+            "lane-status",
+            "promote",
+            "recover",
+            "report",
+            "run",
+            "verify"
+        ]
     );
 }
 

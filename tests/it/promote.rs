@@ -408,6 +408,14 @@ fn promotion_refusals_dry_run_rollback_and_keep() {
         "{}",
         text(&o)
     );
+    // The same as one JSON document (validated against docs/schemas/lane-status.schema.json).
+    let v = doc(&bakeoff(
+        &l.locks,
+        &["lane", "status", &l.t.port.to_string(), "--json"],
+    ));
+    assert_eq!(v["lanes"][0]["record"]["resident"]["arm"], "win", "{v:#}");
+    assert_eq!(v["lanes"][0]["record"]["state"], "serving", "{v:#}");
+    assert_eq!(v["lanes"][0]["process_alive"], true, "{v:#}");
 
     // Drift: the bundle's incumbent no longer serves the lane.
     let o = l.promote(&["--arm", "slowwin", "--confirm"]);
@@ -591,6 +599,19 @@ fn promotion_killed_at_each_point_is_recovered() {
     let o = bakeoff(&l.locks, &["lane", "status", &l.t.port.to_string()]);
     assert_eq!(code(&o), 4, "{}", text(&o));
     assert!(text(&o).contains("ROLLBACK FAILED"), "{}", text(&o));
+    let v = doc(&bakeoff(
+        &l.locks,
+        &["lane", "status", &l.t.port.to_string(), "--json"],
+    ));
+    assert_eq!(v["exit_code"], 4, "{v:#}");
+    assert_eq!(v["lanes"][0]["record"]["state"], "rollback-failed", "{v:#}");
+    assert!(
+        !v["lanes"][0]["record"]["restart"]
+            .as_array()
+            .unwrap()
+            .is_empty(),
+        "{v:#}"
+    );
     let o = l.run_again();
     assert_eq!(code(&o), 2, "{}", text(&o));
     assert!(text(&o).contains("ROLLBACK FAILED"), "{}", text(&o));
