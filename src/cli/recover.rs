@@ -72,6 +72,8 @@ fn recover(args: &RecoverArgs, out: &super::JsonOut) -> Result<()> {
 
 /// `bakeoff recover DIR` of a one-lane bundle.
 fn one_lane(c: Campaign, dir: &Path) -> Result<RecoverDoc> {
+    // One `[[lanes]]` table on a Slurm node: its address is the node's, as the run had it.
+    let c = runner::slurm_lanes::resolve_any(c).map_err(refuse)?;
     // The lane must be nobody's: a live run restores its incumbent itself.
     let session = runner::session::begin(c, dir.to_path_buf(), Purpose::Recover)
         .map_err(|r| refuse(r.message))?;

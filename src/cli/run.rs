@@ -126,6 +126,9 @@ fn run_with(args: RunArgs, out: &super::JsonOut) -> Result<()> {
     } else {
         Purpose::Run
     };
+    // One `[[lanes]]` table on a Slurm node: its address is the node's NodeAddr, asked of Slurm
+    // now, as a multi-lane run asks it (nothing to do for any other lane).
+    let c = runner::slurm_lanes::resolve(c).map_err(refuse)?;
     let session = match runner::session::begin_with(c, bundle, purpose, args.accept_lane_drift) {
         Ok(s) => s,
         Err(r) => {
@@ -367,6 +370,15 @@ pub(super) fn ended(
         t.overhead_ms / 1e3,
         t.overhead_fraction * 100.0
     );
+    if let Some(s) = r.schedule_timing.last().filter(|_| !r.lanes.is_empty()) {
+        say!(
+            "bakeoff run: some lane busy {:.1} s of {:.1} s; no lane busy {:.2} s ({:.2}%: taking the lanes, the merge, any gap)",
+            s.busy_ms / 1e3,
+            s.wall_ms / 1e3,
+            s.no_lane_busy_ms / 1e3,
+            s.no_lane_busy_fraction * 100.0
+        );
+    }
     say!(
         "bakeoff run: bundle {} ({})",
         bundle.display(),

@@ -55,6 +55,67 @@ pub struct CampaignResult {
     /// each lane's node), as `slurm-allocation.json` records it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slurm_allocation: Option<super::allocation::SlurmAllocation>,
+    /// A multi-lane campaign's schedule as it ran, one per invocation: when each lane's runs
+    /// started and ended, and how long no lane was running one (docs/fleet.md "Schedule timing").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub schedule_timing: Vec<ScheduleTiming>,
+}
+
+/// One invocation of a multi-lane run: the lanes' runs on one clock, from the moment the run
+/// began taking its lanes to the moment the merged result was ready to be sealed.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ScheduleTiming {
+    pub invocation: u32,
+    pub wall_ms: f64,
+    /// Time at least one lane was running (the union of `runs`).
+    pub busy_ms: f64,
+    /// `wall_ms - busy_ms`: taking the lanes before, the merge after, any gap between.
+    pub no_lane_busy_ms: f64,
+    /// `no_lane_busy_ms / wall_ms`.
+    pub no_lane_busy_fraction: f64,
+    /// Each run of the invocation (a lane's own, a moved one), in start order.
+    pub runs: Vec<RunSpan>,
+}
+
+/// When one lane's run started and ended, in ms since its invocation began.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct RunSpan {
+    pub lane: String,
+    /// Its folder in the bundle (`lanes/<id>`, `lanes/<id>.moved-<n>`).
+    pub folder: String,
+    pub start_ms: f64,
+    pub end_ms: f64,
+}
+
+impl ScheduleTiming {
+    /// The timing of `runs` within `wall_ms`: the busy time is their union (lanes overlap).
+    pub fn of(invocation: u32, wall_ms: f64, mut runs: Vec<RunSpan>) -> ScheduleTiming {
+        runs.sort_by(|a, b| a.start_ms.total_cmp(&b.start_ms));
+        let mut busy = 0.0;
+        let mut open: Option<(f64, f64)> = None;
+        for r in &runs {
+            match open {
+                Some((s, e)) if r.start_ms <= e => open = Some((s, e.max(r.end_ms))),
+                Some((s, e)) => {
+                    busy += e - s;
+                    open = Some((r.start_ms, r.end_ms));
+                }
+                None => open = Some((r.start_ms, r.end_ms)),
+            }
+        }
+        if let Some((s, e)) = open {
+            busy += e - s;
+        }
+        let idle = (wall_ms - busy).max(0.0);
+        ScheduleTiming {
+            invocation,
+            wall_ms,
+            busy_ms: busy,
+            no_lane_busy_ms: idle,
+            no_lane_busy_fraction: if wall_ms > 0.0 { idle / wall_ms } else { 0.0 },
+            runs,
+        }
+    }
 }
 
 /// An arm moved off a lane that died during the run, to be run from the start on a live lane.
@@ -665,6 +726,37 @@ impl CampaignResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn span(lane: &str, start_ms: f64, end_ms: f64) -> RunSpan {
+        RunSpan {
+            lane: lane.into(),
+            folder: format!("lanes/{lane}"),
+            start_ms,
+            end_ms,
+        }
+    }
+
+    #[test]
+    fn schedule_timing_counts_overlapping_lanes_once() {
+        // g0 0.2–6 s, g1 1–4 s then moved g1 7–9 s: busy 5.8 + 2 = 7.8 s of 10 s; idle the
+        // 0.2 s before, 6–7 s between and 9–10 s after.
+        let t = ScheduleTiming::of(
+            1,
+            10_000.0,
+            vec![
+                span("g1", 7_000.0, 9_000.0),
+                span("g0", 200.0, 6_000.0),
+                span("g1", 1_000.0, 4_000.0),
+            ],
+        );
+        assert_eq!(t.busy_ms, 7_800.0);
+        assert_eq!(t.no_lane_busy_ms, 2_200.0);
+        assert!((t.no_lane_busy_fraction - 0.22).abs() < 1e-12);
+        assert_eq!(t.runs[0].lane, "g0");
+        assert_eq!(t.runs[2].start_ms, 7_000.0);
+        let none = ScheduleTiming::of(2, 0.0, Vec::new());
+        assert_eq!((none.busy_ms, none.no_lane_busy_fraction), (0.0, 0.0));
+    }
 
     #[test]
     fn round_trips_through_json() {

@@ -22,7 +22,7 @@ use super::{Cancel, Drained, Note, Notify, Options, Outcome};
 use crate::campaign::checkpoint::InvocationTiming;
 use crate::campaign::{lane_plan, Campaign, Plan};
 use crate::evidence::bundle;
-use crate::evidence::result::{ArmMove, CampaignResult, LaneRun};
+use crate::evidence::result::{ArmMove, CampaignResult, LaneRun, RunSpan, ScheduleTiming};
 use crate::lane::client_path::ClientPath;
 use anyhow::Result;
 use std::path::{Path, PathBuf};
@@ -36,6 +36,8 @@ pub struct Fleet {
     /// The bundle directory, absolute.
     pub bundle: PathBuf,
     pub lanes: Vec<FleetLane>,
+    /// When this invocation began taking its lanes: the schedule's clock starts there.
+    pub taken_at: Instant,
 }
 
 /// One lane of a [`Fleet`].
@@ -53,6 +55,7 @@ pub struct FleetLane {
 /// the bundle must be new or empty; each lane's lock, lane record and preconditions as for a
 /// one-lane run. Refused: nothing was touched (the folders made here are removed again).
 pub fn begin(c: &Campaign, bundle: PathBuf, accept_drift: bool) -> Result<Fleet, Refused> {
+    let taken_at = Instant::now();
     let existed = bundle.exists();
     if let Ok(mut rd) = std::fs::read_dir(&bundle) {
         if rd.next().is_some() {
@@ -84,6 +87,7 @@ pub fn begin(c: &Campaign, bundle: PathBuf, accept_drift: bool) -> Result<Fleet,
         plan,
         bundle,
         lanes,
+        taken_at,
     })
 }
 
@@ -270,7 +274,8 @@ fn spawn(
 /// its own checkpoint, one per lane at a time; a complete or drained one is not run again, and
 /// arms no live lane was left for are moved now.
 pub async fn run(f: &Fleet, notify: Notify, cancel: Cancel, resume: bool) -> Result<Outcome> {
-    let t0 = Instant::now();
+    // The lanes were taken before this: their time is the schedule's too.
+    let t0 = f.taken_at;
     let prev = if resume { read_result(&f.bundle) } else { None };
     let base = first_files(f, resume)?;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(usize, LaneEnd)>();
@@ -319,6 +324,8 @@ pub async fn run(f: &Fleet, notify: Notify, cancel: Cancel, resume: bool) -> Res
     let mut dead = vec![false; f.lanes.len()];
     let restores: Vec<bool> = f.lanes.iter().map(|l| l.session.plan.restores()).collect();
     let mut running = 0usize;
+    // (unit, start, end) of each run this invocation started, in ms since t0.
+    let mut spans: Vec<(usize, f64, Option<f64>)> = Vec::new();
     loop {
         let go = cancel.borrow().is_none();
         // Runs waiting for their lane (a resume: a lane's own and a moved one), one at a time.
@@ -326,6 +333,7 @@ pub async fn run(f: &Fleet, notify: Notify, cancel: Cancel, resume: bool) -> Res
             let l = units[k].lane;
             if go && !busy[l] && !dead[l] {
                 spawn(f, &units[k], k, resume, (&notify, &cancel), tx.clone())?;
+                spans.push((k, ms_since(t0), None));
                 waiting.retain(|w| *w != k);
                 busy[l] = true;
                 running += 1;
@@ -360,6 +368,7 @@ pub async fn run(f: &Fleet, notify: Notify, cancel: Cancel, resume: bool) -> Res
             running_record(f, &units, &moves);
             let k = units.len() - 1;
             spawn(f, &units[k], k, false, (&notify, &cancel), tx.clone())?;
+            spans.push((k, ms_since(t0), None));
             busy[to] = true;
             running += 1;
         }
@@ -370,6 +379,9 @@ pub async fn run(f: &Fleet, notify: Notify, cancel: Cancel, resume: bool) -> Res
             break;
         };
         running -= 1;
+        if let Some(sp) = spans.iter_mut().find(|sp| sp.0 == k) {
+            sp.2 = Some(ms_since(t0));
+        }
         let lane = units[k].lane;
         busy[lane] = false;
         match &end {
@@ -400,6 +412,16 @@ pub async fn run(f: &Fleet, notify: Notify, cancel: Cancel, resume: bool) -> Res
         }
     }
     notify(Note::Finished);
+    let runs: Vec<RunSpan> = spans
+        .iter()
+        .map(|&(k, start_ms, end)| RunSpan {
+            lane: f.lanes[units[k].lane].id.clone(),
+            folder: units[k].folder.clone(),
+            start_ms,
+            end_ms: end.unwrap_or(start_ms),
+        })
+        .collect();
+    let earlier = prev.map(|p| p.schedule_timing).unwrap_or_default();
     let ends = units
         .iter()
         .zip(ends)
@@ -414,7 +436,7 @@ pub async fn run(f: &Fleet, notify: Notify, cancel: Cancel, resume: bool) -> Res
             (u.record(f), e)
         })
         .collect();
-    Ok(seal(f, base, ends, moves, t0))
+    Ok(seal(f, base, ends, moves, (t0, earlier, runs)))
 }
 
 /// The run of arms `arms`, moved from lane `from`, on lane `to`: its plan and its folder
@@ -544,20 +566,27 @@ fn first_files(f: &Fleet, resume: bool) -> Result<CampaignResult> {
     Ok(base)
 }
 
+fn ms_since(t0: Instant) -> f64 {
+    t0.elapsed().as_secs_f64() * 1e3
+}
+
 /// The lanes' outcomes merged, written and sealed; the run's outcome.
 fn seal(
     f: &Fleet,
     base: CampaignResult,
     ends: Vec<(LaneRun, LaneEnd)>,
     moves: Vec<ArmMove>,
-    t0: Instant,
+    schedule: (Instant, Vec<ScheduleTiming>, Vec<RunSpan>),
 ) -> Outcome {
+    let (t0, earlier, runs) = schedule;
+    let mut invocation = 1;
     let mut lanes = Vec::new();
     let mut interrupted = Vec::new();
     let (mut engine, mut measure, mut overhead, mut lane_total) = (0.0, 0.0, 0.0, 0.0);
     for (run, end) in ends {
         match end {
             Ok(o) => {
+                invocation = invocation.max(o.timing.invocation);
                 engine += o.timing.engine_lifecycle_ms;
                 measure += o.timing.measurement_ms;
                 overhead += o.timing.overhead_ms;
@@ -581,6 +610,12 @@ fn seal(
     let control = f.plan.campaign.control_arm().map(|a| a.id.as_str());
     let mut result = merge(base, lanes, control, moves);
     result.updated_at = crate::clock::wall_rfc3339();
+    // A resume's invocation number is its lanes' (each counts its own invocations).
+    invocation = invocation.max(earlier.last().map_or(0, |t| t.invocation + 1));
+    result.schedule_timing = earlier;
+    result
+        .schedule_timing
+        .push(ScheduleTiming::of(invocation, ms_since(t0), runs));
     if let Err(e) = write_sealed(f, &result) {
         result.complete = false;
         result.incomplete_reason = Some(format!(
@@ -589,7 +624,7 @@ fn seal(
     }
     let total_ms = t0.elapsed().as_secs_f64() * 1e3;
     let timing = InvocationTiming {
-        invocation: 1,
+        invocation,
         started_at: result.started_at.clone(),
         total_ms,
         engine_lifecycle_ms: engine,

@@ -27,6 +27,7 @@ use std::path::PathBuf;
 /// preconditions. Refused: a lane's reason, tagged with the lane; the lanes taken before it are
 /// let go untouched (a resume may have stopped a dead run's proven leftovers: that is said).
 pub fn begin_again(c: &Campaign, bundle: PathBuf, purpose: Purpose) -> Result<Fleet, Refused> {
+    let taken_at = std::time::Instant::now();
     if !bundle.join(bundle::LANES_DIR).is_dir() {
         return Err(format!(
             "{} has no {}/ folder: it is not a multi-lane bundle, or its run died before it began",
@@ -41,6 +42,7 @@ pub fn begin_again(c: &Campaign, bundle: PathBuf, purpose: Purpose) -> Result<Fl
         plan,
         bundle,
         lanes,
+        taken_at,
     })
 }
 

@@ -41,8 +41,17 @@ fn resolve_with(
             )
         })?;
     }
-    if let Some(inc) = c.fleet.iter().find(|e| e.incumbent.is_some()) {
-        c.lane = inc.lane();
+    // The campaign's lane is the incumbent's, or the only one (one `[[lanes]]` table runs as
+    // `[lane]`: without this its checks and its client would look at the unresolved host).
+    let only = (c.fleet.len() == 1).then(|| c.fleet[0].clone());
+    if let Some(e) = c
+        .fleet
+        .iter()
+        .find(|e| e.incumbent.is_some())
+        .cloned()
+        .or(only)
+    {
+        c.lane = e.lane();
     }
     Ok(c)
 }

@@ -398,6 +398,64 @@ fn six_arms_over_four_slurm_nodes_complete_verify_and_measure_a_slow_node() {
     }
 }
 
+/// One `[[lanes]]` table on a Slurm node runs as `[lane]` does (the one-lane runner), with the
+/// lane's address its node's NodeAddr and each timed step's client on the node: a qualification
+/// lane on node2 with two arms completes and verifies, and nothing of it is left in squeue. (The
+/// one-lane path once kept the table's unresolved host, 127.0.0.1, and every arm's client step
+/// then failed its address check.)
+#[test]
+fn one_slurm_lanes_table_runs_on_its_node_with_the_client_there() {
+    let _g = cluster();
+    let t = Camp::new();
+    let name = format!("bo-f1-{}", t.port);
+    let _left = Leftovers(name.clone(), t.port);
+    for id in ["a", "b"] {
+        t.profile(id, FAST);
+    }
+    let arms: Vec<String> = ["a", "b"]
+        .iter()
+        .map(|id| arm(&t, id, "candidate", &format!("{name}-{id}")))
+        .collect();
+    let lanes = format!(
+        "\n[[lanes]]\nid = \"q\"\nslurm_node = \"node2\"\nport = {}\nready_timeout_s = 30\nstop_grace_s = 3\n",
+        t.port
+    );
+    let file = campaign(&t, &lanes, &arms);
+    let b = t.bundle();
+    let o = Command::new(BIN)
+        .arg("run")
+        .arg(&file)
+        .arg("--no-progress")
+        .output()
+        .unwrap();
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    let addr = node_addr("node2");
+    assert!(
+        out.contains(&format!("lane {addr}:{} is free", t.port)),
+        "{out}"
+    );
+    let r = json(&b.join("campaign-result.json"));
+    assert_eq!(r["complete"], true, "{r:#}");
+    // A one-lane bundle: no lanes record, the evidence at the top.
+    assert!(r.get("lanes").is_none(), "{r:#}");
+    for a in ["a", "b"] {
+        let arm = r["arms"].as_array().unwrap().iter().find(|x| x["id"] == a);
+        assert_eq!(arm.unwrap()["status"], "completed", "{r:#}");
+        let stop = json(&b.join(format!("{a}-stop.json")));
+        assert_eq!(stop["stop"]["slurm_job"]["node"], "node2", "{stop:#}");
+        let warm = json(&b.join(format!("{a}-timing-64-c1-warm.json")));
+        assert_eq!(warm["client"]["mode"], "node", "{warm:#}");
+        assert_eq!(
+            warm["client"]["local_address"].as_str(),
+            Some(addr.as_str()),
+            "{warm:#}"
+        );
+    }
+    verify(&b);
+    assert!(squeue(&name).is_empty(), "{:?}", squeue(&name));
+}
+
 /// A lane whose node Slurm calls DOWN (`scontrol update … state=down`), or does not know, is
 /// refused before anything starts: exit 2 with Slurm's word, no bundle, no job.
 #[test]
