@@ -399,8 +399,9 @@ fn six_arms_over_four_slurm_nodes_complete_verify_and_measure_a_slow_node() {
 }
 
 /// One `[[lanes]]` table on a Slurm node runs as `[lane]` does (the one-lane runner), with the
-/// lane's address its node's NodeAddr and each timed step's client on the node: a qualification
-/// lane on node2 with two arms completes and verifies, and nothing of it is left in squeue. (The
+/// lane's address its node's NodeAddr and each timed step's client on the node: the lane on node2
+/// (nothing serving yet, so nothing to stop; the incumbent restored there at the end) with two
+/// arms completes and verifies, and only the restored incumbent's job is left, on node2. (The
 /// one-lane path once kept the table's unresolved host, 127.0.0.1, and every arm's client step
 /// then failed its address check.)
 #[test]
@@ -409,15 +410,12 @@ fn one_slurm_lanes_table_runs_on_its_node_with_the_client_there() {
     let t = Camp::new();
     let name = format!("bo-f1-{}", t.port);
     let _left = Leftovers(name.clone(), t.port);
-    for id in ["a", "b"] {
+    for id in ["inc", "a"] {
         t.profile(id, FAST);
     }
-    let arms: Vec<String> = ["a", "b"]
-        .iter()
-        .map(|id| arm(&t, id, "candidate", &format!("{name}-{id}")))
-        .collect();
+    let arms = arms_of(&t, &name, &["inc", "a"]);
     let lanes = format!(
-        "\n[[lanes]]\nid = \"q\"\nslurm_node = \"node2\"\nport = {}\nready_timeout_s = 30\nstop_grace_s = 3\n",
+        "\n[[lanes]]\nid = \"q\"\nslurm_node = \"node2\"\nport = {}\nready_timeout_s = 30\nstop_grace_s = 3\nincumbent = \"inc\"\n",
         t.port
     );
     let file = campaign(&t, &lanes, &arms);
@@ -439,7 +437,7 @@ fn one_slurm_lanes_table_runs_on_its_node_with_the_client_there() {
     assert_eq!(r["complete"], true, "{r:#}");
     // A one-lane bundle: no lanes record, the evidence at the top.
     assert!(r.get("lanes").is_none(), "{r:#}");
-    for a in ["a", "b"] {
+    for a in ["inc", "a"] {
         let arm = r["arms"].as_array().unwrap().iter().find(|x| x["id"] == a);
         assert_eq!(arm.unwrap()["status"], "completed", "{r:#}");
         let stop = json(&b.join(format!("{a}-stop.json")));
@@ -453,7 +451,12 @@ fn one_slurm_lanes_table_runs_on_its_node_with_the_client_there() {
         );
     }
     verify(&b);
-    assert!(squeue(&name).is_empty(), "{:?}", squeue(&name));
+    // The restored incumbent serves on node2, the campaign's only job left.
+    let jobs = squeue(&name);
+    assert_eq!(jobs.len(), 1, "{jobs:?}");
+    let restored = jobs[0].split_whitespace().next().unwrap().to_string();
+    assert_eq!(job(&restored)["NodeList"], "node2");
+    assert_eq!(health(&addr, t.port), Some(200));
 }
 
 /// A lane whose node Slurm calls DOWN (`scontrol update … state=down`), or does not know, is
