@@ -118,6 +118,23 @@ for p in sorted(glob.glob(b + "/*-timing-*.json")):
         print(f"{os.path.basename(p)}: {g.get('source')} every {g.get('interval_ms')} ms, {r.get('samples')} samples; "
               f"max memory {r.get('memory_used_mib_max')} MiB; mean utilization {r.get('utilization_pct_mean')} %; "
               f"power mean {r.get('power_w_mean')} W, max {r.get('power_w_max')} W; mean SM clock {r.get('sm_clock_mhz_mean')} MHz")
+# Energy per step (docs/metrics.md "Energy and cost per token"): each timing record of the result.
+def records(x):
+    if isinstance(x, dict):
+        if "evidence" in x and "energy" in x:
+            yield x
+        for v in x.values():
+            yield from records(v)
+    elif isinstance(x, list):
+        for v in x:
+            yield from records(v)
+for rec in records(load(os.path.join(b, "campaign-result.json")).get("arms", [])):
+    e = rec["energy"] or {}
+    if not e or e.get("not_measured"):
+        print(f"{rec['evidence']}: energy not measured: {e.get('not_measured', 'no record')}")
+        continue
+    print(f"{rec['evidence']}: energy {e.get('energy_j')} J over {e.get('window_s')} s; mean power {e.get('mean_power_w')} W "
+          f"(idle {e.get('idle_power_w')} W); {e.get('per_request_j')} J/request; {e.get('per_mtok_j')} J per million output tokens")
 for p in sorted(glob.glob(b + "/*-stop.json")):
     d = load(p)
     r = d.get("gpu_released") or {}
