@@ -86,13 +86,6 @@ pub fn load(root: &Root, input: &PlanInput) -> Result<(Campaign, PathBuf), Refus
         ),
         diagnostics: e.diagnostics.iter().map(|d| d.to_string()).collect(),
     })?;
-    if c.multi_lane() {
-        return Err(Refused::plain(format!(
-            "campaign: {} runs over {} lanes; through MCP only one-lane campaigns run for now: use `bakeoff run` for it",
-            file.display(),
-            c.lanes().len()
-        )));
-    }
     let out = match &input.output {
         Some(o) => root.inside(o, "output"),
         None => root.inside(

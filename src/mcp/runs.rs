@@ -8,7 +8,7 @@
 
 use crate::campaign::checkpoint::{Checkpoint, StepStatus};
 use crate::evidence::bundle;
-use crate::evidence::result::CampaignResult;
+use crate::evidence::result::{ArmStatus, CampaignResult};
 use schemars::JsonSchema;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -66,8 +66,12 @@ pub struct RunStatus {
     /// wrote its checkpoint.
     pub steps_done: Option<usize>,
     pub steps_total: Option<usize>,
-    /// The step running now (the first step not finished), while running.
+    /// The step running now (the first step not finished), while running; None for a
+    /// multi-lane run, whose lanes each have theirs (`lanes`).
     pub current_step: Option<StepPart>,
+    /// A multi-lane run (docs/fleet.md): each lane run's own progress, from its folder's
+    /// checkpoint (`steps_done`/`steps_total` above are their sums). Empty for one lane.
+    pub lanes: Vec<LaneProgress>,
     /// Each arm's status from `campaign-result.json`: pending, completed, failed, interrupted.
     pub arms: Vec<ArmProgress>,
     /// The run's `bakeoff.run/1` document (docs/agents.md), once exited.
@@ -85,6 +89,18 @@ pub struct StepPart {
     pub step: String,
     /// `pending` (running or next) or `interrupted` (runs again on resume).
     pub status: String,
+}
+
+/// One lane run of a multi-lane run: a lane's own folder (`lanes/g1`) or a run of arms moved
+/// there from a drained lane (`lanes/g1.moved-1`).
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct LaneProgress {
+    /// Its folder in the bundle.
+    pub folder: String,
+    pub steps_done: usize,
+    pub steps_total: usize,
+    /// Its first step not finished, while the run is running.
+    pub current_step: Option<StepPart>,
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -210,22 +226,20 @@ impl Run {
 
     fn status(&self) -> RunStatus {
         let ended = self.ended.borrow().clone();
-        let ck = Checkpoint::load(&self.bundle).ok();
-        let current = ck.as_ref().filter(|_| ended.is_none()).and_then(|c| {
-            c.steps
-                .iter()
-                .find(|s| !s.status.finished())
-                .map(|s| StepPart {
-                    number: s.number,
-                    arm: s.arm.clone(),
-                    step: s.step.clone(),
-                    status: match s.status {
-                        StepStatus::Interrupted => "interrupted",
-                        _ => "pending",
-                    }
-                    .to_string(),
-                })
-        });
+        let running = ended.is_none();
+        let lanes = lane_progress(&self.bundle, running);
+        let (current, steps_done, steps_total) = if lanes.is_empty() {
+            let ck = Checkpoint::load(&self.bundle).ok();
+            (
+                ck.as_ref().filter(|_| running).and_then(current_step),
+                ck.as_ref().map(done),
+                ck.as_ref().map(|c| c.steps.len()),
+            )
+        } else {
+            let done = lanes.iter().map(|l| l.steps_done).sum();
+            let total = lanes.iter().map(|l| l.steps_total).sum();
+            (None, Some(done), Some(total))
+        };
         RunStatus {
             run: self.id.clone(),
             bundle: self.bundle.display().to_string(),
@@ -233,11 +247,10 @@ impl Run {
             resumed: self.resumed,
             state: if ended.is_some() { "exited" } else { "running" }.to_string(),
             exit_code: ended.as_ref().and_then(|e| e.code),
-            steps_done: ck
-                .as_ref()
-                .map(|c| c.steps.iter().filter(|s| s.status.finished()).count()),
-            steps_total: ck.as_ref().map(|c| c.steps.len()),
+            steps_done,
+            steps_total,
             current_step: current,
+            lanes,
             arms: arms(&self.bundle),
             document: ended.and_then(|e| e.document),
             log_tail: tail(&self.log),
@@ -246,23 +259,91 @@ impl Run {
     }
 }
 
-/// Each arm's status as `campaign-result.json` says it now (empty before the run wrote it).
-fn arms(dir: &Path) -> Vec<ArmProgress> {
-    let Some(r) = std::fs::read(dir.join(bundle::RESULT))
-        .ok()
-        .and_then(|b| serde_json::from_slice::<CampaignResult>(&b).ok())
-    else {
+fn done(c: &Checkpoint) -> usize {
+    c.steps.iter().filter(|s| s.status.finished()).count()
+}
+
+/// The first step of `c` not finished.
+fn current_step(c: &Checkpoint) -> Option<StepPart> {
+    c.steps
+        .iter()
+        .find(|s| !s.status.finished())
+        .map(|s| StepPart {
+            number: s.number,
+            arm: s.arm.clone(),
+            step: s.step.clone(),
+            status: match s.status {
+                StepStatus::Interrupted => "interrupted",
+                _ => "pending",
+            }
+            .to_string(),
+        })
+}
+
+/// Each lane run's progress of a multi-lane bundle (every folder under `lanes/` with a
+/// checkpoint, in name order); empty for a one-lane bundle.
+fn lane_progress(dir: &Path, running: bool) -> Vec<LaneProgress> {
+    let Ok(rd) = std::fs::read_dir(dir.join(bundle::LANES_DIR)) else {
         return Vec::new();
     };
+    let mut folders: Vec<PathBuf> = rd.flatten().map(|e| e.path()).collect();
+    folders.sort();
+    folders
+        .iter()
+        .filter_map(|f| {
+            let c = Checkpoint::load(f).ok()?;
+            let name = f.file_name()?.to_string_lossy();
+            Some(LaneProgress {
+                folder: format!("{}/{name}", bundle::LANES_DIR),
+                steps_done: done(&c),
+                steps_total: c.steps.len(),
+                current_step: if running { current_step(&c) } else { None },
+            })
+        })
+        .collect()
+}
+
+fn read_result(dir: &Path) -> Option<CampaignResult> {
+    std::fs::read(dir.join(bundle::RESULT))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<CampaignResult>(&b).ok())
+}
+
+/// Each arm's status as `campaign-result.json` says it now (empty before the run wrote it). A
+/// multi-lane run merges its lanes' results only at its end: until then each arm's status is
+/// its lane run's (`lanes/*/campaign-result.json`; a moved run's, where the arm ran again).
+fn arms(dir: &Path) -> Vec<ArmProgress> {
+    let Some(r) = read_result(dir) else {
+        return Vec::new();
+    };
+    let mut lanes: Vec<PathBuf> = std::fs::read_dir(dir.join(bundle::LANES_DIR))
+        .map(|rd| rd.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    // Name order puts `g1.moved-1` after `g1`: the later run of an arm wins.
+    lanes.sort();
+    let lane_results: Vec<CampaignResult> = lanes.iter().filter_map(|l| read_result(l)).collect();
+    let merged_already = !r.lanes.is_empty() && r.lanes.iter().all(|l| l.complete);
     r.arms
         .iter()
-        .map(|a| ArmProgress {
-            id: a.id.clone(),
-            status: serde_json::to_value(a.status)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default(),
-            failure: a.failure.as_ref().map(|f| f.class.to_string()),
+        .map(|a| {
+            let own = (!merged_already)
+                .then(|| {
+                    lane_results
+                        .iter()
+                        .rev()
+                        .filter_map(|lr| lr.arm(&a.id))
+                        .find(|la| la.status != ArmStatus::Pending)
+                })
+                .flatten()
+                .unwrap_or(a);
+            ArmProgress {
+                id: a.id.clone(),
+                status: serde_json::to_value(own.status)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default(),
+                failure: own.failure.as_ref().map(|f| f.class.to_string()),
+            }
         })
         .collect()
 }

@@ -398,29 +398,9 @@ pub async fn run(f: &Fleet, notify: Notify, cancel: Cancel, resume: bool) -> Res
         }
         ends[k] = Some(end);
     }
-    // No live lane was left for these (or a signal came first): recorded, not run.
-    for (from, left_in, d) in queue {
-        for a in d.arms {
-            moves.push(ArmMove {
-                arm: a,
-                from: f.lanes[from].id.clone(),
-                to: None,
-                folder: None,
-                cause: d.cause.clone(),
-                left_in: left_in.clone(),
-            });
-        }
-    }
+    unplaced(f, queue, &mut moves);
     notify(Note::Finished);
-    let runs: Vec<RunSpan> = spans
-        .iter()
-        .map(|&(k, start_ms, end)| RunSpan {
-            lane: f.lanes[units[k].lane].id.clone(),
-            folder: units[k].folder.clone(),
-            start_ms,
-            end_ms: end.unwrap_or(start_ms),
-        })
-        .collect();
+    let runs = run_spans(f, &units, &spans);
     let earlier = prev.map(|p| p.schedule_timing).unwrap_or_default();
     let ends = units
         .iter()
@@ -437,6 +417,35 @@ pub async fn run(f: &Fleet, notify: Notify, cancel: Cancel, resume: bool) -> Res
         })
         .collect();
     Ok(seal(f, base, ends, moves, (t0, earlier, runs)))
+}
+
+/// Arms no live lane was left for (or a signal came first): recorded as moves, not run.
+fn unplaced(f: &Fleet, queue: Vec<(usize, String, Drained)>, moves: &mut Vec<ArmMove>) {
+    for (from, left_in, d) in queue {
+        for a in d.arms {
+            moves.push(ArmMove {
+                arm: a,
+                from: f.lanes[from].id.clone(),
+                to: None,
+                folder: None,
+                cause: d.cause.clone(),
+                left_in: left_in.clone(),
+            });
+        }
+    }
+}
+
+/// The spans of the runs this invocation started (`(unit, start, end)` in ms since it began).
+fn run_spans(f: &Fleet, units: &[Unit], spans: &[(usize, f64, Option<f64>)]) -> Vec<RunSpan> {
+    spans
+        .iter()
+        .map(|&(k, start_ms, end)| RunSpan {
+            lane: f.lanes[units[k].lane].id.clone(),
+            folder: units[k].folder.clone(),
+            start_ms,
+            end_ms: end.unwrap_or(start_ms),
+        })
+        .collect()
 }
 
 /// The run of arms `arms`, moved from lane `from`, on lane `to`: its plan and its folder

@@ -2,7 +2,8 @@
 //! client sees it): the tools listed with their schemas, a plan, refused inputs (bounds, a path
 //! leaving the root, a broken campaign file), and one reference-engine campaign run through
 //! MCP alone: plan → start → watch → stop mid-arm (the incumbent restored) → resume → verdict
-//! → verify, with the bundle's files as resources.
+//! → verify, with the bundle's files as resources; and a two-lane campaign started and watched
+//! lane by lane to its verdict.
 
 use crate::support::campaign::{cleanup, listener_model, wait_for_file, Camp, Small, BIN};
 use crate::support::json_doc::schema_errors;
@@ -361,6 +362,105 @@ async fn campaign_through_mcp() {
         .await
         .unwrap_err();
     assert!(e.to_string().contains("outside the server's folder"), "{e}");
+    c.cancel().await.unwrap();
+    cleanup(&t.bundle(), Some(inc), t.port);
+}
+
+#[test]
+fn a_two_lane_campaign_runs_through_mcp_with_each_lanes_progress() {
+    under_lock(two_lanes_through_mcp());
+}
+
+/// A campaign over two lanes (docs/fleet.md) started through MCP: `watch` gives each lane run's
+/// progress from its folder (two lanes, their steps summing to the run's) and each arm's status
+/// from its lane before the merge; the run completes, the verdict and `verify` read the bundle.
+async fn two_lanes_through_mcp() {
+    let t = Camp::new();
+    let slow_start = format!("startup_ms = 600\n{FAST}");
+    for p in ["inc", "a", "b"] {
+        t.profile(p, &slow_start);
+    }
+    let f = t.write_small(
+        "mcp-lanes",
+        &Small::default(),
+        &[("inc", "incumbent"), ("a", "candidate"), ("b", "candidate")],
+    );
+    let text = std::fs::read_to_string(&f).unwrap();
+    let p1 = crate::support::free_port();
+    std::fs::write(&f, crate::fleet::as_lanes(&text, &[("g1", p1)])).unwrap();
+    let inc = t.start_incumbent("inc");
+    let c = connect(t.dir.path(), &[]).await;
+    let plan = ok(
+        &c,
+        "plan",
+        json!({"campaign": "campaign.toml", "output": "out"}),
+    )
+    .await;
+    assert!(
+        plan["dry_run"].as_str().unwrap().contains("lane g1"),
+        "{plan:#}"
+    );
+    let s = ok(
+        &c,
+        "start",
+        json!({"campaign": "campaign.toml", "output": "out"}),
+    )
+    .await;
+    let run = s["run"].as_str().unwrap().to_string();
+    // Both lanes under way: each has its folder's progress, and a step running.
+    let w = watch_until(&c, &run, "both lanes running", |w| {
+        w["lanes"]
+            .as_array()
+            .is_some_and(|l| l.len() == 2 && l.iter().all(|x| x["current_step"].is_object()))
+            || w["state"] == "exited"
+    })
+    .await;
+    assert_eq!(
+        w["state"], "running",
+        "the run ended before both lanes ran: {w:#}"
+    );
+    let lanes = w["lanes"].as_array().unwrap();
+    assert_eq!(
+        (lanes[0]["folder"].as_str(), lanes[1]["folder"].as_str()),
+        (Some("lanes/g0"), Some("lanes/g1")),
+        "{w:#}"
+    );
+    let sum: u64 = lanes
+        .iter()
+        .map(|l| l["steps_total"].as_u64().unwrap())
+        .sum();
+    assert_eq!(w["steps_total"], sum, "{w:#}");
+    assert!(w["current_step"].is_null(), "{w:#}");
+    let end = ok(&c, "watch", json!({"run": run, "wait_s": 120})).await;
+    assert_eq!(
+        (&end["state"], &end["exit_code"]),
+        (&json!("exited"), &json!(0)),
+        "{end:#}"
+    );
+    assert_eq!(end["steps_done"], end["steps_total"], "{end:#}");
+    let arms: Vec<(&str, &str)> = end["arms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| (a["id"].as_str().unwrap(), a["status"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        arms,
+        [("inc", "completed"), ("a", "completed"), ("b", "completed")],
+        "{end:#}"
+    );
+    valid(&end["document"]);
+    let v = ok(&c, "verdict", json!({"bundle": "out"})).await;
+    valid(&v);
+    assert_eq!(v["complete"], true, "{v:#}");
+    let f = ok(&c, "verify", json!({"bundle": "out"})).await;
+    assert_eq!(f["ok"], true, "{f:#}");
+    assert_eq!(listener_model(t.port).as_deref(), Some("inc"));
+    assert_eq!(
+        listener_model(p1),
+        None,
+        "nothing serves the qualification lane"
+    );
     c.cancel().await.unwrap();
     cleanup(&t.bundle(), Some(inc), t.port);
 }
