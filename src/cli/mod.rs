@@ -155,43 +155,15 @@ pub(crate) fn absolute(p: &std::path::Path) -> std::path::PathBuf {
     }
 }
 
-/// The campaign of bundle `dir` for `command` (`bakeoff promote`): refused (exit 2, the copy's
-/// diagnostics printed) when it does not load, or when it ran over several lanes.
-pub(crate) fn bundle_campaign(
-    dir: &std::path::Path,
-    command: &str,
-) -> anyhow::Result<crate::campaign::BundleCampaign> {
-    bundle_campaign_of(dir, command, false)
-}
-
-/// [`bundle_campaign`] for a command that takes a multi-lane bundle as a whole (`bakeoff run
-/// --resume`, `bakeoff recover`); one lane's folder of it is still refused, naming the bundle.
+/// The campaign of bundle `dir` for `command` (`bakeoff run --resume`, `bakeoff recover`,
+/// `bakeoff promote`): refused (exit 2, the copy's diagnostics printed) when it does not load. A
+/// multi-lane bundle's is its first lane folder's copy (the whole campaign); one lane's folder
+/// of it is refused, naming the whole bundle.
 pub(crate) fn bundle_campaign_lanes(
     dir: &std::path::Path,
     command: &str,
 ) -> anyhow::Result<crate::campaign::BundleCampaign> {
-    bundle_campaign_of(dir, command, true)
-}
-
-fn bundle_campaign_of(
-    dir: &std::path::Path,
-    command: &str,
-    lanes_ok: bool,
-) -> anyhow::Result<crate::campaign::BundleCampaign> {
-    let multi = |n: usize| -> anyhow::Error {
-        Exit::with(
-            2,
-            format!(
-                "bundle {} ran its campaign over {n} lanes: `{command}` of a multi-lane bundle is not built yet (docs/fleet.md); each lane's folder (lanes/<lane>/launch-journal.json) lists what its run started",
-                dir.display()
-            ),
-        )
-        .into()
-    };
     let whole = lanes_of_bundle(dir);
-    if let (Some(n), false) = (whole, lanes_ok) {
-        return Err(multi(n));
-    }
     // A multi-lane bundle's top has no checkpoint: its lanes' folders do, each with the whole
     // campaign's copy and the fingerprints of the files it names.
     let from = match whole {
@@ -216,9 +188,6 @@ fn bundle_campaign_of(
     })?;
     // A lane's own folder of a multi-lane bundle: its campaign copy is the whole campaign.
     if b.campaign.multi_lane() && whole.is_none() {
-        if !lanes_ok {
-            return Err(multi(b.campaign.lanes().len()));
-        }
         let top = dir.parent().and_then(|p| p.parent()).unwrap_or(dir);
         return Err(Exit::with(
             2,

@@ -127,8 +127,13 @@ fn promote(a: PromoteArgs, json: &super::JsonOut) -> Result<()> {
             dir.with_file_name(format!("{name}.promote-{}", source.arm.id))
         });
     let pid = check::lane_serves_incumbent(c).map_err(refuse)?;
-    let (checked, before) =
-        check::rollback(c, &dir, pid, &bundle::incumbent_log(&out)).map_err(refuse)?;
+    let (checked, before) = check::rollback(
+        c,
+        &source.incumbent_evidence(),
+        pid,
+        &bundle::incumbent_log(&out),
+    )
+    .map_err(refuse)?;
     let (tx, rx) = tokio::sync::watch::channel::<Option<&'static str>>(None);
     let o = Options {
         out: out.clone(),
@@ -217,14 +222,33 @@ fn load(dir: &Path, a: &PromoteArgs) -> Result<(Source, bool)> {
     let mut auto = b.policy.clone();
     auto.promotion = crate::evidence::Promotion::Auto;
     let authorized_if_auto = crate::decide::decide(&b.result, &auto).promotion_authorized;
-    let bc = super::bundle_campaign(dir, "bakeoff promote")?;
+    let bc = super::bundle_campaign_lanes(dir, "bakeoff promote")?;
     for l in &bc.changed {
         say!("bakeoff promote: warning: {l}");
     }
-    let c = bc.campaign;
+    // A multi-lane bundle: the promotion acts on the lane the incumbent serves, as one lane.
+    let (c, home) = if bc.campaign.multi_lane() {
+        let (one, home) = promote::lanes::serving(
+            dir,
+            &bc.campaign,
+            &b.result,
+            crate::run::slurm_lanes::resolve,
+        )
+        .map_err(refuse)?;
+        (one, Some(home))
+    } else {
+        (bc.campaign, None)
+    };
     let chosen =
         check::choose(&c, &v, &b.result, a.arm.as_deref(), authorized_if_auto).map_err(refuse)?;
-    let measured = check::winner(&c, dir, &chosen.arm).map_err(refuse)?;
+    let lanes = home
+        .map(|h| promote::lanes::origin(&b.result, &h, &chosen.arm.id))
+        .transpose()
+        .map_err(refuse)?;
+    let measured_in = lanes
+        .as_ref()
+        .map_or_else(|| dir.to_path_buf(), |l| l.measured_dir(dir));
+    let measured = check::winner(&c, &measured_in, &chosen.arm).map_err(refuse)?;
     let table = promote::table(&c).map_err(refuse)?;
     let (canary, bake_checked) =
         check::bake_inputs(&c, &bc.checkpoint, table.canary_every).map_err(refuse)?;
@@ -239,6 +263,7 @@ fn load(dir: &Path, a: &PromoteArgs) -> Result<(Source, bool)> {
             measured,
             canary,
             bake_checked,
+            lanes,
         },
         chosen.needs_confirm,
     ))
@@ -322,10 +347,20 @@ fn control(dir: &Path, what: &'static str, json: &super::JsonOut) -> Result<()> 
 }
 
 /// `bakeoff recover DIR` on a promotion folder (see `promote::recover`): the campaign is the
-/// one of the bundle the promotion acted on.
+/// one of the bundle the promotion acted on (a multi-lane bundle's: its incumbent's lane, where
+/// the promotion ran).
 pub fn recover(dir: &Path) -> Result<()> {
     let f = promote::record::Folder::open(dir).map_err(|e| refuse(format!("{e:#}")))?;
-    let c = super::bundle_campaign(&f.rec.campaign_bundle, "bakeoff recover")?.campaign;
+    let c = super::bundle_campaign_lanes(&f.rec.campaign_bundle, "bakeoff recover")?.campaign;
+    let lane = promote::lanes::campaign_incumbent_lane(&c)
+        .filter(|_| c.multi_lane())
+        .map(str::to_string);
+    let c = match lane {
+        // The lane is put back wherever its node is now (a node Slurm calls down too).
+        Some(l) => promote::lanes::lane_in_service(&c, &l, crate::run::slurm_lanes::resolve_any)
+            .map_err(refuse)?,
+        None => c,
+    };
     let rt = crate::load::pace::client_runtime().context("cannot start the async runtime")?;
     let say: promote::Say = Arc::new(|l: &str| say!("bakeoff recover: {l}"));
     let o = rt

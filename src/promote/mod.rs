@@ -16,6 +16,7 @@
 pub mod bake;
 pub mod canary;
 pub mod check;
+pub mod lanes;
 pub mod page;
 pub mod record;
 pub mod recover;
@@ -70,6 +71,20 @@ pub struct Source {
     pub canary: Vec<crate::gates::Check>,
     /// What the bake check proved, in words.
     pub bake_checked: Vec<String>,
+    /// A multi-lane bundle: where the arm was measured and the lane it is promoted on (the
+    /// incumbent's); None for a one-lane bundle.
+    pub lanes: Option<lanes::Lanes>,
+}
+
+impl Source {
+    /// The bundle folder holding the incumbent's stop evidence (a multi-lane bundle's: its
+    /// lane's folder).
+    pub fn incumbent_evidence(&self) -> PathBuf {
+        match &self.lanes {
+            Some(l) => l.incumbent_dir(&self.dir),
+            None => self.dir.clone(),
+        }
+    }
 }
 
 /// Progress lines for the CLI (only `cli/` prints).
@@ -118,15 +133,20 @@ pub fn plan_lines(s: &Source, o: &Options, rollback_check: &[String]) -> Vec<Str
             .unwrap_or_else(|| "(not started by bakeoff)".into())
     };
     let t = &o.table;
-    let mut l = vec![
-        format!(
-            "promote `{}` on lane {}:{} from bundle {} (root digest {})",
-            s.arm.id,
-            c.lane.host,
-            c.lane.port,
-            s.dir.display(),
-            s.root_digest
-        ),
+    let lane = match &s.lanes {
+        Some(l) => format!("{} ({}:{})", l.promoted_on, c.lane.host, c.lane.port),
+        None => format!("{}:{}", c.lane.host, c.lane.port),
+    };
+    let mut l = vec![format!(
+        "promote `{}` on lane {lane} from bundle {} (root digest {})",
+        s.arm.id,
+        s.dir.display(),
+        s.root_digest
+    )];
+    if let Some(x) = &s.lanes {
+        l.push(format!("lanes: {}", x.words));
+    }
+    l.extend([
         format!("authority: {}", s.authorization),
         format!(
             "winner check (passed): the recipe files of `{}` match what the bake-off measured ({} file(s))",
@@ -134,7 +154,7 @@ pub fn plan_lines(s: &Source, o: &Options, rollback_check: &[String]) -> Vec<Str
             s.measured.files.len()
         ),
         "rollback check (passed):".into(),
-    ];
+    ]);
     l.extend(rollback_check.iter().map(|x| format!("  - {x}")));
     l.push(
         "bake check (passed): what the bake sends and runs is what the bake-off measured with"

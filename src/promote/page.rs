@@ -164,6 +164,9 @@ pub fn render(r: &Record) -> String {
         esc(&r.started_at),
         esc(r.ended_at.as_deref().unwrap_or("(not ended)"))
     );
+    if let Some(l) = &r.lanes {
+        let _ = write!(o, "<p>lanes: {} {}</p>", esc(&r.arm), esc(&l.words));
+    }
     for c in &r.restart {
         let _ = write!(
             o,

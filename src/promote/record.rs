@@ -91,6 +91,10 @@ pub struct Record {
     /// Why this arm may be promoted (policy auto, or the operator's --confirm).
     pub authorization: String,
     pub lane: String,
+    /// From a multi-lane bundle: where the arm was measured and the lane it was promoted on
+    /// (the incumbent's), with the card-to-card spread the bundle measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lanes: Option<super::lanes::Lanes>,
     /// The bake's parameters and the arm's own bake-off figures it is compared with.
     pub bake: Value,
     pub steps: Vec<Step>,

@@ -22,6 +22,9 @@ pub fn markdown(r: &Record) -> String {
         r.campaign_root_digest
     );
     let _ = writeln!(o, "- incumbent (the way back): `{}`", r.incumbent);
+    if let Some(l) = &r.lanes {
+        let _ = writeln!(o, "- lanes: `{}` {}", r.arm, l.words);
+    }
     let _ = writeln!(
         o,
         "- started {}, ended {}",

@@ -54,6 +54,7 @@ pub async fn run(
         incumbent: c.incumbent().id.clone(),
         authorization: s.authorization.clone(),
         lane: format!("{}:{}", c.lane.host, c.lane.port),
+        lanes: s.lanes.clone(),
         bake: json!({
             "bake_s": o.bake.as_secs_f64(), "table": o.table, "baseline": s.baseline,
             "plan": plan, "incumbent_fingerprint": before,
@@ -70,6 +71,9 @@ pub async fn run(
     let mut f = Folder::create(&o.out, rec)?;
     let lane = lane_spec(c);
     (o.say)(&format!("promotion folder {}", o.out.display()));
+    if let Some(l) = &s.lanes {
+        (o.say)(&format!("`{}` {}", s.arm.id, l.words));
+    }
     f.set_phase(Phase::Switching)?;
     pause("promote-before-stop").await;
     if let Err(why) = stop_incumbent(c, &mut f, &lane).await {

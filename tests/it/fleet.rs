@@ -315,11 +315,6 @@ fn two_lanes_run_side_by_side_into_one_bundle() {
         1,
         "the history of multi-lane bundles is not built yet",
     );
-    refused(
-        &["promote", bs],
-        2,
-        "`bakeoff promote` of a multi-lane bundle is not built yet",
-    );
     // The lane still serves the incumbent the test cleaned up: nothing above touched a lane.
     assert!(bakeoff::lane::procnet::find_listeners(p1).is_empty());
 }

@@ -14,6 +14,10 @@
 //!   files changed since the bake-off is refused; a winner that cannot start (the lane port taken)
 //!   is rolled back; a rollback that fails marks the lane (runs refused) until `recover` proves the
 //!   incumbent back.
+//! - `a_multi_lane_bundles_winner_is_promoted_where_the_incumbent_serves`: a two-lane bundle whose
+//!   winner ran on the qualification lane: a result listing no incumbent lane is refused, the
+//!   dry run says where it was measured, a promotion killed mid-bake is recovered, then the winner
+//!   is kept on the incumbent's lane, its record saying where it was measured.
 
 use crate::support::campaign::*;
 use crate::support::exclusive as serial;
@@ -51,6 +55,16 @@ impl Lane {
 
     /// [`Lane::new`] with `tables` after the `[promotion]` table (e.g. `[gates.tools]`).
     fn with(arms: &[(&str, &str)], tables: &str) -> Lane {
+        Lane::build(arms, tables, None)
+    }
+
+    /// [`Lane::new`] over two lanes: `g0` (the test's port), where `inc` serves, and the
+    /// qualification lane `g1` on port `q` (tests/it/fleet.rs `as_lanes`).
+    fn two_lanes(arms: &[(&str, &str)], q: u16) -> Lane {
+        Lane::build(arms, "", Some(q))
+    }
+
+    fn build(arms: &[(&str, &str)], tables: &str, q: Option<u16>) -> Lane {
         let t = Camp::new();
         if tables.contains("suite = \"tools.toml\"") {
             let builtin = Path::new(env!("CARGO_MANIFEST_DIR")).join("suites/tools.toml");
@@ -68,7 +82,11 @@ impl Lane {
             tables: &tables,
             ..Small::default()
         };
-        t.write_small("promo", &small, &all);
+        let file = t.write_small("promo", &small, &all);
+        if let Some(q) = q {
+            let text = std::fs::read_to_string(&file).unwrap();
+            std::fs::write(&file, crate::fleet::as_lanes(&text, &[("g1", q)])).unwrap();
+        }
         let locks = t.path("locks");
         let inc = Some(t.start_incumbent("inc"));
         let o = bakeoff(
@@ -689,4 +707,142 @@ fn the_bake_replays_the_campaigns_dataset() {
     );
     let (min2, max2, _) = lengths(2, sent);
     assert!(min2 < max2, "{min2}..{max2}");
+}
+
+/// `bakeoff promote` of a multi-lane bundle (docs/promotion.md "From a multi-lane bundle"): the
+/// winner, measured on the qualification lane g1, goes into service on g0, where the incumbent
+/// serves; its plan, output and record say so with the card-to-card spread the bundle measured.
+/// A bundle whose result lists no lane with the incumbent is refused, touching nothing; a
+/// promotion killed mid-bake is recovered onto g0 (`recover` reads the multi-lane bundle's
+/// campaign); nothing ever serves g1.
+#[test]
+fn a_multi_lane_bundles_winner_is_promoted_where_the_incumbent_serves() {
+    let _g = serial();
+    let t0 = Instant::now();
+    let q = free_port();
+    let l = Lane::two_lanes(&[("win", WIN)], q);
+    let campaign_s = t0.elapsed().as_secs_f64();
+    let r = json(&l.bundle.join("campaign-result.json"));
+    let lanes = r["lanes"].as_array().unwrap();
+    assert_eq!(
+        (&lanes[0]["id"], &lanes[0]["incumbent"], &lanes[1]["id"]),
+        (&"g0".into(), &"inc".into(), &"g1".into()),
+        "{r:#}"
+    );
+    assert_eq!(lanes[1]["arms"], serde_json::json!(["win"]), "{r:#}");
+    assert!(lanes[1]["incumbent"].is_null(), "{r:#}");
+    let inc_pid = bakeoff::lane::procnet::find_listeners(l.t.port)[0].pid;
+    let g1_idle = || bakeoff::lane::procnet::find_listeners(q).is_empty();
+
+    // A bundle whose result lists no lane with the incumbent (edited, then sealed again so that
+    // it verifies): refused before anything is touched, naming the fix.
+    let noinc = l.folder("noinc");
+    copy_tree(&l.bundle, &noinc);
+    let mut edited = json(&noinc.join("campaign-result.json"));
+    for lane in edited["lanes"].as_array_mut().unwrap() {
+        lane.as_object_mut().unwrap().remove("incumbent");
+    }
+    std::fs::write(
+        noinc.join("campaign-result.json"),
+        serde_json::to_vec_pretty(&edited).unwrap(),
+    )
+    .unwrap();
+    bakeoff::evidence::manifest::write(&noinc).unwrap();
+    let o = bakeoff(&l.locks, &["promote", noinc.to_str().unwrap(), "--confirm"]);
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(
+        text(&o).contains("has no lane where the incumbent `inc` serves")
+            && text(&o).contains("each a qualification lane")
+            && text(&o).contains("`incumbent = \"inc\"` on the [[lanes]] table"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(
+        bakeoff::lane::procnet::find_listeners(l.t.port)[0].pid,
+        inc_pid,
+        "the refusal touched nothing"
+    );
+
+    // The dry run says where the winner was measured and where it goes, with the spread.
+    let said = "measured on lane g1, promoted on lane g0 where the incumbent serves";
+    let spread = "card-to-card spread measured by inc's control (lane-spread.json): ttft ";
+    let o = l.promote(&["--dry-run"]);
+    assert!(o.status.success(), "{}", text(&o));
+    for w in [said, spread, "promote `win` on lane g0 (127.0.0.1:"] {
+        assert!(text(&o).contains(w), "{w}: {}", text(&o));
+    }
+
+    // Killed mid-bake (the winner serving g0), then `bakeoff recover` of the promotion folder:
+    // the incumbent is back on g0.
+    let k = kill_at(&l, "promote-baking", "k");
+    assert_eq!(
+        json(&k.join("promotion.json"))["lanes"]["promoted_on"],
+        "g0"
+    );
+    assert!(g1_idle(), "nothing serves the qualification lane");
+
+    // A clean promotion: the engine answering on g0 is the winner's.
+    let t1 = Instant::now();
+    let keep = l.folder("keep");
+    let o = l.promote(&["--confirm", "--output", keep.to_str().unwrap(), "--json"]);
+    let keep_s = t1.elapsed().as_secs_f64();
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    assert_eq!(doc(&o)["phase"], "promoted", "{}", text(&o));
+    assert!(text(&o).contains(said), "{}", text(&o));
+    assert_eq!(l.serves().as_deref(), Some("win"));
+    assert!(g1_idle(), "nothing serves the qualification lane");
+    let p = json(&keep.join("promotion.json"));
+    let ln = &p["lanes"];
+    assert_eq!(
+        (
+            &ln["promoted_on"],
+            &ln["measured_on"],
+            &ln["measured_in"],
+            &ln["incumbent_folder"]
+        ),
+        (
+            &"g0".into(),
+            &"g1".into(),
+            &"lanes/g1".into(),
+            &"lanes/g0".into()
+        ),
+        "{p:#}"
+    );
+    assert!(
+        ln["spread"]
+            .as_str()
+            .unwrap()
+            .starts_with("card-to-card spread"),
+        "{p:#}"
+    );
+    assert_eq!(p["lane"], format!("127.0.0.1:{}", l.t.port));
+    let md = std::fs::read_to_string(keep.join("promotion-summary.md")).unwrap();
+    assert!(md.contains(said), "{md}");
+    verify(&keep);
+    let rec = l.record();
+    assert_eq!(rec["resident"]["arm"], "win", "{rec:#}");
+    let o = bakeoff(&l.locks, &["lane", "status", &l.t.port.to_string()]);
+    assert!(
+        o.status.success() && text(&o).contains("resident: `win`"),
+        "{}",
+        text(&o)
+    );
+    eprintln!("lanes: {}", ln["words"]);
+    eprintln!(
+        "timings: two-lane campaign {campaign_s:.1} s, clean promotion {keep_s:.1} s, whole test {:.1} s",
+        t0.elapsed().as_secs_f64()
+    );
+}
+
+/// Copies directory `from` (a bundle, with its lanes' folders) to `to`.
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), dest).unwrap();
+        }
+    }
 }
