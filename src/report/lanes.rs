@@ -1,12 +1,16 @@
 //! `report.html`'s per-lane view of a multi-lane bundle (docs/fleet.md): which arm ran on which
-//! lane and when (each lane's own checkpoint: every finished step's end stamp and wall time), and
-//! the card-to-card control per lane with the spread it measured (`lane-spread.json`, as the
-//! result records it). A one-lane bundle has no such section.
+//! lane and when (each lane's own checkpoint: every finished step's end stamp and wall time), the
+//! lanes' timeline per invocation (`lane_timeline.rs`), and the card-to-card
+//! control per lane with the spread it measured (`lane-spread.json`, as the result records it).
+//! A one-lane bundle has no such section.
 
 use super::chartkit::esc;
+use super::lane_timeline;
 use super::markdown::num;
 use crate::evidence::bundle;
 use crate::evidence::result::{CampaignResult, Stat};
+use serde_json::Value;
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -121,19 +125,33 @@ fn stat(s: &Option<Stat>) -> String {
     )
 }
 
+/// Each run folder's `checkpoint.json` (a lane's own, a moved run's), by folder; one that cannot
+/// be read is left out.
+fn checkpoints(dir: &Path, r: &CampaignResult) -> BTreeMap<String, Value> {
+    let folders = r.lanes.iter().map(|l| &l.folder);
+    let runs = r
+        .schedule_timing
+        .iter()
+        .flat_map(|t| t.runs.iter().map(|s| &s.folder));
+    folders
+        .chain(runs)
+        .filter_map(|f| {
+            let b = std::fs::read(dir.join(f).join(bundle::CHECKPOINT)).ok()?;
+            Some((f.clone(), serde_json::from_slice(&b).ok()?))
+        })
+        .collect()
+}
+
 /// The per-lane section of `report.html` (empty for a one-lane bundle): the lanes, each arm's
-/// span on its lane, the control per lane and the spread.
+/// span on its lane, the lanes' timeline, the control per lane and the spread.
 pub fn section(dir: &Path, r: &CampaignResult) -> String {
     if r.lanes.is_empty() {
         return String::new();
     }
+    let cks = checkpoints(dir, r);
     let mut o = String::from("<h2 id=\"lanes\">Lanes</h2><p>Each lane ran its arms one at a time, the lanes side by side; the times are each lane's own checkpoint's (the first step's start to the last step's end, to the second).</p><table><tr><th>lane</th><th>address</th><th>incumbent</th><th>arm</th><th>from</th><th>to</th><th>steps</th><th>invocations</th></tr>");
     for l in &r.lanes {
-        let ck = std::fs::read(dir.join(&l.folder).join(bundle::CHECKPOINT))
-            .ok()
-            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-            .unwrap_or_default();
-        let sp = spans(&ck);
+        let sp = cks.get(&l.folder).map(spans).unwrap_or_default();
         let inc = l
             .incumbent
             .as_deref()
@@ -184,7 +202,7 @@ pub fn section(dir: &Path, r: &CampaignResult) -> String {
         }
     }
     o.push_str("</table>");
-    o + &moves(r) + &control(r)
+    o + &lane_timeline::html(r, &cks) + &moves(r) + &control(r)
 }
 
 /// Where the lane's client ran, under its address (nothing for bundles that did not record it).

@@ -17,6 +17,7 @@ pub mod compare;
 pub mod csv;
 pub mod energy;
 pub mod html;
+pub mod lane_timeline;
 pub mod lanes;
 pub mod markdown;
 pub mod rates;

@@ -145,6 +145,72 @@ fn arm_span(lane_dir: &Path) -> (f64, f64) {
     span
 }
 
+/// The first bar of arm `arm` in run folder `folder` on lane `lane` of report.html's lanes'
+/// timeline `svg` (`lane-timeline-<invocation>`): its start and end (ms on the invocation's
+/// clock), outcome and whether it is the control's copy.
+pub(crate) fn timeline_bar(
+    page: &str,
+    svg: &str,
+    lane: &str,
+    folder: &str,
+    arm: &str,
+) -> (f64, f64, String, bool) {
+    let at = page
+        .find(&format!("<svg id=\"{svg}\""))
+        .unwrap_or_else(|| panic!("no {svg} in report.html"));
+    let head = format!(
+        "<g class=\"tl-bar\" data-lane=\"{lane}\" data-folder=\"{folder}\" data-arm=\"{arm}\" "
+    );
+    let svg_text = &page[at..at + page[at..].find("</svg>").unwrap()];
+    let i = svg_text
+        .find(&head)
+        .unwrap_or_else(|| panic!("no bar {head} in {svg_text}"));
+    let attrs = &svg_text[i + head.len()..];
+    let attrs = &attrs[..attrs.find('>').unwrap()];
+    let attr = |k: &str| {
+        let from = attrs.find(&format!("{k}=\"")).unwrap() + k.len() + 2;
+        attrs[from..from + attrs[from..].find('"').unwrap()].to_string()
+    };
+    (
+        attr("data-start-ms").parse().unwrap(),
+        attr("data-end-ms").parse().unwrap(),
+        attr("data-outcome"),
+        attr("data-control") == "true",
+    )
+}
+
+/// The span of run folder `folder` in invocation `inv`'s `schedule_timing` of a result.
+pub(crate) fn run_span(r: &serde_json::Value, inv: u64, folder: &str) -> (f64, f64) {
+    let t = r["schedule_timing"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["invocation"] == inv)
+        .unwrap_or_else(|| panic!("no schedule_timing of invocation {inv}: {r:#}"));
+    let s = t["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["folder"] == folder)
+        .unwrap_or_else(|| panic!("no run {folder} in {t:#}"));
+    (
+        s["start_ms"].as_f64().unwrap(),
+        s["end_ms"].as_f64().unwrap(),
+    )
+}
+
+/// The wall times of arm `arm`'s steps that invocation `inv` ran in a run folder's checkpoint.
+pub(crate) fn arm_wall_ms(run_dir: &Path, arm: &str, inv: u64) -> f64 {
+    let ck = json(&run_dir.join("checkpoint.json"));
+    ck["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["arm"] == arm && s["invocation"] == inv)
+        .filter_map(|s| s["wall_ms"].as_f64())
+        .sum()
+}
+
 /// A campaign over two lanes (the incumbent's and a qualification lane) runs both at once into
 /// one bundle: every arm completes on its scheduled lane, its evidence names carry the lane,
 /// the bundle verifies and renders, the verdict covers every arm, the incumbent is restored on
@@ -274,6 +340,32 @@ fn two_lanes_run_side_by_side_into_one_bundle() {
         .unwrap();
     assert!(o.status.success(), "{}", text_of(&o));
     verify(&b);
+    // report.html's lanes' timeline: g1's run placed where the schedule timed it, the control's
+    // copy first there, marked apart, its steps laid end to end from the run's start.
+    let page = std::fs::read_to_string(b.join("report.html")).unwrap();
+    let r = json(&b.join("campaign-result.json"));
+    let (start, end) = run_span(&r, 1, "lanes/g1");
+    let (s, e, outcome, control) =
+        timeline_bar(&page, "lane-timeline-1", "g1", "lanes/g1", "inc.control");
+    let wall = arm_wall_ms(&b.join("lanes/g1"), "inc.control", 1);
+    assert!((s - start).abs() < 0.001, "bar at {s}, run at {start}");
+    assert!(
+        (e - (start + wall)).abs() < 0.01,
+        "bar ends {e}, {start} + {wall}"
+    );
+    assert!(e <= end, "bar ends {e} after its run {end}");
+    assert_eq!((outcome.as_str(), control), ("completed", true));
+    for (lane, arm) in [("g0", "inc"), ("g0", "b"), ("g1", "a"), ("g1", "c")] {
+        let (_, _, outcome, control) = timeline_bar(
+            &page,
+            "lane-timeline-1",
+            lane,
+            &format!("lanes/{lane}"),
+            arm,
+        );
+        assert_eq!((outcome.as_str(), control), ("completed", false), "{arm}");
+    }
+    assert!(!page.contains("lane-timeline-unrecorded"));
     // What is not built for multi-lane bundles says so.
     let locks = t.path("locks");
     let refused = |args: &[&str], code: i32, says: &str| {
@@ -695,5 +787,10 @@ fn a_lane_whose_port_is_taken_mid_run_is_drained_and_its_arms_run_elsewhere() {
     );
     let html = std::fs::read_to_string(b.join("report.html")).unwrap();
     assert!(html.contains("Arms moved off drained lanes"));
+    // The lanes' timeline draws the moved run on g2's row, its first arm at the run's start.
+    let (start, _) = run_span(&r, 1, "lanes/g2.moved-1");
+    let (s, _, outcome, _) = timeline_bar(&html, "lane-timeline-1", "g2", "lanes/g2.moved-1", "a");
+    assert!((s - start).abs() < 0.001, "bar at {s}, run at {start}");
+    assert_eq!(outcome, "completed");
     assert!(out.contains("lane g1 drained"), "{out}");
 }

@@ -3,7 +3,7 @@
 //! the qualification lane, no process the run started left), then `bakeoff run --resume`
 //! finishes every lane from its own checkpoint (docs/fleet.md "Recover and resume").
 
-use crate::fleet::as_lanes;
+use crate::fleet::{arm_wall_ms, as_lanes, run_span, timeline_bar};
 use crate::support::campaign::*;
 use crate::support::shared;
 use std::collections::BTreeMap;
@@ -214,6 +214,26 @@ fn sigkill_during_two_lanes_then_recover_and_resume() {
     ] {
         assert!(lanes.contains(says), "{says}: {lanes}");
     }
+    // The lanes' timeline: only the resume (invocation 3) recorded its schedule; c's steps that
+    // ran then start g1's run, laid end to end from its start.
+    assert!(!lanes.contains("<svg id=\"lane-timeline-1\""), "{lanes}");
+    let (start, _) = run_span(&r, 3, "lanes/g1");
+    let (s, e, outcome, control) = timeline_bar(lanes, "lane-timeline-3", "g1", "lanes/g1", "c");
+    let wall = arm_wall_ms(&g1, "c", 3);
+    assert!((s - start).abs() < 0.001, "bar at {s}, run at {start}");
+    assert!(
+        (e - (start + wall)).abs() < 0.01,
+        "bar ends {e}, {start} + {wall}"
+    );
+    assert_eq!((outcome.as_str(), control), ("completed", false));
+    // The run SIGKILL ended (and the recovery) recorded none: said.
+    let key = "<p id=\"lane-timeline-unrecorded\" data-invocations=\"";
+    let said = lanes.find(key).map(|i| &lanes[i + key.len()..]);
+    let said = said.map(|p| &p[..p.find('"').unwrap()]);
+    assert!(
+        said.is_some_and(|l| l.starts_with('1') && !l.contains('3')),
+        "{said:?}"
+    );
     assert!(b.join("lane-spread.json").is_file());
     assert_eq!(listener_model(t.port).as_deref(), Some("inc"), "{out}");
     assert!(bakeoff::lane::procnet::find_listeners(p1).is_empty());
