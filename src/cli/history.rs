@@ -35,7 +35,8 @@ pub enum HistoryCommand {
         #[arg(required = true)]
         bundles: Vec<PathBuf>,
     },
-    /// The bundles in the history, oldest first.
+    /// The bundles in the history, oldest first (a multi-lane bundle once per lane, with the arms
+    /// that ran there).
     List(FilterArgs),
     /// Each series (figure × recipe × GPU × lane): every run's median, interval and sample count.
     Show(ShowArgs),
@@ -62,7 +63,7 @@ pub struct FilterArgs {
     /// Only GPUs whose model contains this (`H200`).
     #[arg(long)]
     pub gpu: Option<String>,
-    /// Only this lane (`HOST:PORT`, as `history list` prints it).
+    /// Only this lane (`HOST:PORT`, as `history list` prints it): the arms that ran on it.
     #[arg(long)]
     pub lane: Option<String>,
     /// Only figures starting with this (`ttft`, `decode_tok_s_p50@c1`).
@@ -302,7 +303,9 @@ fn list(store: &mut Store, f: &Filter, doc: &mut HistoryDoc, text: bool) -> Resu
             r.path
         );
     }
-    println!("{} bundle(s)", rows.len());
+    let mut digests: Vec<&str> = rows.iter().map(|r| r.digest.as_str()).collect();
+    digests.dedup();
+    println!("{} bundle(s)", digests.len());
     Ok((0, None))
 }
 

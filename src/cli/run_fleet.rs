@@ -27,14 +27,9 @@ fn refuse(msg: impl Into<String>) -> anyhow::Error {
 
 /// Runs the lanes; the run's document (its `exit_code` is the run's: `bakeoff run` ends with it).
 pub fn run(args: Ask, c: Campaign, bundle: PathBuf) -> Result<RunDoc> {
+    // `--history` or `[history] db`: after the seal, each arm's figures against its own lane's
+    // history, then the bundle added (`ended`, as one lane does).
     let history = args.history.clone().or_else(|| c.history_db());
-    if history.is_some() {
-        return Err(refuse(format!(
-            "campaign {} runs over {} lanes: adding a multi-lane bundle to a history store is not built yet (docs/fleet.md); run it without --history and without a [history] table",
-            c.campaign.id,
-            c.lanes().len()
-        )));
-    }
     let rt = crate::load::pace::client_runtime().context("cannot start the async runtime")?;
     let (tx, rx) = tokio::sync::watch::channel::<Option<&'static str>>(None);
     rt.block_on(async {
@@ -105,7 +100,7 @@ pub fn run(args: Ask, c: Campaign, bundle: PathBuf) -> Result<RunDoc> {
     ))?;
     let restored_in = runner::fleet::incumbent_folder(&fleet.bundle, &fleet)
         .unwrap_or_else(|| fleet.bundle.clone());
-    let mut doc = (args.ended)(&fleet.bundle, &outcome, None, &restored_in);
+    let mut doc = (args.ended)(&fleet.bundle, &outcome, history.as_deref(), &restored_in);
     doc.resumed = args.resume;
     drop(rt);
     drop(fleet);

@@ -27,9 +27,23 @@ pub struct Line {
     pub beyond: bool,
     /// Outside it in the worse direction.
     pub worse: bool,
+    /// The series' lane.
+    pub lane: String,
+    /// Name the lane in the text: the run's arms ran on several lanes (a multi-lane bundle,
+    /// where each lane's control copy has the same name).
+    pub name_lane: bool,
 }
 
 impl Line {
+    /// ` on lane HOST:PORT` when the lane is named, else nothing.
+    fn on(&self) -> String {
+        if self.name_lane {
+            format!(" on lane {}", self.lane)
+        } else {
+            String::new()
+        }
+    }
+
     /// `incumbent `inc` ttft_p50@c1 today 51 ms; its last 8 runs on this GPU and lane 47–48 ms:
     /// +7 %, beyond its history's spread`
     pub fn text(&self) -> String {
@@ -42,9 +56,10 @@ impl Line {
             }
         };
         format!(
-            "{} `{}` {} today {} {u}; its last {} runs on this GPU and lane {}–{} {u}: {:+.0} %, {}",
+            "{} `{}`{} {} today {} {u}; its last {} runs on this GPU and lane {}–{} {u}: {:+.0} %, {}",
             self.role,
             self.arm,
+            self.on(),
             self.figure,
             f(self.today),
             self.runs,
@@ -105,33 +120,30 @@ pub fn lines(series: &[Series], digest: &str) -> Vec<Line> {
             pct,
             beyond,
             worse,
+            lane: s.key.lane.clone(),
+            name_lane: false,
         });
     }
     out
 }
 
-/// The lanes whose control (the incumbent, or an arm with the `control` role) is beyond its own
-/// history: every arm measured there that day shares the drift.
-pub fn drifting_lanes(series: &[Series], lines: &[Line]) -> Vec<String> {
+/// The lanes whose control (the incumbent, an arm with the `control` role, or a lane's control
+/// copy) is beyond its own history: every arm measured there that day shares the drift.
+pub fn drifting_lanes(lines: &[Line]) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for l in lines
         .iter()
         .filter(|l| l.beyond && (l.role == "incumbent" || l.role == "control"))
     {
-        if let Some(s) = series
+        let what = format!(
+            "lane {}: its {} `{}` drifts from its own history ({} {:+.0} %)",
+            l.lane, l.role, l.arm, l.figure, l.pct
+        );
+        if !out
             .iter()
-            .find(|s| s.key.arm() == l.arm && s.key.figure == l.figure)
+            .any(|o| o.starts_with(&format!("lane {}:", l.lane)))
         {
-            let what = format!(
-                "lane {}: its {} `{}` drifts from its own history ({} {:+.0} %)",
-                s.key.lane, l.role, l.arm, l.figure, l.pct
-            );
-            if !out
-                .iter()
-                .any(|o| o.starts_with(&format!("lane {}:", s.key.lane)))
-            {
-                out.push(what);
-            }
+            out.push(what);
         }
     }
     out
@@ -156,17 +168,19 @@ pub fn verdict_lines(lines: &[Line], drifting: &[String]) -> Vec<String> {
 /// One line per arm whose `@c1` figures lie (some or all) within its history's spread: shown
 /// beside the trend link and printed, never a limitation of the verdict.
 pub fn informational_lines(lines: &[Line]) -> Vec<String> {
-    let mut arms: Vec<(&str, &str)> = Vec::new();
+    // One per arm and lane (a lane's control copy has the same name on every lane).
+    let mut arms: Vec<&Line> = Vec::new();
     for l in lines {
-        if !arms.iter().any(|(a, _)| *a == l.arm) {
-            arms.push((&l.arm, &l.role));
+        if !arms.iter().any(|a| a.arm == l.arm && a.lane == l.lane) {
+            arms.push(l);
         }
     }
     let mut out = Vec::new();
-    for (arm, role) in arms {
+    for first in arms {
+        let (arm, role) = (&first.arm, &first.role);
         let mine: Vec<&Line> = lines
             .iter()
-            .filter(|l| l.arm == arm && l.figure.ends_with("@c1"))
+            .filter(|l| l.arm == *arm && l.lane == first.lane && l.figure.ends_with("@c1"))
             .collect();
         let within: Vec<&&Line> = mine.iter().filter(|l| !l.beyond).collect();
         let Some(l) = within.first() else { continue };
@@ -181,7 +195,8 @@ pub fn informational_lines(lines: &[Line]) -> Vec<String> {
             ),
         };
         out.push(format!(
-            "History: {role} `{arm}`: {which} within its last {} runs on this GPU and lane.",
+            "History: {role} `{arm}`{}: {which} within its last {} runs on this GPU and lane.",
+            first.on(),
             l.runs
         ));
     }
@@ -266,7 +281,7 @@ mod tests {
             inc.text(),
             "incumbent `inc` ttft_p50@c1 today 51.0 ms; its last 8 runs on this GPU and lane 47.0–48.0 ms: +7 %, beyond its history's spread"
         );
-        let drift = drifting_lanes(&s, &ls);
+        let drift = drifting_lanes(&ls);
         assert_eq!(
             drift,
             ["lane 10.0.0.5:8000: its incumbent `inc` drifts from its own history (ttft_p50@c1 +7 %)"]
@@ -360,7 +375,7 @@ mod tests {
         assert_eq!(ls.len(), 1);
         // Faster than ever is beyond its spread too (not worse): still a limitation, no drift.
         assert!(ls[0].beyond && !ls[0].worse);
-        let drift = drifting_lanes(&s, &ls);
+        let drift = drifting_lanes(&ls);
         assert!(drift.is_empty());
         let v = verdict_lines(&ls, &drift);
         assert_eq!(v.len(), 1);
@@ -377,5 +392,45 @@ mod tests {
         assert!(informational_lines(&ls).is_empty());
         // A run not in the series has no line.
         assert!(lines(&s, "d-other").is_empty());
+    }
+
+    /// A multi-lane run: the control's copy `inc.control` on two lanes under one name. The lane
+    /// whose copy drifts is the one named, each line names its lane, and each lane's copy has
+    /// its own informational line.
+    #[test]
+    fn copies_on_two_lanes_are_told_apart_by_their_lane() {
+        let on = |lane: &str, today: f64| {
+            let mut s = series(
+                "inc.control",
+                "control",
+                "ttft_p50@c1",
+                &[60.0, 60.1, 60.05],
+                today,
+            );
+            s.key.lane = lane.into();
+            s
+        };
+        let s = [on("127.0.0.1:9001", 60.02), on("127.0.0.1:9002", 75.0)];
+        let mut ls = lines(&s, "d-now");
+        for l in ls.iter_mut() {
+            l.name_lane = true;
+        }
+        assert_eq!(ls.len(), 2);
+        assert!(!ls[0].beyond && ls[1].beyond);
+        assert!(
+            ls[1].text().starts_with(
+                "control `inc.control` on lane 127.0.0.1:9002 ttft_p50@c1 today 75.0 ms;"
+            ),
+            "{}",
+            ls[1].text()
+        );
+        assert_eq!(
+            drifting_lanes(&ls),
+            ["lane 127.0.0.1:9002: its control `inc.control` drifts from its own history (ttft_p50@c1 +25 %)"]
+        );
+        assert_eq!(
+            informational_lines(&ls),
+            ["History: control `inc.control` on lane 127.0.0.1:9001: its single-stream figure (ttft_p50@c1) today lies within its last 3 runs on this GPU and lane."]
+        );
     }
 }

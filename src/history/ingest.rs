@@ -5,6 +5,11 @@
 //! typed `campaign-result.json` (the step files' copies, cross-checked by `verify`'s manifest),
 //! its facts from `environment.json`, the campaign copy's `[lane]` and the checkpoint's file
 //! digests (what a recipe's profile or program was), its verdict from `decision-summary.json`.
+//!
+//! A multi-lane bundle (docs/fleet.md) is read the same way, each arm with the lane it ran on
+//! (`lanes` of its result: the run that lists the arm, a moved arm's the lane it completed on),
+//! its launch record and checkpoint from that run's folder; each lane's control copy
+//! (`<control>.control`, from the lane's own result) is kept too, as that lane's A/A figures.
 
 use super::sql::{Sql, Value};
 use super::store::Store;
@@ -47,16 +52,25 @@ pub struct ArmSummary {
     pub failure: String,
     /// `name=status` of each gate, comma-separated.
     pub gates: String,
+    /// The lane it ran on (`host:port [gpus]`, as [`Summary::lane`] names one lane): the
+    /// bundle's lane, or in a multi-lane bundle its own. Its series are this lane's.
+    pub lane: String,
     pub figures: Vec<Figure>,
 }
 
 impl ArmSummary {
     /// What a series is keyed by: the recipe as the operator names it, without the facts that
     /// may change under it (engine version, image, profile digest), which a change point names.
+    /// A lane's control copy (`inc.control@g1`) is keyed by its arm without the lane
+    /// (`inc.control`): the lane is the series' own key.
     pub fn recipe(&self) -> String {
         format!(
             "{}|{}|{}|{}|{}",
-            self.arm, self.engine, self.model, self.quantization, self.speculative
+            self.arm.split('@').next().unwrap_or(&self.arm),
+            self.engine,
+            self.model,
+            self.quantization,
+            self.speculative
         )
     }
 }
@@ -71,6 +85,9 @@ pub struct Summary {
     pub hardware: String,
     pub gpu_model: String,
     pub driver: String,
+    /// The lane (`host:port [gpus]`); a multi-lane bundle's is `lanes <id>,<id>` (its lanes' ids:
+    /// the same on a resume, whichever nodes Slurm granted), which only the one-run rule reads:
+    /// each arm's series are its own lane's ([`ArmSummary::lane`]).
     pub lane: String,
     pub complete: bool,
     pub workload: String,
@@ -105,18 +122,22 @@ pub fn summarize(dir: &Path) -> Result<Summary> {
                 bundle::RESULT
             )
         })?;
-    if !r.lanes.is_empty() {
-        bail!(
-            "{} is a multi-lane bundle ({} lanes): the history of multi-lane bundles is not built yet (its series are keyed by one lane; docs/fleet.md)",
-            dir.display(),
-            r.lanes.len()
-        );
-    }
     let env = read_json(dir, bundle::ENVIRONMENT).unwrap_or(J::Null);
     let ck = read_json(dir, bundle::CHECKPOINT).unwrap_or(J::Null);
     let decision = read_json(dir, bundle::DECISION_SUMMARY).unwrap_or(J::Null);
     let (gpu_model, driver) = gpu_facts(&env);
     let path = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let (lane, arms) = if r.lanes.is_empty() {
+        let lane = lane(dir);
+        let arms = r
+            .arms
+            .iter()
+            .map(|a| arm(dir, "", a, &env, &ck, &lane))
+            .collect();
+        (lane, arms)
+    } else {
+        (fleet_lane(&r), fleet_arms(dir, &r, &env)?)
+    };
     Ok(Summary {
         digest,
         campaign_id: r.campaign_id.clone(),
@@ -125,7 +146,7 @@ pub fn summarize(dir: &Path) -> Result<Summary> {
         hardware: r.identity.hardware.clone(),
         gpu_model,
         driver,
-        lane: lane(dir),
+        lane,
         complete: r.complete,
         workload: serde_json::json!({
             "matched_prompt_tokens": r.workload.matched_prompt_tokens,
@@ -144,7 +165,7 @@ pub fn summarize(dir: &Path) -> Result<Summary> {
             .unwrap_or("")
             .to_string(),
         path: path.display().to_string(),
-        arms: r.arms.iter().map(|a| arm(dir, a, &env, &ck)).collect(),
+        arms,
     })
 }
 
@@ -165,31 +186,163 @@ fn gpu_facts(env: &J) -> (String, String) {
     }
 }
 
-/// The lane as the campaign copy declares it: `host:port`, and its GPUs when it names any.
-fn lane(dir: &Path) -> String {
-    let Ok(text) = std::fs::read_to_string(dir.join(bundle::CAMPAIGN_COPY)) else {
-        return String::new();
-    };
-    let Ok(v) = toml::from_str::<toml::Value>(&text) else {
-        return String::new();
-    };
-    let l = &v.get("lane").cloned().unwrap_or(toml::Value::Integer(0));
-    let host = l.get("host").and_then(|h| h.as_str()).unwrap_or("");
-    let port = l.get("port").and_then(|p| p.as_integer()).unwrap_or(0);
-    let gpus: Vec<&str> = l
-        .get("gpus")
+/// The campaign copy as TOML (Null when absent or unreadable: the lane is then named without
+/// its GPUs).
+fn campaign_copy(dir: &Path) -> toml::Value {
+    std::fs::read_to_string(dir.join(bundle::CAMPAIGN_COPY))
+        .ok()
+        .and_then(|t| toml::from_str::<toml::Value>(&t).ok())
+        .unwrap_or(toml::Value::Integer(0))
+}
+
+/// The GPUs a lane table (`[lane]`, a `[[lanes]]` entry) names.
+fn gpus_of(l: &toml::Value) -> Vec<String> {
+    l.get("gpus")
         .and_then(|g| g.as_array())
-        .map(|a| a.iter().filter_map(|g| g.as_str()).collect())
-        .unwrap_or_default();
+        .map(|a| {
+            a.iter()
+                .filter_map(|g| g.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `host:port`, and the GPUs when there are any: one lane as every series names it.
+fn lane_name(address: &str, gpus: &[String]) -> String {
     if gpus.is_empty() {
-        format!("{host}:{port}")
+        address.to_string()
     } else {
-        format!("{host}:{port} [{}]", gpus.join(","))
+        format!("{address} [{}]", gpus.join(","))
     }
 }
 
-fn arm(dir: &Path, a: &ArmResult, env: &J, ck: &J) -> ArmSummary {
-    let launch = read_json(dir, &bundle::step_file(&a.id, "launch", None)).unwrap_or(J::Null);
+/// The lane as the campaign copy declares it: `host:port`, and its GPUs when it names any.
+fn lane(dir: &Path) -> String {
+    let v = campaign_copy(dir);
+    if v.as_integer().is_some() {
+        return String::new();
+    }
+    let l = &v.get("lane").cloned().unwrap_or(toml::Value::Integer(0));
+    let host = l.get("host").and_then(|h| h.as_str()).unwrap_or("");
+    let port = l.get("port").and_then(|p| p.as_integer()).unwrap_or(0);
+    lane_name(&format!("{host}:{port}"), &gpus_of(l))
+}
+
+/// A multi-lane bundle's own lane for the one-run rule: its lanes' ids (the lanes' own runs, not
+/// moved runs), which a resume keeps even when Slurm grants it other nodes.
+fn fleet_lane(r: &CampaignResult) -> String {
+    let mut ids: Vec<&str> = Vec::new();
+    for l in r.lanes.iter().filter(|l| l.moved_from.is_none()) {
+        if !ids.contains(&l.id.as_str()) {
+            ids.push(&l.id);
+        }
+    }
+    format!("lanes {}", ids.join(","))
+}
+
+/// Where an arm of a multi-lane result ran: its lane's id and the folder of the run that holds
+/// its evidence. The run whose `arms` lists it (a moved arm: the moved run, on the lane it
+/// completed on; the merge took it off the drained run's list); an arm moved off a drained
+/// lane with no live lane left, the drained lane and folder it started in; None for an arm no
+/// lane took.
+pub fn ran_on<'a>(r: &'a CampaignResult, arm: &str) -> Option<(&'a str, &'a str)> {
+    if let Some(l) = r
+        .lanes
+        .iter()
+        .rev()
+        .find(|l| l.arms.iter().any(|a| a == arm))
+    {
+        return Some((&l.id, &l.folder));
+    }
+    r.moves
+        .iter()
+        .rev()
+        .find(|m| m.arm == arm)
+        .map(|m| (m.from.as_str(), m.left_in.as_str()))
+}
+
+/// Whether `arm` is a lane's copy of the card-to-card control (`<control>.control`, named by
+/// `campaign::lane_plan::control_copy_id`; no arm id has a `.`).
+fn is_control_copy(arm: &str) -> bool {
+    arm.ends_with(".control")
+}
+
+/// The arms of a multi-lane bundle, each on its own lane, then each lane's control copy: a
+/// short A/A timing of the control's recipe on that lane (its warm c1 figures), role `control`
+/// (so a copy beyond its own history names its lane as drifting, as an incumbent does), stored
+/// as `<control>.control@<lane id>` (one row per lane) with the recipe `<control>.control|…`
+/// (its series per lane, never mixed with the control arm's own full run).
+fn fleet_arms(dir: &Path, r: &CampaignResult, env: &J) -> Result<Vec<ArmSummary>> {
+    let copy = campaign_copy(dir);
+    let tables: Vec<toml::Value> = copy
+        .get("lanes")
+        .and_then(|l| l.as_array())
+        .cloned()
+        .unwrap_or_default();
+    // Each lane's name from its own run's record: the address it ran at (a Slurm lane's node's),
+    // with the GPUs its `[[lanes]]` table names.
+    let name = |id: &str| -> String {
+        let address = r
+            .lanes
+            .iter()
+            .find(|l| l.id == id && l.moved_from.is_none())
+            .or_else(|| r.lanes.iter().find(|l| l.id == id))
+            .map(|l| l.address.as_str())
+            .unwrap_or("");
+        let gpus = tables
+            .iter()
+            .find(|t| t.get("id").and_then(|i| i.as_str()) == Some(id))
+            .map(gpus_of)
+            .unwrap_or_default();
+        lane_name(address, &gpus)
+    };
+    let checkpoint =
+        |folder: &str| read_json(&dir.join(folder), bundle::CHECKPOINT).unwrap_or(J::Null);
+    let mut out = Vec::new();
+    for a in &r.arms {
+        let (lane, folder) = match ran_on(r, &a.id) {
+            Some((id, folder)) => (name(id), folder),
+            // Never placed on a lane (a bundle left before its lanes were taken): no figures,
+            // listed under the bundle's lanes.
+            None => (fleet_lane(r), ""),
+        };
+        out.push(arm(dir, folder, a, env, &checkpoint(folder), &lane));
+    }
+    for l in r.lanes.iter().filter(|l| l.moved_from.is_none()) {
+        let lane_dir = dir.join(&l.folder);
+        if !lane_dir.join(bundle::RESULT).is_file() {
+            continue; // the lane's run never opened its folder: no copy ran there
+        }
+        let own: CampaignResult = read_json(&lane_dir, bundle::RESULT)
+            .and_then(|v| serde_json::from_value(v).map_err(anyhow::Error::from))
+            .with_context(|| {
+                format!(
+                    "{}: {}/{} is not a campaign result",
+                    dir.display(),
+                    l.folder,
+                    bundle::RESULT
+                )
+            })?;
+        for c in own.arms.iter().filter(|c| is_control_copy(&c.id)) {
+            let mut s = arm(&lane_dir, "", c, env, &checkpoint(&l.folder), &name(&l.id));
+            s.arm = format!("{}@{}", c.id, l.id);
+            s.role = "control".into();
+            if s.program.is_empty() {
+                // The checkpoint may name the recipe's files as the control arm's.
+                let control = c.id.trim_end_matches(".control");
+                s.program = program_fingerprint(&checkpoint(&l.folder), control);
+            }
+            out.push(s);
+        }
+    }
+    Ok(out)
+}
+
+/// One arm's summary; `folder`: the bundle folder its run's launch record lies in (`""` for a
+/// one-lane bundle, `lanes/<id>` for a multi-lane one), `ck` that run's checkpoint.
+fn arm(dir: &Path, folder: &str, a: &ArmResult, env: &J, ck: &J, lane: &str) -> ArmSummary {
+    let launch =
+        read_json(&dir.join(folder), &bundle::step_file(&a.id, "launch", None)).unwrap_or(J::Null);
     let version = env["engines"]
         .as_array()
         .into_iter()
@@ -228,6 +381,7 @@ fn arm(dir: &Path, a: &ArmResult, env: &J, ck: &J) -> ArmSummary {
             .map(|g| format!("{}={}", g.name, g.status))
             .collect::<Vec<_>>()
             .join(","),
+        lane: lane.to_string(),
         figures: {
             let mut f = figures(a);
             first_turn(&mut f, dir, a);
@@ -387,8 +541,10 @@ fn add_in(tx: &mut dyn Sql, s: &Summary, place: &str) -> Result<Added> {
         ],
     )?;
     for a in &s.arms {
+        // A summary made without arm lanes (the ingest benchmark's): the bundle's lane.
+        let lane = if a.lane.is_empty() { &s.lane } else { &a.lane };
         tx.exec(
-            "INSERT INTO arms (digest, arm, role, label, recipe, engine, engine_version, model, quantization, speculative, image, program, status, failure, gates) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO arms (digest, arm, role, label, recipe, engine, engine_version, model, quantization, speculative, image, program, status, failure, gates, lane) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             &[
                 Value::text(&s.digest),
                 Value::text(&a.arm),
@@ -405,6 +561,7 @@ fn add_in(tx: &mut dyn Sql, s: &Summary, place: &str) -> Result<Added> {
                 Value::text(&a.status),
                 Value::text(&a.failure),
                 Value::text(&a.gates),
+                Value::text(lane),
             ],
         )?;
         for f in &a.figures {
@@ -526,5 +683,66 @@ mod tests {
         a.warm = None;
         first_turn(&mut none, dir.path(), &a);
         assert!(none.is_empty());
+    }
+
+    /// Each arm's lane in a multi-lane result: the run that lists it; an arm moved off a
+    /// drained lane, the lane it completed on (its moved run), not the drained one; an arm
+    /// stranded by a drain (no live lane left), the drained lane and folder it started in; the
+    /// one-run key names the lanes' own runs only.
+    #[test]
+    fn an_arm_is_on_the_lane_it_completed_on() {
+        use crate::evidence::result::{ArmMove, LaneRun};
+        let run = |id: &str, folder: &str, arms: &[&str], moved: Option<&str>| LaneRun {
+            id: id.into(),
+            address: format!("10.0.0.{}:8000", id.len()),
+            folder: folder.into(),
+            arms: arms.iter().map(|a| a.to_string()).collect(),
+            moved_from: moved.map(str::to_string),
+            ..Default::default()
+        };
+        let r = CampaignResult {
+            lanes: vec![
+                run("g0", "lanes/g0", &["inc", "b"], None),
+                // g1 drained: `a` moved to g0, `d` stranded (the merge took both off its list).
+                run("g1", "lanes/g1", &["c"], None),
+                run("g0", "lanes/g0.moved-1", &["a"], Some("g1")),
+            ],
+            moves: vec![
+                ArmMove {
+                    arm: "a".into(),
+                    from: "g1".into(),
+                    to: Some("g0".into()),
+                    folder: Some("lanes/g0.moved-1".into()),
+                    left_in: "lanes/g1".into(),
+                    ..Default::default()
+                },
+                ArmMove {
+                    arm: "d".into(),
+                    from: "g1".into(),
+                    to: None,
+                    left_in: "lanes/g1".into(),
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        };
+        assert_eq!(ran_on(&r, "inc"), Some(("g0", "lanes/g0")));
+        assert_eq!(ran_on(&r, "c"), Some(("g1", "lanes/g1")));
+        assert_eq!(ran_on(&r, "a"), Some(("g0", "lanes/g0.moved-1")));
+        assert_eq!(ran_on(&r, "d"), Some(("g1", "lanes/g1")));
+        assert_eq!(ran_on(&r, "never"), None);
+        assert_eq!(fleet_lane(&r), "lanes g0,g1");
+        assert!(is_control_copy("inc.control") && !is_control_copy("inc"));
+        assert_eq!(
+            lane_name("10.0.0.2:8000", &["GPU-a".into(), "GPU-b".into()]),
+            "10.0.0.2:8000 [GPU-a,GPU-b]"
+        );
+        let copy = ArmSummary {
+            arm: "inc.control@g1".into(),
+            engine: "vllm".into(),
+            model: "m".into(),
+            ..Default::default()
+        };
+        assert_eq!(copy.recipe(), "inc.control|vllm|m||");
     }
 }

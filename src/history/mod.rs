@@ -38,40 +38,67 @@ pub struct RunContext {
     pub drifting: Vec<String>,
 }
 
-/// The context of bundle `digest`, from the series of its own arms on its GPU and lane.
+/// The lanes the summary's arms ran on (one for a one-lane bundle), each once, in arm order.
+fn arm_lanes(s: &Summary) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for a in &s.arms {
+        let l = if a.lane.is_empty() { &s.lane } else { &a.lane };
+        if !out.contains(l) {
+            out.push(l.clone());
+        }
+    }
+    out
+}
+
+/// The store's series on the summary's GPU model and its arms' lanes.
+fn series_of(store: &mut Store, s: &Summary) -> Result<Vec<series::Series>> {
+    let mut all = Vec::new();
+    for lane in arm_lanes(s) {
+        let f = series::Filter {
+            lane: Some(lane),
+            ..Default::default()
+        };
+        all.extend(
+            series::read(store, &f)?
+                .into_iter()
+                .filter(|x| x.key.gpu_model == s.gpu_model),
+        );
+    }
+    Ok(all)
+}
+
+/// The lines of `series` for run `digest`, each naming its lane when the run's arms ran on
+/// more than one (a multi-lane bundle: a control copy is on every lane under one name).
+fn context_of(series: &[series::Series], digest: &str, lanes: usize) -> RunContext {
+    let mut lines = context::lines(series, digest);
+    if lanes > 1 {
+        for l in lines.iter_mut() {
+            l.name_lane = true;
+        }
+    }
+    let drifting = context::drifting_lanes(&lines);
+    RunContext { lines, drifting }
+}
+
+/// The context of bundle `digest`, from the series of its own arms on its GPU and their lanes.
 pub fn run_context(store: &mut Store, s: &Summary) -> Result<RunContext> {
-    let f = series::Filter {
-        lane: Some(s.lane.clone()),
-        gpu: None,
-        ..Default::default()
-    };
-    let all = series::read(store, &f)?;
-    let mine: Vec<series::Series> = all
+    let mine: Vec<series::Series> = series_of(store, s)?
         .into_iter()
-        .filter(|x| x.key.gpu_model == s.gpu_model && x.points.iter().any(|p| p.digest == s.digest))
+        .filter(|x| x.points.iter().any(|p| p.digest == s.digest))
         .collect();
-    let lines = context::lines(&mine, &s.digest);
-    let drifting = context::drifting_lanes(&mine, &lines);
-    Ok(RunContext { lines, drifting })
+    Ok(context_of(&mine, &s.digest, arm_lanes(s).len()))
 }
 
 /// The context of a run before its bundle is added (its verdict is not rendered yet, so its
-/// final root digest is not known): the store's series of its arms on its GPU and lane, each
-/// with today's point appended from `s`. Points of the same run already in the store (an
+/// final root digest is not known): the store's series of its arms on its GPU and their lanes,
+/// each with today's point appended from `s`. Points of the same run already in the store (an
 /// earlier bundle of it, added by hand) are left out: a run is not its own history. Also
 /// returns those series, for the run's trend page.
 pub fn context_before_add(
     store: &mut Store,
     s: &Summary,
 ) -> Result<(RunContext, Vec<series::Series>)> {
-    let f = series::Filter {
-        lane: Some(s.lane.clone()),
-        ..Default::default()
-    };
-    let mut all: Vec<series::Series> = series::read(store, &f)?
-        .into_iter()
-        .filter(|x| x.key.gpu_model == s.gpu_model)
-        .collect();
+    let mut all = series_of(store, s)?;
     for x in all.iter_mut() {
         x.points
             .retain(|p| !(p.campaign_id == s.campaign_id && p.started_at == s.started_at));
@@ -83,7 +110,11 @@ pub fn context_before_add(
                 figure: fig.name.clone(),
                 recipe: a.recipe(),
                 gpu_model: s.gpu_model.clone(),
-                lane: s.lane.clone(),
+                lane: if a.lane.is_empty() {
+                    s.lane.clone()
+                } else {
+                    a.lane.clone()
+                },
             };
             let mut x = match all.iter().position(|x| x.key == key) {
                 Some(i) => all.swap_remove(i),
@@ -113,7 +144,5 @@ pub fn context_before_add(
         }
     }
     mine.sort_by(|a, b| a.key.cmp(&b.key));
-    let lines = context::lines(&mine, &s.digest);
-    let drifting = context::drifting_lanes(&mine, &lines);
-    Ok((RunContext { lines, drifting }, mine))
+    Ok((context_of(&mine, &s.digest, arm_lanes(s).len()), mine))
 }

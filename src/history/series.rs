@@ -154,29 +154,38 @@ fn where_clauses(f: &Filter, metric: bool, sql: &mut String) -> Vec<Value> {
         " AND b.gpu_model LIKE ?",
         f.gpu.as_ref().map(|g| format!("%{g}%")),
     );
-    cond(" AND b.lane = ?", f.lane.clone());
+    // Each arm's own lane (a multi-lane bundle's arms ran on several).
+    cond(" AND a.lane = ?", f.lane.clone());
     if metric {
         cond(
             " AND f.figure LIKE ?",
             f.metric.as_ref().map(|m| format!("{m}%")),
         );
     }
-    cond(" AND a.arm = ?", f.arm.clone());
     cond(" AND b.started_at >= ?", f.since.clone());
     p
+}
+
+/// `--arm`: the arm of the row's recipe (`recipe_arm`), compared here rather than in SQL so
+/// that a lane's control copy, stored as `inc.control@g1` (one row per lane), is `--arm
+/// inc.control` on every lane, exactly on both backends (SQLite's LIKE ignores case).
+fn arm_matches(f: &Filter, recipe: &str) -> bool {
+    f.arm
+        .as_deref()
+        .is_none_or(|a| recipe.split('|').next() == Some(a))
 }
 
 /// Reads every series the filter selects, each oldest first.
 pub fn read(store: &mut Store, f: &Filter) -> Result<Vec<Series>> {
     let mut sql = String::from(
-        "SELECT f.figure, a.recipe, b.gpu_model, b.lane, b.digest, b.campaign_id, b.started_at, b.path, a.role, f.value, f.lo, f.hi, f.n, a.engine_version, b.driver, a.image, a.program \
+        "SELECT f.figure, a.recipe, b.gpu_model, a.lane, b.digest, b.campaign_id, b.started_at, b.path, a.role, f.value, f.lo, f.hi, f.n, a.engine_version, b.driver, a.image, a.program \
          FROM figures f JOIN arms a ON a.digest = f.digest AND a.arm = f.arm JOIN bundles b ON b.digest = f.digest WHERE 1 = 1",
     );
     let p = where_clauses(f, true, &mut sql);
     sql.push_str(" ORDER BY b.started_at, b.digest");
     let rows = store.query(&sql, &p)?;
     let mut by: BTreeMap<Key, Vec<Point>> = BTreeMap::new();
-    for r in rows {
+    for r in rows.into_iter().filter(|r| arm_matches(f, &r[1].str())) {
         let key = Key {
             figure: r[0].str(),
             recipe: r[1].str(),
@@ -207,7 +216,8 @@ pub fn read(store: &mut Store, f: &Filter) -> Result<Vec<Series>> {
         .collect())
 }
 
-/// One bundle in the history, for `history list`.
+/// One bundle in the history, for `history list`; a multi-lane bundle is one row per lane its
+/// arms ran on, each with those arms.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BundleRow {
     pub digest: String,
@@ -215,23 +225,28 @@ pub struct BundleRow {
     pub started_at: String,
     pub gpu_model: String,
     pub lane: String,
+    /// The arms on `lane`, comma-separated.
     pub arms: String,
     pub winner: String,
     pub path: String,
 }
 
-/// The bundles whose arms match the filter (its metric is ignored), oldest first.
+/// The bundles whose arms match the filter (its metric is ignored), oldest first: one row per
+/// bundle and lane (a one-lane bundle's arms share its lane: one row).
 pub fn bundles(store: &mut Store, f: &Filter) -> Result<Vec<BundleRow>> {
     let mut sql = String::from(
-        "SELECT b.digest, b.campaign_id, b.started_at, b.gpu_model, b.lane, b.winner, b.path, a.arm \
+        "SELECT b.digest, b.campaign_id, b.started_at, b.gpu_model, a.lane, b.winner, b.path, a.arm, a.recipe \
          FROM bundles b JOIN arms a ON a.digest = b.digest WHERE 1 = 1",
     );
     let p = where_clauses(f, false, &mut sql);
-    sql.push_str(" ORDER BY b.started_at, b.digest, a.arm");
+    sql.push_str(" ORDER BY b.started_at, b.digest, a.lane, a.arm");
     let mut out: Vec<BundleRow> = Vec::new();
     for r in store.query(&sql, &p)? {
+        if !arm_matches(f, &r[8].str()) {
+            continue;
+        }
         match out.last_mut() {
-            Some(last) if last.digest == r[0].str() => {
+            Some(last) if last.digest == r[0].str() && last.lane == r[4].str() => {
                 last.arms.push(',');
                 last.arms.push_str(&r[7].str());
             }

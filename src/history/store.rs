@@ -77,8 +77,10 @@ pub enum Store {
 
 /// The schema, one step per version: a database records the last step applied, and a newer
 /// bakeoff applies the rest on open. Never edit a released step; add one.
-pub const MIGRATIONS: &[&[&str]] = &[&[
-    "CREATE TABLE bundles (
+pub const MIGRATIONS: &[&[&str]] = &[
+    &[
+        // 1: bundles, their arms, the arms' figures.
+        "CREATE TABLE bundles (
         digest TEXT PRIMARY KEY,
         campaign_id TEXT NOT NULL,
         started_at TEXT NOT NULL,
@@ -94,7 +96,7 @@ pub const MIGRATIONS: &[&[&str]] = &[&[
         path TEXT NOT NULL,
         added_at TEXT NOT NULL,
         UNIQUE (campaign_id, started_at, host, lane))",
-    "CREATE TABLE arms (
+        "CREATE TABLE arms (
         digest TEXT NOT NULL REFERENCES bundles(digest),
         arm TEXT NOT NULL,
         role TEXT NOT NULL,
@@ -111,7 +113,7 @@ pub const MIGRATIONS: &[&[&str]] = &[&[
         failure TEXT NOT NULL,
         gates TEXT NOT NULL,
         PRIMARY KEY (digest, arm))",
-    "CREATE TABLE figures (
+        "CREATE TABLE figures (
         digest TEXT NOT NULL REFERENCES bundles(digest),
         arm TEXT NOT NULL,
         figure TEXT NOT NULL,
@@ -120,9 +122,17 @@ pub const MIGRATIONS: &[&[&str]] = &[&[
         hi DOUBLE PRECISION,
         n BIGINT NOT NULL,
         PRIMARY KEY (digest, arm, figure))",
-    "CREATE INDEX figures_by_figure ON figures (figure)",
-    "CREATE INDEX bundles_by_start ON bundles (started_at)",
-]];
+        "CREATE INDEX figures_by_figure ON figures (figure)",
+        "CREATE INDEX bundles_by_start ON bundles (started_at)",
+    ],
+    &[
+        // 2: each arm's own lane (a multi-lane bundle's arms ran on several, docs/history.md);
+        // every arm already stored ran on its bundle's one lane.
+        "ALTER TABLE arms ADD COLUMN lane TEXT NOT NULL DEFAULT ''",
+        "UPDATE arms SET lane = (SELECT b.lane FROM bundles b WHERE b.digest = arms.digest)",
+        "CREATE INDEX arms_by_lane ON arms (lane)",
+    ],
+];
 
 /// The schema version this build writes.
 pub const LATEST: i64 = MIGRATIONS.len() as i64;
@@ -215,6 +225,80 @@ mod tests {
             DbSpec::parse("h.sqlite").unwrap(),
             DbSpec::Sqlite("h.sqlite".into())
         );
+    }
+
+    /// A store written by a bakeoff before arms had lanes (version 1) is migrated on open: every
+    /// arm gets its bundle's lane, its series keep that lane, and opening it again applies
+    /// nothing.
+    #[test]
+    fn a_version_1_store_gets_each_arms_lane_from_its_bundle() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("v1.sqlite");
+        {
+            let c = rusqlite::Connection::open(&p).unwrap();
+            c.execute_batch(
+                "CREATE TABLE bakeoff_schema (version BIGINT NOT NULL);
+                 INSERT INTO bakeoff_schema (version) VALUES (1);",
+            )
+            .unwrap();
+            for stmt in MIGRATIONS[0] {
+                c.execute(stmt, []).unwrap();
+            }
+            for (d, lane) in [("d1", "127.0.0.1:8000"), ("d2", "10.0.0.5:8000 [GPU-a]")] {
+                c.execute(
+                    "INSERT INTO bundles (digest, campaign_id, started_at, host, hardware, gpu_model, driver, lane, complete, workload, winner, reason, path, added_at) VALUES (?1, 'c', ?1, 'h', 'hw', 'none', '', ?2, 1, '{}', '', '', '/b', 'now')",
+                    [d, lane],
+                )
+                .unwrap();
+                for arm in ["inc", "cand"] {
+                    c.execute(
+                        "INSERT INTO arms (digest, arm, role, label, recipe, engine, engine_version, model, quantization, speculative, image, program, status, failure, gates) VALUES (?1, ?2, 'candidate', ?2, ?2 || '|reference|m||', 'reference', '', 'm', '', '', '', '', 'completed', '', '')",
+                        [d, arm],
+                    )
+                    .unwrap();
+                    c.execute(
+                        "INSERT INTO figures (digest, arm, figure, value, lo, hi, n) VALUES (?1, ?2, 'ttft_p50@c1', 50.0, 49.0, 51.0, 8)",
+                        [d, arm],
+                    )
+                    .unwrap();
+                }
+            }
+        }
+        let spec = DbSpec::Sqlite(p.clone());
+        for _ in 0..2 {
+            let mut s = Store::open(&spec).unwrap();
+            let v = s.query("SELECT version FROM bakeoff_schema", &[]).unwrap();
+            assert_eq!(v.len(), 1);
+            assert_eq!(v[0][0].int(), Some(LATEST));
+            assert_eq!(LATEST, 2);
+            let rows = s
+                .query(
+                    "SELECT digest, arm, lane FROM arms ORDER BY digest, arm",
+                    &[],
+                )
+                .unwrap();
+            let got: Vec<(String, String, String)> = rows
+                .iter()
+                .map(|r| (r[0].str(), r[1].str(), r[2].str()))
+                .collect();
+            let want = [
+                ("d1", "cand", "127.0.0.1:8000"),
+                ("d1", "inc", "127.0.0.1:8000"),
+                ("d2", "cand", "10.0.0.5:8000 [GPU-a]"),
+                ("d2", "inc", "10.0.0.5:8000 [GPU-a]"),
+            ]
+            .map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string()));
+            assert_eq!(got, want);
+            let f = super::super::series::Filter {
+                lane: Some("10.0.0.5:8000 [GPU-a]".into()),
+                ..Default::default()
+            };
+            let series = super::super::series::read(&mut s, &f).unwrap();
+            assert_eq!(series.len(), 2, "{series:?}");
+            assert!(series
+                .iter()
+                .all(|x| x.key.lane == "10.0.0.5:8000 [GPU-a]" && x.points.len() == 1));
+        }
     }
 
     #[test]

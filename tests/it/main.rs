@@ -40,6 +40,7 @@ mod fleet;
 mod fleet_recover;
 mod history;
 mod history_campaigns;
+mod history_fleet;
 mod json_schemas;
 mod mcp;
 mod gate {

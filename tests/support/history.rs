@@ -111,7 +111,7 @@ type Case = fn(&DbSpec, &Path);
 /// The store cases: each gets a fresh, empty database from `fresh` (a SQLite file or a
 /// PostgreSQL database) and a scratch folder.
 pub fn all_cases(fresh: &dyn Fn(&str) -> DbSpec, scratch: &Path) {
-    let cases: [(&str, Case); 9] = [
+    let cases: [(&str, Case); 11] = [
         ("verified_once", verified_once),
         ("concurrent_writers", concurrent_writers),
         ("context_of_a_new_run", context_of_a_new_run),
@@ -121,6 +121,8 @@ pub fn all_cases(fresh: &dyn Fn(&str) -> DbSpec, scratch: &Path) {
         ("newer_schema", newer_schema),
         ("all_or_nothing", all_or_nothing),
         ("step_at_20", step_at_20),
+        ("multi_lane_bundle", multi_lane_bundle),
+        ("migrated_from_version_1", migrated_from_version_1),
     ];
     for (name, case) in cases {
         let dir = scratch.join(name);
@@ -410,4 +412,229 @@ pub fn context_of_a_new_run(db: &DbSpec, dir: &Path) {
     check(&mut s);
     history::add(&mut s, &today).unwrap();
     check(&mut s);
+}
+
+/// A made-up multi-lane bundle of run `n` (docs/fleet.md): lane g0 (the incumbent's,
+/// 127.0.0.1:8000) ran `inc`; lane g1 (127.0.0.1:8001, one GPU named) ran `cand` and the
+/// control's copy `inc.control`, whose record is in g1's own result; `inc_ttft` is the
+/// incumbent's warm TTFT, `copy_ttft` the copy's.
+pub fn fleet_bundle(root: &Path, n: usize, inc_ttft: f64, copy_ttft: f64) -> PathBuf {
+    use bakeoff::evidence::result::LaneRun;
+    let dir = root.join(format!("fleet-{n:03}"));
+    std::fs::create_dir_all(dir.join("lanes/g0")).unwrap();
+    std::fs::create_dir_all(dir.join("lanes/g1")).unwrap();
+    let started = format!("2026-11-02T00:00:{n:02}Z");
+    let mut res = CampaignResult::new("fleet-camp");
+    res.started_at = started.clone();
+    res.complete = true;
+    res.identity.host = "vm".into();
+    res.arms = vec![
+        arm("inc", "incumbent", inc_ttft),
+        arm("cand", "candidate", 40.0),
+    ];
+    let lane = |id: &str, port: u16, arms: &[&str]| LaneRun {
+        id: id.into(),
+        address: format!("127.0.0.1:{port}"),
+        folder: format!("lanes/{id}"),
+        arms: arms.iter().map(|a| a.to_string()).collect(),
+        complete: true,
+        ..Default::default()
+    };
+    res.lanes = vec![lane("g0", 8000, &["inc"]), lane("g1", 8001, &["cand"])];
+    let w = |name: &str, v: &serde_json::Value| {
+        std::fs::write(dir.join(name), serde_json::to_vec_pretty(v).unwrap()).unwrap()
+    };
+    w("campaign-result.json", &serde_json::to_value(&res).unwrap());
+    // Lane g1's own result: the control's copy (role candidate there) before its arm.
+    let mut g1 = CampaignResult::new("fleet-camp");
+    g1.started_at = started;
+    g1.arms = vec![
+        arm("inc.control", "candidate", copy_ttft),
+        arm("cand", "candidate", 40.0),
+    ];
+    w(
+        "lanes/g1/campaign-result.json",
+        &serde_json::to_value(&g1).unwrap(),
+    );
+    w(
+        "environment.json",
+        &serde_json::json!({"hostname": "vm", "gpu": {"status": "not-applicable"}}),
+    );
+    w(
+        "lanes/g0/checkpoint.json",
+        &serde_json::json!({"files": [
+            {"named_by": "arm `inc`'s reference recipe", "path": "/p/inc.toml", "sha256": "a".repeat(64)},
+        ]}),
+    );
+    std::fs::write(
+        dir.join("campaign.toml"),
+        "[campaign]\nid = \"fleet-camp\"\n[[lanes]]\nid = \"g0\"\nport = 8000\nincumbent = \"inc\"\n[[lanes]]\nid = \"g1\"\nport = 8001\ngpus = [\"GPU-1\"]\n",
+    )
+    .unwrap();
+    bakeoff::evidence::manifest::write(&dir).unwrap();
+    dir
+}
+
+/// A multi-lane bundle: each arm's figures in its own lane's series, the control's copy on
+/// its lane as `inc.control` (role control); `list` gives one row per lane with the arms that
+/// ran there; adding it twice writes nothing; the same run with another digest is refused; a
+/// later run's context names each arm's own lane and the drifting lane's copy.
+pub fn multi_lane_bundle(db: &DbSpec, dir: &Path) {
+    let (g0, g1) = ("127.0.0.1:8000", "127.0.0.1:8001 [GPU-1]");
+    let mut s = Store::open(db).unwrap();
+    let b = fleet_bundle(dir, 0, 50.0, 55.0);
+    let (sum, a) = history::add_bundle(&mut s, &b).unwrap();
+    assert_eq!(a, Added::New);
+    assert_eq!(sum.lane, "lanes g0,g1");
+    let lanes: Vec<(&str, &str, &str)> = sum
+        .arms
+        .iter()
+        .map(|a| (a.arm.as_str(), a.role.as_str(), a.lane.as_str()))
+        .collect();
+    assert_eq!(
+        lanes,
+        [
+            ("inc", "incumbent", g0),
+            ("cand", "candidate", g1),
+            ("inc.control@g1", "control", g1)
+        ]
+    );
+    // The incumbent's profile digest, from its lane's checkpoint.
+    assert_eq!(sum.arms[0].program.len(), 12, "{:?}", sum.arms[0]);
+    let (_, again) = history::add_bundle(&mut s, &b).unwrap();
+    assert_eq!(again, Added::Already { moved_from: None });
+    let rows = series::bundles(&mut s, &Filter::default()).unwrap();
+    let got: Vec<(&str, &str)> = rows
+        .iter()
+        .map(|r| (r.lane.as_str(), r.arms.as_str()))
+        .collect();
+    assert_eq!(got, [(g0, "inc"), (g1, "cand,inc.control@g1")], "{rows:?}");
+    assert!(rows.iter().all(|r| r.digest == sum.digest));
+    let on = |s: &mut Store, f: Filter| -> Vec<(String, String)> {
+        series::read(s, &f)
+            .unwrap()
+            .iter()
+            .map(|x| (x.key.arm().to_string(), x.key.lane.clone()))
+            .collect()
+    };
+    let ttft = |lane: Option<&str>, arm: Option<&str>| Filter {
+        metric: Some("ttft_p50@c1".into()),
+        lane: lane.map(str::to_string),
+        arm: arm.map(str::to_string),
+        ..Default::default()
+    };
+    assert_eq!(
+        on(&mut s, ttft(Some(g1), None)),
+        [
+            ("cand".to_string(), g1.to_string()),
+            ("inc.control".to_string(), g1.to_string())
+        ]
+    );
+    assert_eq!(
+        on(&mut s, ttft(None, Some("inc"))),
+        [("inc".to_string(), g0.to_string())]
+    );
+    assert_eq!(
+        on(&mut s, ttft(None, Some("inc.control"))),
+        [("inc.control".to_string(), g1.to_string())]
+    );
+    // The same run re-sealed with other evidence: refused, naming the first.
+    let other = fleet_bundle(&dir.join("other"), 0, 50.0, 56.0);
+    let e = format!("{:#}", history::add_bundle(&mut s, &other).unwrap_err());
+    assert!(
+        e.contains("fleet-camp") && e.contains(&sum.digest) && e.contains("one run has one bundle"),
+        "{e}"
+    );
+    // Three more runs, then one whose copy on g1 is 30 % slower: lane g1 drifts, by its copy.
+    for n in 1..4 {
+        history::add_bundle(&mut s, &fleet_bundle(dir, n, 50.0, 55.0 + n as f64 * 0.1)).unwrap();
+    }
+    let today = history::summarize(&fleet_bundle(dir, 4, 50.1, 72.0)).unwrap();
+    let (cx, _) = history::context_before_add(&mut s, &today).unwrap();
+    let copy = cx
+        .lines
+        .iter()
+        .find(|l| l.arm == "inc.control" && l.figure == "ttft_p50@c1")
+        .unwrap_or_else(|| panic!("{:?}", cx.lines));
+    assert!(copy.beyond && copy.runs == 4, "{copy:?}");
+    assert!(
+        copy.text().starts_with(&format!(
+            "control `inc.control` on lane {g1} ttft_p50@c1 today 72.0 ms"
+        )),
+        "{}",
+        copy.text()
+    );
+    let inc = cx
+        .lines
+        .iter()
+        .find(|l| l.arm == "inc" && l.figure == "ttft_p50@c1")
+        .unwrap();
+    assert!(!inc.beyond && inc.lane == g0, "{inc:?}");
+    assert_eq!(cx.drifting.len(), 1, "{:?}", cx.drifting);
+    assert!(
+        cx.drifting[0].starts_with(&format!("lane {g1}: its control `inc.control` drifts")),
+        "{:?}",
+        cx.drifting
+    );
+}
+
+/// A store a bakeoff before per-arm lanes wrote (schema version 1, one bundle) is migrated on
+/// open: its arms get the bundle's lane, its series and `--lane` read as before, and a
+/// multi-lane bundle is added beside it.
+pub fn migrated_from_version_1(db: &DbSpec, dir: &Path) {
+    let b = bundle(dir, &Run::new(1, 50.0, 40.0));
+    let sum = history::summarize(&b).unwrap();
+    let mut s = Store::open(db).unwrap();
+    // Back to version 1: the tables as its one step made them, with this bundle in them.
+    s.write(|tx| {
+        for t in ["figures", "arms", "bundles"] {
+            tx.exec(&format!("DROP TABLE {t}"), &[])?;
+        }
+        for stmt in history::store::MIGRATIONS[0] {
+            tx.exec(stmt, &[])?;
+        }
+        tx.exec("UPDATE bakeoff_schema SET version = 1", &[])?;
+        tx.exec(
+            "INSERT INTO bundles (digest, campaign_id, started_at, host, hardware, gpu_model, driver, lane, complete, workload, winner, reason, path, added_at) VALUES (?, 'hist-camp', ?, 'vm', '', 'none', '', '127.0.0.1:8000', 1, '{}', '', '', ?, 'then')",
+            &[Value::text(&sum.digest), Value::text(&sum.started_at), Value::text(&sum.path)],
+        )?;
+        for a in &sum.arms {
+            tx.exec(
+                "INSERT INTO arms (digest, arm, role, label, recipe, engine, engine_version, model, quantization, speculative, image, program, status, failure, gates) VALUES (?, ?, ?, ?, ?, 'reference', '', 'm', '', '', '', '', 'completed', '', '')",
+                &[Value::text(&sum.digest), Value::text(&a.arm), Value::text(&a.role), Value::text(&a.arm), Value::text(a.recipe())],
+            )?;
+            for f in &a.figures {
+                tx.exec(
+                    "INSERT INTO figures (digest, arm, figure, value, lo, hi, n) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    &[Value::text(&sum.digest), Value::text(&a.arm), Value::text(&f.name), Value::F(Some(f.value)), Value::F(f.lo), Value::F(f.hi), Value::I(Some(f.n as i64))],
+                )?;
+            }
+        }
+        Ok(())
+    })
+    .unwrap();
+    drop(s);
+    let mut s = Store::open(db).unwrap();
+    let v = s.query("SELECT version FROM bakeoff_schema", &[]).unwrap();
+    assert_eq!(v[0][0].int(), Some(history::store::LATEST));
+    let lanes = s.query("SELECT DISTINCT lane FROM arms", &[]).unwrap();
+    assert_eq!(lanes.len(), 1);
+    assert_eq!(lanes[0][0].str(), "127.0.0.1:8000");
+    let f = Filter {
+        lane: Some("127.0.0.1:8000".into()),
+        metric: Some("ttft_p50@c1".into()),
+        ..Default::default()
+    };
+    let all = series::read(&mut s, &f).unwrap();
+    assert_eq!(all.len(), 2, "{all:?}");
+    assert!(all.iter().all(|x| x.points.len() == 1));
+    // The migrated store is the same bundle (present) and takes a multi-lane one.
+    let (_, a) = history::add_bundle(&mut s, &b).unwrap();
+    assert_eq!(a, Added::Already { moved_from: None });
+    let (_, a) = history::add_bundle(&mut s, &fleet_bundle(dir, 0, 50.0, 55.0)).unwrap();
+    assert_eq!(a, Added::New);
+    assert_eq!(
+        series::bundles(&mut s, &Filter::default()).unwrap().len(),
+        3
+    );
 }
