@@ -70,11 +70,11 @@ for i, lanes in enumerate(runs, 1):
     wall = float(end) - float(start)
     b = d / "bundle"
     s = json.loads((b / "decision-summary.json").read_text())
-    s["winner_arm"] = s["decision"].get("winner_arm")
+    winner = s["decision"].get("winner_arm")
     fails = sorted((f["arm"], f["class"]) for f in s.get("failures", []))
     r = json.loads((b / "campaign-result.json").read_text())
-    rows.append((lanes, wall, s.get("winner_arm"), fails, r))
-    print(f"run {i}: {lanes} lane(s), wall {wall:.1f} s, winner {s.get('winner_arm')}, "
+    rows.append((lanes, wall, winner, fails, r))
+    print(f"run {i}: {lanes} lane(s), wall {wall:.1f} s, winner {winner}, "
           f"complete {r['complete']}, verify exit {(d / 'verify.rc').read_text().strip()}")
     print(f"  failures: {', '.join(f'{a} {c}' for a, c in fails) or 'none'}")
     for t in r.get("schedule_timing", []):

@@ -227,7 +227,8 @@ impl Run {
     fn status(&self) -> RunStatus {
         let ended = self.ended.borrow().clone();
         let running = ended.is_none();
-        let lanes = lane_progress(&self.bundle, running);
+        let folders = lane_folders(&self.bundle);
+        let lanes = lane_progress(&folders, running);
         let (current, steps_done, steps_total) = if lanes.is_empty() {
             let ck = Checkpoint::load(&self.bundle).ok();
             (
@@ -251,7 +252,7 @@ impl Run {
             steps_total,
             current_step: current,
             lanes,
-            arms: arms(&self.bundle),
+            arms: arms(&self.bundle, &folders),
             document: ended.and_then(|e| e.document),
             log_tail: tail(&self.log),
             log: self.log.display().to_string(),
@@ -280,14 +281,18 @@ fn current_step(c: &Checkpoint) -> Option<StepPart> {
         })
 }
 
-/// Each lane run's progress of a multi-lane bundle (every folder under `lanes/` with a
-/// checkpoint, in name order); empty for a one-lane bundle.
-fn lane_progress(dir: &Path, running: bool) -> Vec<LaneProgress> {
-    let Ok(rd) = std::fs::read_dir(dir.join(bundle::LANES_DIR)) else {
-        return Vec::new();
-    };
-    let mut folders: Vec<PathBuf> = rd.flatten().map(|e| e.path()).collect();
+/// The lane runs' folders of a multi-lane bundle (`lanes/g0`, `lanes/g1`, `lanes/g1.moved-1`,
+/// in name order: a moved run after its lane's own); empty for a one-lane bundle.
+fn lane_folders(dir: &Path) -> Vec<PathBuf> {
+    let mut folders: Vec<PathBuf> = std::fs::read_dir(dir.join(bundle::LANES_DIR))
+        .map(|rd| rd.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
     folders.sort();
+    folders
+}
+
+/// Each lane run's progress (every lane folder with a checkpoint).
+fn lane_progress(folders: &[PathBuf], running: bool) -> Vec<LaneProgress> {
     folders
         .iter()
         .filter_map(|f| {
@@ -303,25 +308,18 @@ fn lane_progress(dir: &Path, running: bool) -> Vec<LaneProgress> {
         .collect()
 }
 
-fn read_result(dir: &Path) -> Option<CampaignResult> {
-    std::fs::read(dir.join(bundle::RESULT))
-        .ok()
-        .and_then(|b| serde_json::from_slice::<CampaignResult>(&b).ok())
-}
-
 /// Each arm's status as `campaign-result.json` says it now (empty before the run wrote it). A
 /// multi-lane run merges its lanes' results only at its end: until then each arm's status is
 /// its lane run's (`lanes/*/campaign-result.json`; a moved run's, where the arm ran again).
-fn arms(dir: &Path) -> Vec<ArmProgress> {
-    let Some(r) = read_result(dir) else {
+fn arms(dir: &Path, lanes: &[PathBuf]) -> Vec<ArmProgress> {
+    let Ok(r) = crate::report::read_result(dir) else {
         return Vec::new();
     };
-    let mut lanes: Vec<PathBuf> = std::fs::read_dir(dir.join(bundle::LANES_DIR))
-        .map(|rd| rd.flatten().map(|e| e.path()).collect())
-        .unwrap_or_default();
-    // Name order puts `g1.moved-1` after `g1`: the later run of an arm wins.
-    lanes.sort();
-    let lane_results: Vec<CampaignResult> = lanes.iter().filter_map(|l| read_result(l)).collect();
+    // In name order a moved run comes after its lane's own: the later run of an arm wins.
+    let lane_results: Vec<CampaignResult> = lanes
+        .iter()
+        .filter_map(|l| crate::report::read_result(l).ok())
+        .collect();
     let merged_already = !r.lanes.is_empty() && r.lanes.iter().all(|l| l.complete);
     r.arms
         .iter()

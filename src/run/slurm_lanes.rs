@@ -43,15 +43,9 @@ fn resolve_with(
     }
     // The campaign's lane is the incumbent's, or the only one (one `[[lanes]]` table runs as
     // `[lane]`: without this its checks and its client would look at the unresolved host).
-    let only = (c.fleet.len() == 1).then(|| c.fleet[0].clone());
-    if let Some(e) = c
-        .fleet
-        .iter()
-        .find(|e| e.incumbent.is_some())
-        .cloned()
-        .or(only)
-    {
-        c.lane = e.lane();
+    let pick = c.fleet.iter().position(|e| e.incumbent.is_some());
+    if let Some(i) = pick.or((c.fleet.len() == 1).then_some(0)) {
+        c.lane = c.fleet[i].lane();
     }
     Ok(c)
 }

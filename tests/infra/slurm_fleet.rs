@@ -420,14 +420,7 @@ fn one_slurm_lanes_table_runs_on_its_node_with_the_client_there() {
     );
     let file = campaign(&t, &lanes, &arms);
     let b = t.bundle();
-    let o = Command::new(BIN)
-        .arg("run")
-        .arg(&file)
-        .arg("--no-progress")
-        .output()
-        .unwrap();
-    let out = text(&o);
-    assert!(o.status.success(), "{out}");
+    let out = bakeoff_ok(&["run"], &file);
     let addr = node_addr("node2");
     assert!(
         out.contains(&format!("lane {addr}:{} is free", t.port)),
